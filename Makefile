@@ -1,0 +1,64 @@
+# The two commands a newcomer needs: `make book` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Every chapter, test and capture sees the same eight simulated CPU devices.
+export XLA_FLAGS := --xla_force_host_platform_device_count=8
+export JAX_PLATFORMS := cpu
+export PYTHONHASHSEED := 0
+
+.PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz
+
+setup: $(STAMP) graphviz
+
+$(STAMP): requirements.txt code/pyproject.toml
+	@echo "==> creating $(VENV) and installing requirements.txt"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet -r requirements.txt
+	@touch $(STAMP)
+
+graphviz:
+	@command -v dot >/dev/null 2>&1 || bash .ci/install-graphviz
+
+book: setup
+	@echo "==> building the book (execution cached in _build/.jupyter_cache)"
+	@$(BIN)/jupyter-book build . --path-output . -n --keep-going -q
+	@echo "==> open $(CURDIR)/_build/html/index.html"
+
+# Forced execution, nitpicky, warnings are errors; then every test.
+test: setup
+	@mkdir -p _build
+	@sed 's/execute_notebooks: cache/execute_notebooks: force/' _config.yml > _build/_config.force.yml
+	@status=0; \
+	echo "==> building the book with forced execution (-n -W --keep-going)"; \
+	$(BIN)/jupyter-book build . --path-output . --config _build/_config.force.yml -n -W --keep-going -q || status=1; \
+	echo "==> running the tests"; \
+	$(BIN)/python -m pytest -q tests || status=1; \
+	exit $$status
+
+bless: setup
+	@$(BIN)/python -m shardbook.ledger bless
+
+artifacts: setup
+	@$(BIN)/python -m shardbook.hlo capture --all --out hlo_artifacts
+
+serve:
+	@test -f _build/html/index.html || { echo "no site yet: run 'make book' first"; exit 1; }
+	@echo "==> serving _build/html on http://127.0.0.1:8000 (Ctrl-C to stop)"
+	@$(or $(wildcard $(BIN)/python),$(PYTHON)) -m http.server 8000 --bind 127.0.0.1 --directory _build/html
+
+lab: setup
+	@$(BIN)/python -m pip install --quiet -r requirements-lab.txt
+	@$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ContentsManager.default_jupytext_formats=md:myst chapters
+
+bench: setup
+	@$(BIN)/python -m shardbook.bench
+
+linkcheck: setup
+	@$(BIN)/jupyter-book build . --path-output . --builder linkcheck
+
+clean:
+	rm -rf _build

@@ -1,0 +1,232 @@
+"""Accelerator presets: compute, memory and the bandwidth of each link tier.
+
+Every value is a :class:`Figure`: a float that also carries the references.bib
+key it comes from and whether it is a vendor ``spec``, an ``achieved``
+measurement, or ``derived`` by arithmetic from other cited figures.
+
+Bandwidth fields say their direction in their name. A ``*_bytes_per_s`` field
+without ``bidirectional`` is one direction; vendors often print the doubled
+bidirectional figure, which lives in its own field and is never mixed in.
+"""
+
+from dataclasses import dataclass, fields
+
+from . import _validate
+from .units import GB, PFLOP, TFLOP, gbit_per_s_to_bytes_per_s
+
+KINDS = ("spec", "achieved", "derived")
+
+
+class Figure(float):
+    """A float with provenance: ``source`` (a references.bib key) and ``kind``."""
+
+    def __new__(cls, value, source, kind="spec", note=""):
+        if kind not in KINDS:
+            raise ValueError(f"kind: unknown value {kind!r}; valid: {', '.join(KINDS)}")
+        if not isinstance(source, str) or not source:
+            raise ValueError("source: every figure needs a references.bib key")
+        self = super().__new__(cls, value)
+        self.source = source
+        self.kind = kind
+        self.note = note
+        return self
+
+    def __repr__(self):
+        return f"Figure({float(self)!r}, source={self.source!r}, kind={self.kind!r})"
+
+    def __reduce__(self):
+        return (Figure, (float(self), self.source, self.kind, self.note))
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """One accelerator and the links around it.
+
+    name: preset name.  family: 'gpu' or 'tpu'.
+    bf16_dense_flops_per_s: peak dense BF16 matmul FLOP/s (no sparsity).
+    hbm_bytes: HBM capacity of one device.
+    scale_up_link_bytes_per_s: one direction of one scale-up link (one xGMI
+        peer, one NVLink link, one ICI link).
+    scale_up_link_bidirectional_bytes_per_s: the same link, both directions.
+    scale_up_egress_bytes_per_s: one direction, all scale-up links of one device.
+    scale_up_domain_size: devices reachable over scale-up links (a node, an
+        NVL72 rack, a TPU pod).
+    scale_out_bytes_per_s: one direction of the scale-out path per device
+        (its NIC share, or DCN per TPU chip).
+    host_link_bytes_per_s: one direction of the host/I/O path (PCIe), where cited.
+    """
+
+    name: str
+    family: str
+    bf16_dense_flops_per_s: Figure
+    hbm_bytes: Figure
+    scale_up_link_bytes_per_s: Figure
+    scale_up_link_bidirectional_bytes_per_s: Figure
+    scale_up_egress_bytes_per_s: Figure
+    scale_up_domain_size: Figure
+    scale_out_bytes_per_s: Figure
+    host_link_bytes_per_s: Figure | None = None
+
+    OPTIONAL = ("host_link_bytes_per_s",)
+
+    def __post_init__(self):
+        _validate.choice("family", self.family, ("gpu", "tpu"))
+        for f in fields(self):
+            if f.name in ("name", "family"):
+                continue
+            value = getattr(self, f.name)
+            if value is None and f.name in self.OPTIONAL:
+                continue
+            if value is None:
+                raise ValueError(f"{self.name}.{f.name}: missing value")
+            if not isinstance(value, Figure):
+                raise ValueError(f"{self.name}.{f.name}: must be a Figure with a source, got {value!r}")
+            if not value > 0:
+                raise ValueError(f"{self.name}.{f.name}: must be positive, got {float(value)!r}")
+
+    @property
+    def collective_bytes_per_s(self):
+        """W in α = C/W, as the Scaling Book uses it: on a TPU the
+        bidirectional bandwidth of one torus axis (a ring runs both ways);
+        on a GPU the one-direction scale-up egress of one device."""
+        if self.family == "tpu":
+            return self.scale_up_link_bidirectional_bytes_per_s
+        return self.scale_up_egress_bytes_per_s
+
+    @property
+    def domain_egress_bytes_per_s(self):
+        """One direction of scale-out leaving a whole scale-up domain
+        (node egress for an 8-GPU node): domain size x per-device scale-out."""
+        return self.scale_up_domain_size * self.scale_out_bytes_per_s
+
+    def figures(self):
+        """(field, Figure) pairs of every value, in declaration order."""
+        return [
+            (f.name, getattr(self, f.name))
+            for f in fields(self)
+            if f.name not in ("name", "family") and getattr(self, f.name) is not None
+        ]
+
+
+def _f(value, source, kind="spec", note=""):
+    return Figure(value, source, kind, note)
+
+
+def _mi355x():
+    src = "amd-mi355x-datasheet"
+    link = 76.8 * GB
+    return Accelerator(
+        name="MI355X",
+        family="gpu",
+        bf16_dense_flops_per_s=_f(2516.6 * TFLOP, src),
+        hbm_bytes=_f(288 * GB, src),
+        scale_up_link_bytes_per_s=_f(link, "scale-your-model-amd", note="xGMI, per peer, one direction"),
+        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, src, note="xGMI, per peer"),
+        scale_up_egress_bytes_per_s=_f(7 * link, "scale-your-model-amd", "derived", "7 peers x 76.8 GB/s"),
+        scale_up_domain_size=_f(8, "scale-your-model-amd", note="one UBB, one-hop full mesh"),
+        scale_out_bytes_per_s=_f(gbit_per_s_to_bytes_per_s(400), "scale-your-model-amd", note="400 Gb/s reference NIC"),
+        host_link_bytes_per_s=_f(64 * GB, "scale-your-model-amd", note="PCIe Gen5 x16"),
+    )
+
+
+def _mi300x():
+    src = "amd-mi300x-datasheet"
+    link = 64 * GB
+    return Accelerator(
+        name="MI300X",
+        family="gpu",
+        bf16_dense_flops_per_s=_f(1307.4 * TFLOP, src),
+        hbm_bytes=_f(192 * GB, src),
+        scale_up_link_bytes_per_s=_f(link, src, note="xGMI, per peer, one direction"),
+        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, src, note="xGMI, 128 GB/s per link"),
+        scale_up_egress_bytes_per_s=_f(7 * link, src, "derived", "7 peers x 64 GB/s"),
+        scale_up_domain_size=_f(8, src),
+        scale_out_bytes_per_s=_f(gbit_per_s_to_bytes_per_s(400), "scale-your-model-amd", note="400 Gb/s NIC per GPU"),
+        host_link_bytes_per_s=_f(64 * GB, src, note="PCIe Gen5 x16"),
+    )
+
+
+def _hopper(name, src, hbm_gb, nvlink_links):
+    # NVLink 4: 25 GB/s per link per direction; H100/H200 have 18 links, H800 8.
+    link = 25 * GB
+    return Accelerator(
+        name=name,
+        family="gpu",
+        bf16_dense_flops_per_s=_f(989.5 * TFLOP, src, note="1,979 TFLOP/s with sparsity, halved"),
+        hbm_bytes=_f(hbm_gb * GB, src),
+        scale_up_link_bytes_per_s=_f(link, "nvidia-nvlink"),
+        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, "nvidia-nvlink"),
+        scale_up_egress_bytes_per_s=_f(nvlink_links * link, src, "derived", f"{nvlink_links} NVLinks x 25 GB/s"),
+        scale_up_domain_size=_f(8, src, note="8-GPU HGX node"),
+        scale_out_bytes_per_s=_f(gbit_per_s_to_bytes_per_s(400), "scaling-book-gpus", note="one 400 Gb/s NIC per GPU"),
+        host_link_bytes_per_s=_f(64 * GB, src, note="PCIe Gen5 x16"),
+    )
+
+
+def _blackwell(name, src, flops, hbm_gb, domain, nic_gbit):
+    # NVLink 5: 50 GB/s per link per direction, 18 links per GPU.
+    link = 50 * GB
+    return Accelerator(
+        name=name,
+        family="gpu",
+        bf16_dense_flops_per_s=_f(flops, src),
+        hbm_bytes=_f(hbm_gb * GB, src),
+        scale_up_link_bytes_per_s=_f(link, "nvidia-nvlink"),
+        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, "nvidia-nvlink"),
+        scale_up_egress_bytes_per_s=_f(18 * link, src, "derived", "18 NVLinks x 50 GB/s"),
+        scale_up_domain_size=_f(domain, src),
+        scale_out_bytes_per_s=_f(gbit_per_s_to_bytes_per_s(nic_gbit), src, note=f"{nic_gbit} Gb/s NIC per GPU"),
+    )
+
+
+def _tpu(name, src, flops, hbm_gb, link_one_way, pod_chips, dcn, n_links):
+    return Accelerator(
+        name=name,
+        family="tpu",
+        bf16_dense_flops_per_s=_f(flops, src),
+        hbm_bytes=_f(hbm_gb * GB, src),
+        scale_up_link_bytes_per_s=_f(link_one_way, src, note="ICI, one link, one direction"),
+        scale_up_link_bidirectional_bytes_per_s=_f(2 * link_one_way, src, note="ICI, one link"),
+        scale_up_egress_bytes_per_s=_f(n_links * link_one_way, src, "derived", f"{n_links} ICI links x one direction"),
+        scale_up_domain_size=_f(pod_chips, src, note="chips in one ICI-connected pod"),
+        scale_out_bytes_per_s=_f(dcn, src, note="DCN per chip, one direction"),
+    )
+
+
+_BUILDERS = {
+    "MI355X": _mi355x,
+    "MI300X": _mi300x,
+    "H100": lambda: _hopper("H100", "nvidia-h100-datasheet", 80, 18),
+    "H200": lambda: _hopper("H200", "nvidia-h200-datasheet", 141, 18),
+    "H800": lambda: _hopper("H800", "parallelize-transformer", 80, 8),
+    "B200": lambda: _blackwell("B200", "nvidia-dgx-b200", 2.25 * PFLOP, 180, 8, 400),
+    "GB200 NVL72": lambda: _blackwell("GB200 NVL72", "nvidia-gb200-nvl72", 2.5 * PFLOP, 186, 72, 400),
+    "GB300 NVL72": lambda: _blackwell("GB300 NVL72", "nvidia-gb300-nvl72", 2.5 * PFLOP, 288, 72, 800),
+    "TPU v5e": lambda: _tpu("TPU v5e", "scaling-book-tpus", 1.97e14, 16, 4.5e10, 256, 3.125e9, 4),
+    "TPU v5p": lambda: _tpu("TPU v5p", "scaling-book-tpus", 4.59e14, 96, 9e10, 8960, 6.25e9, 6),
+    "TPU v6e": lambda: _tpu("TPU v6e", "scaling-book-tpus", 9.18e14, 32, 9e10, 256, 12.5e9, 4),
+    "Ironwood": lambda: _tpu("Ironwood", "google-ironwood", 2307 * TFLOP, 192, 1e11, 9216, 12.5e9, 6),
+}
+
+PRESETS = {name: build() for name, build in _BUILDERS.items()}
+
+
+def names():
+    """Names of every accelerator preset."""
+    return list(PRESETS)
+
+
+def get(name):
+    """The preset called `name` (or `name` itself if it is an Accelerator)."""
+    if isinstance(name, Accelerator):
+        return name
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"accelerator: unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
+
+
+def intensity(name):
+    """α = C/W for a preset, in FLOPs per byte (see collective_bytes_per_s)."""
+    acc = get(name)
+    return acc.bf16_dense_flops_per_s / acc.collective_bytes_per_s

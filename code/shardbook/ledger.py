@@ -1,0 +1,295 @@
+"""The ledger of numbers: every computed number a chapter shows.
+
+A chapter shows a computed value with :func:`show` (prose refers to it with
+``{glue:text}`name```) or a table with :func:`table`. Both write a record
+into the executed notebook's output metadata. After a build, :func:`collect`
+reads those records from the executed notebooks (no second execution) and
+:func:`compare` checks them against the committed expected file.
+
+    python -m shardbook.ledger check   # compare the build with tests/expected_numbers.json
+    python -m shardbook.ledger bless   # rewrite it from the build; prints what changed
+
+Standard library only (IPython is imported when a chapter displays a value).
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from .units import format_number
+
+GLUE_PREFIX = "application/papermill.record/"
+META_KEY = "shardbook_ledger"
+DEFAULT_REL_TOL = 1e-9
+_NAME_RE = re.compile(r"^[a-z0-9_]+$")
+
+
+def format_value(value, *, digits=None, sig=None, scale=1.0, unit=""):
+    """Display text: value/scale with `digits` decimals or `sig` significant
+    digits (integers exactly), then the unit."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"value: must be a number, got {value!r}")
+    shown = value / scale if scale != 1 else value
+    if isinstance(shown, float) and digits is None and sig is None:
+        digits = 0 if float(shown).is_integer() else 3
+    text = format_number(shown, digits if digits is not None else 3, sig=sig)
+    return f"{text} {unit}".strip() if unit else text
+
+
+def record(name, value, *, unit="", text, rel_tol=DEFAULT_REL_TOL, live=False):
+    """The ledger entry for one value (without the chapter, added at collect)."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(f"name: must be lower-case letters, digits and underscores, got {name!r}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"value ({name}): must be a number, got {value!r}")
+    if not (isinstance(rel_tol, (int, float)) and 0 <= rel_tol < 1):
+        raise ValueError(f"rel_tol ({name}): must lie in [0, 1), got {rel_tol!r}")
+    return {"name": name, "value": float(value), "unit": unit, "text": text, "rel_tol": rel_tol, "live": bool(live)}
+
+
+def _display(bundle, metadata):
+    from IPython.display import display
+
+    display(bundle, raw=True, metadata=metadata)
+
+
+def show(name, value, unit="", *, digits=None, sig=None, scale=1.0, rel_tol=DEFAULT_REL_TOL, text=None, live=False):
+    """Glue `value` under `name` for ``{glue:text}`name``` and record it.
+
+    `scale` divides the SI value for display (value in bytes, scale=1e9,
+    unit='GB'); the ledger keeps the unscaled value. Returns the text."""
+    if text is None:
+        text = format_value(value, digits=digits, sig=sig, scale=scale, unit=unit)
+    entry = record(name, value, unit=unit, text=text, rel_tol=rel_tol, live=live)
+    entry["scale"] = scale
+    _display(
+        {GLUE_PREFIX + "text/plain": text},
+        {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}, META_KEY: [entry]},
+    )
+    return text
+
+
+def _slug(text):
+    return re.sub(r"[^a-z0-9]+", "_", str(text).lower()).strip("_") or "x"
+
+
+def table(name, columns, rows, *, rel_tol=DEFAULT_REL_TOL, caption=None):
+    """Show a Markdown table and record each numeric cell.
+
+    `rows` holds, per cell, either a string (shown as is, not recorded) or a
+    tuple (value, text) whose text is shown and whose value is recorded as
+    ``{name}__{row label}__{column}`` (labels from the first cell and the
+    header, lower-cased, other characters as '_'). Returns the Markdown."""
+    if not columns:
+        raise ValueError("columns: a table needs a header row")
+    entries, lines = [], []
+    lines.append("| " + " | ".join(columns) + " |")
+    lines.append("|" + "|".join("---" for _ in columns) + "|")
+    for i, row in enumerate(rows):
+        if len(row) != len(columns):
+            raise ValueError(f"rows[{i}]: has {len(row)} cells, the header has {len(columns)}")
+        cells = []
+        label = _slug(row[0][1] if isinstance(row[0], tuple) else row[0])
+        for j, cell in enumerate(row):
+            if isinstance(cell, tuple):
+                value, text = cell
+                key = f"{name}__{label}__{_slug(columns[j])}"
+                entries.append(record(key, value, text=text, rel_tol=rel_tol))
+                cells.append(text)
+            else:
+                cells.append(str(cell))
+        lines.append("| " + " | ".join(cells) + " |")
+    markdown = "\n".join(lines)
+    if caption:
+        markdown = f"{markdown}\n\n{caption}"
+    _display({"text/markdown": markdown}, {META_KEY: entries})
+    return markdown
+
+
+def cell(value, **fmt):
+    """A (value, text) table cell formatted like :func:`show`."""
+    return (value, format_value(value, **fmt))
+
+
+# --- after the build -------------------------------------------------------
+
+
+def _chapter_of(path):
+    return Path(path).stem
+
+
+def collect(executed_dir):
+    """Every ledger record in the executed notebooks under `executed_dir`,
+    sorted by (chapter, name)."""
+    root = Path(executed_dir)
+    notebooks = sorted(root.rglob("*.ipynb"))
+    if not notebooks:
+        raise FileNotFoundError(f"no executed notebooks under {root}; build the book first (make book)")
+    found = {}
+    for nb_path in notebooks:
+        nb = json.loads(nb_path.read_text())
+        chapter = _chapter_of(nb_path)
+        for cell_ in nb.get("cells", []):
+            for output in cell_.get("outputs", []):
+                for entry in output.get("metadata", {}).get(META_KEY, []):
+                    key = (chapter, entry["name"])
+                    if key in found:
+                        raise ValueError(f"ledger: {chapter} records {entry['name']!r} twice")
+                    item = {"chapter": chapter}
+                    item.update({k: entry[k] for k in ("name", "value", "unit", "text", "rel_tol")})
+                    found[key] = item
+    return [found[k] for k in sorted(found)]
+
+
+def compare(expected, got):
+    """Rows (chapter, name, expected, got, relative change, status) for every
+    value that moved beyond its tolerance, disappeared, or is new."""
+    exp = {(e["chapter"], e["name"]): e for e in expected}
+    cur = {(g["chapter"], g["name"]): g for g in got}
+    rows = []
+    for key in sorted(set(exp) | set(cur)):
+        e, g = exp.get(key), cur.get(key)
+        if g is None:
+            rows.append((*key, e["text"], "-", "", "missing"))
+        elif e is None:
+            rows.append((*key, "-", g["text"], "", "new (no expected entry)"))
+        else:
+            ev, gv = e["value"], g["value"]
+            rel = abs(gv - ev) / abs(ev) if ev else abs(gv)
+            if rel > e["rel_tol"] or e["text"] != g["text"]:
+                status = "moved" if rel > e["rel_tol"] else "text changed"
+                rows.append((*key, e["text"], g["text"], f"{(gv - ev) / ev:+.3%}" if ev else "", status))
+    return rows
+
+
+def format_rows(rows):
+    header = ("chapter", "name", "expected", "got", "rel. change", "status")
+    table_ = [header] + [tuple(str(c) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in table_) for i in range(len(header))]
+    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table_]
+    out.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def load(path):
+    return json.loads(Path(path).read_text())["values"]
+
+
+def write(path, values):
+    """Write atomically: a temporary file in the same folder, then replace."""
+    path = Path(path)
+    doc = {
+        "about": "Expected values of every number the book shows. Rewrite with `make bless` after review.",
+        "values": values,
+    }
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ledger-", suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(doc, fh, indent=1, ensure_ascii=False)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+# --- lint: numbers typed into prose ----------------------------------------
+
+_NUMBER_RE = re.compile(r"(?<![\w.,/#-])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w])")
+_EXEMPT_MARK = re.compile(r"<!--\s*typed-number:\s*(.+?)\s*-->")
+
+
+def _blank(match):
+    return re.sub(r"[^\n]", " ", match.group(0))
+
+
+_NON_PROSE = [
+    (re.compile(r"\A---\n.*?\n---\n", re.S), "front matter"),
+    (re.compile(r"^(`{3,}|:{3,})[^\n]*\n.*?^\1\s*$", re.S | re.M), "code cells, fences, directives"),
+    (re.compile(r"\$\$.*?\$\$", re.S), "display math"),
+    (re.compile(r"\$[^$\n]+\$"), "inline math"),
+    (re.compile(r"\{[a-z:-]+\}`[^`]*`"), "roles (glue, cite, ref)"),
+    (re.compile(r"`[^`\n]*`"), "inline code"),
+    (re.compile(r"\]\([^)]*\)"), "link targets"),
+    (re.compile(r"^\([^)]*\)=\s*$", re.M), "labels"),
+    (re.compile(r"^%.*$", re.M), "comments"),
+    (re.compile(r"<!--.*?-->", re.S), "HTML comments"),
+]
+
+
+def _strip_non_prose(markdown):
+    """Blank out (keeping line breaks) what the lint must not read: front
+    matter, code cells and fences, math, roles, code, link targets, labels
+    and comments."""
+    for pattern, _ in _NON_PROSE:
+        markdown = pattern.sub(_blank, markdown)
+    return markdown
+
+
+def _significant_digits(integer, fraction):
+    digits = (integer.replace(",", "") + (fraction or "")).lstrip("0")
+    if not fraction:
+        digits = digits.rstrip("0")
+    return len(digits)
+
+
+def lint(markdown, glued_texts=()):
+    """Numbers typed into prose that look computed: three or more significant
+    digits, or equal to a glued value's text. A line carrying
+    ``<!-- typed-number: reason -->`` is exempt (the reason stays visible in
+    the source). Returns (line number, number, why) tuples."""
+    glued_numbers = set()
+    for text in glued_texts:
+        glued_numbers.update(m.group(0) for m in _NUMBER_RE.finditer(text))
+    findings = []
+    original = markdown.splitlines()
+    prose_lines = _strip_non_prose(markdown).splitlines()
+    for lineno, (line, prose) in enumerate(zip(original, prose_lines), 1):
+        if _EXEMPT_MARK.search(line):
+            continue
+        for m in _NUMBER_RE.finditer(prose):
+            number = m.group(0)
+            if _significant_digits(m.group(1), m.group(2)) >= 3:
+                findings.append((lineno, number, "three or more significant digits"))
+            elif number in glued_numbers:
+                findings.append((lineno, number, "equals a glued value of this chapter"))
+    return findings
+
+
+# --- command line ----------------------------------------------------------
+
+
+def _main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m shardbook.ledger", description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["check", "bless", "show"])
+    parser.add_argument("--executed", default="_build/jupyter_execute", help="folder of executed notebooks")
+    parser.add_argument("--expected", default="tests/expected_numbers.json", help="committed expected values")
+    args = parser.parse_args(argv)
+    try:
+        got = collect(args.executed)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"ledger: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "show":
+        print(format_rows([(g["chapter"], g["name"], "", g["text"], "", "") for g in got]))
+        return 0
+    expected = load(args.expected) if Path(args.expected).exists() else []
+    rows = compare(expected, got)
+    if args.command == "bless":
+        write(args.expected, got)
+        if rows:
+            print(format_rows(rows))
+        print(f"ledger: blessed {len(got)} values into {args.expected} ({len(rows)} changed)")
+        return 0
+    if rows:
+        print(format_rows(rows))
+        print(f"\nledger: {len(rows)} of {len(got)} values differ from {args.expected}.")
+        print("If the change is intended, review it and run `make bless`.")
+        return 1
+    print(f"ledger: all {len(got)} values match {args.expected}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

@@ -1,0 +1,178 @@
+"""Transformer presets and parameter counting.
+
+Notation (used in every chapter): D = d_model, F = d_ff (the width of one
+expert's MLP; the dense width for a dense model), L = layers, E = routed
+experts, k = routed experts per token. Shapes come from each model's published
+configuration; `source` names the references.bib key.
+"""
+
+from dataclasses import dataclass, fields, replace
+
+from . import _validate
+
+
+@dataclass(frozen=True)
+class MLA:
+    """Multi-head latent attention (DeepSeek-V2/V3) projection widths."""
+
+    q_lora_rank: int  # 0 means queries project directly from D
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+
+@dataclass(frozen=True)
+class Model:
+    """A decoder-only transformer with a gated (SwiGLU) MLP.
+
+    n_experts = 1 and top_k = 1 describe a dense model. For MoE models `d_ff`
+    is one routed expert's width; `n_shared_experts` experts of the same width
+    run for every token; the first `n_dense_layers` layers are dense with
+    width `d_ff_dense`.
+    """
+
+    name: str
+    source: str
+    d_model: int
+    d_ff: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    n_experts: int = 1
+    top_k: int = 1
+    n_shared_experts: int = 0
+    n_dense_layers: int = 0
+    d_ff_dense: int = 0
+    tied_embeddings: bool = False
+    mla: MLA | None = None
+    router_bias: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.source, str) or not self.source:
+            raise ValueError(f"{self.name}.source: every model needs a references.bib key")
+        for f in fields(self):
+            if f.type == "int" or f.type is int:
+                minimum = 0 if f.name in ("n_shared_experts", "n_dense_layers", "d_ff_dense") else 1
+                value = getattr(self, f.name)
+                if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                    raise ValueError(f"{self.name}.{f.name}: must be an integer >= {minimum}, got {value!r}")
+        if self.top_k > self.n_experts:
+            raise ValueError(f"{self.name}.top_k: must be <= n_experts ({self.n_experts}), got {self.top_k}")
+        if self.n_dense_layers > self.n_layers:
+            raise ValueError(f"{self.name}.n_dense_layers: must be <= n_layers ({self.n_layers})")
+        if self.n_dense_layers and not self.d_ff_dense:
+            raise ValueError(f"{self.name}.d_ff_dense: required when n_dense_layers > 0")
+        if self.n_heads % self.n_kv_heads:
+            raise ValueError(f"{self.name}.n_kv_heads: must divide n_heads ({self.n_heads}), got {self.n_kv_heads}")
+
+    @property
+    def is_moe(self):
+        return self.n_experts > 1
+
+
+def _attention_params(m):
+    d = m.d_model
+    if m.mla is None:
+        q = d * m.n_heads * m.head_dim
+        kv = 2 * d * m.n_kv_heads * m.head_dim
+        o = m.n_heads * m.head_dim * d
+        return q + kv + o
+    a = m.mla
+    qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim
+    if a.q_lora_rank:
+        q = d * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * m.n_heads * qk_head
+    else:
+        q = d * m.n_heads * qk_head
+    kv = d * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank
+    kv += a.kv_lora_rank * m.n_heads * (a.qk_nope_head_dim + a.v_head_dim)
+    o = m.n_heads * a.v_head_dim * d
+    return q + kv + o
+
+
+def _mlp_params(d_model, d_ff):
+    return 3 * d_model * d_ff  # gate, up and down projections
+
+
+def _layer_counts(m, active):
+    attention = _attention_params(m)
+    norms = 2 * m.d_model
+    dense = m.n_dense_layers * (attention + norms + _mlp_params(m.d_model, m.d_ff_dense))
+    n_moe = m.n_layers - m.n_dense_layers
+    if m.is_moe:
+        n_routed = m.top_k if active else m.n_experts
+        router = m.n_experts * m.d_model + (m.n_experts if m.router_bias else 0)
+        mlp = (n_routed + m.n_shared_experts) * _mlp_params(m.d_model, m.d_ff) + router
+    else:
+        mlp = _mlp_params(m.d_model, m.d_ff)
+    return dense + n_moe * (attention + norms + mlp)
+
+
+def _embedding_params(m):
+    table = m.vocab_size * m.d_model
+    return table if m.tied_embeddings else 2 * table
+
+
+def param_count(model):
+    """Total parameters: embeddings (untied unless stated), attention (GQA or
+    MLA), gated MLPs (every expert and shared expert, plus router), RMSNorm
+    weights and the final norm."""
+    m = get(model)
+    return _embedding_params(m) + _layer_counts(m, active=False) + m.d_model
+
+
+def active_param_count(model):
+    """Parameters one token passes through: as param_count, but only the top_k
+    routed experts (plus shared experts) of each MoE layer."""
+    m = get(model)
+    return _embedding_params(m) + _layer_counts(m, active=True) + m.d_model
+
+
+def mlp_flops_width(model):
+    """k·F: the MLP width one token multiplies through (F for a dense model)."""
+    m = get(model)
+    return m.top_k * m.d_ff
+
+
+PRESETS = {
+    m.name: m
+    for m in [
+        Model("LLaMA-2 13B", "touvron2023llama2", 5120, 13824, 40, 40, 40, 128, 32000),
+        Model("LLaMA-3 8B", "dubey2024llama3", 4096, 14336, 32, 32, 8, 128, 128256),
+        Model("LLaMA-3 70B", "dubey2024llama3", 8192, 28672, 80, 64, 8, 128, 128256),
+        Model("LLaMA-3 405B", "dubey2024llama3", 16384, 53248, 126, 128, 8, 128, 128256),
+        Model("Mixtral 8x7B", "jiang2024mixtral", 4096, 14336, 32, 32, 8, 128, 32000, n_experts=8, top_k=2),
+        Model("Mixtral 8x22B", "mistral2024mixtral8x22b", 6144, 16384, 56, 48, 8, 128, 32000, n_experts=8, top_k=2),
+        Model(
+            "DeepSeek-V2-Lite", "deepseek2024v2", 2048, 1408, 27, 16, 16, 128, 102400,
+            n_experts=64, top_k=6, n_shared_experts=2, n_dense_layers=1, d_ff_dense=10944,
+            mla=MLA(0, 512, 128, 64, 128),
+        ),
+        Model(
+            "DeepSeek-V3", "deepseek2024v3", 7168, 2048, 61, 128, 128, 128, 129280,
+            n_experts=256, top_k=8, n_shared_experts=1, n_dense_layers=3, d_ff_dense=18432,
+            mla=MLA(1536, 512, 128, 64, 128), router_bias=True,
+        ),
+    ]
+}
+
+
+def names():
+    return list(PRESETS)
+
+
+def get(name):
+    """The preset called `name`, or `name` itself if it is a Model."""
+    if isinstance(name, Model):
+        return name
+    try:
+        return PRESETS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"model: unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
+
+
+def with_changes(name, **changes):
+    """A copy of a preset with some fields changed (validated again)."""
+    return replace(get(name), **changes)

@@ -1,0 +1,145 @@
+"""When does each parallel scheme stay compute-bound?
+
+Notation: C = FLOP/s per device, W = the bandwidth a collective sees per
+device along one mesh axis (bidirectional per TPU torus axis; one-direction
+egress on GPUs), α = C/W, B = global batch in tokens, D = d_model, F = d_ff,
+N = devices, X = FSDP/DP degree, Y = TP degree. The layer is the Scaling
+Book's two matmuls In[B,D]·W_in[D,F]·W_out[F,D] in BF16 (2 bytes per element),
+gating ignored. Ref: scaling-book-training, scaling-book-gpus, choosing-a-mesh.
+"""
+
+import math
+
+from . import _validate
+
+
+def intensity(flops_per_s, bytes_per_s):
+    """α = C/W: FLOPs a device must do per byte it moves to stay compute-bound."""
+    _validate.positive("flops_per_s", flops_per_s)
+    _validate.positive("bytes_per_s", bytes_per_s)
+    return flops_per_s / bytes_per_s
+
+
+def dp_min_tokens_per_device(flops_per_s, bytes_per_s, n_axes=1, n_replicas=None, n_experts=1, top_k=1):
+    """Tokens per device above which DP/FSDP hides its gradient (and weight)
+    traffic: C/(W·n_axes) · (E/k), times (R−1)/R for a ring of R replicas
+    (the small-group correction; R = 2 halves the floor)."""
+    alpha = intensity(flops_per_s, bytes_per_s)
+    _validate.count("n_axes", n_axes)
+    _validate.count("n_experts", n_experts)
+    _validate.count("top_k", top_k)
+    if top_k > n_experts:
+        raise ValueError(f"top_k: must be <= n_experts ({n_experts}), got {top_k}")
+    tokens = alpha / n_axes * (n_experts / top_k)
+    if n_replicas is not None:
+        _validate.count("n_replicas", n_replicas, minimum=2)
+        tokens *= (n_replicas - 1) / n_replicas
+    return tokens
+
+
+def tp_max_degree(d_ff, flops_per_s, bytes_per_s, n_axes=1):
+    """Largest TP degree that stays compute-bound: Y < F·W·n_axes/C.
+    Independent of the batch; lower precision halves bytes and doubles C, so
+    it does not move."""
+    _validate.count("d_ff", d_ff)
+    _validate.count("n_axes", n_axes)
+    return d_ff * n_axes / intensity(flops_per_s, bytes_per_s)
+
+
+def fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1):
+    """Tokens per device needed by mixed FSDP+TP at its best split:
+    α² / (m_fsdp · m_tp · F), with m_* the torus axes each degree spans."""
+    _validate.count("d_ff", d_ff)
+    _validate.count("m_fsdp", m_fsdp)
+    _validate.count("m_tp", m_tp)
+    alpha = intensity(flops_per_s, bytes_per_s)
+    return alpha**2 / (m_fsdp * m_tp * d_ff)
+
+
+def fsdp_tp_optimal_fsdp(global_tokens, n_devices, d_ff, m_fsdp=2, m_tp=1):
+    """The FSDP degree that balances weight and activation traffic:
+    X_opt = sqrt(B·N·(m_fsdp/m_tp)/F). A continuous candidate: round it to a
+    divisor of N and measure nearby meshes."""
+    _validate.positive("global_tokens", global_tokens)
+    _validate.count("n_devices", n_devices)
+    _validate.count("d_ff", d_ff)
+    _validate.count("m_fsdp", m_fsdp)
+    _validate.count("m_tp", m_tp)
+    return math.sqrt(global_tokens * n_devices * (m_fsdp / m_tp) / d_ff)
+
+
+def dcn_min_tokens_per_slice(flops_per_s, dcn_bytes_per_s):
+    """Tokens each slice (pod) must hold for pure DP across DCN to stay
+    compute-bound: C / W_dcn, W_dcn per chip."""
+    return intensity(flops_per_s, dcn_bytes_per_s)
+
+
+def _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s):
+    _validate.positive("global_tokens", global_tokens)
+    _validate.count("d_model", d_model)
+    _validate.count("d_ff", d_ff)
+    _validate.positive("flops_per_s", flops_per_s)
+    _validate.positive("bytes_per_s", bytes_per_s)
+
+
+def dp_layer_s(global_tokens, d_model, d_ff, n_dp, flops_per_s, bytes_per_s, n_axes=1):
+    """(math_s, comms_s) of one layer's backward pass under pure DP: 8BDF/(X·C)
+    of matmuls against an all-reduce of dW_in and dW_out, 8DF bytes over W·n_axes."""
+    _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s)
+    _validate.count("n_dp", n_dp)
+    _validate.count("n_axes", n_axes)
+    math_s = 8 * global_tokens * d_model * d_ff / (n_dp * flops_per_s)
+    comms_s = 8 * d_model * d_ff / (bytes_per_s * n_axes)
+    return math_s, comms_s
+
+
+def fsdp_layer_s(global_tokens, d_model, d_ff, n_fsdp, flops_per_s, bytes_per_s, n_axes=1):
+    """(math_s, comms_s) of one layer's backward pass under FSDP: the weight
+    all-gather plus gradient reduce-scatter cost what DP's all-reduce costs,
+    so the terms equal dp_layer_s; only memory differs."""
+    return dp_layer_s(global_tokens, d_model, d_ff, n_fsdp, flops_per_s, bytes_per_s, n_axes)
+
+
+def tp_layer_s(global_tokens, d_model, d_ff, n_tp, flops_per_s, bytes_per_s, n_axes=1):
+    """(math_s, comms_s) of one layer's backward pass under TP: 8BDF/(Y·C)
+    against activation gathers/reduce-scatters of 8BD bytes over W·n_axes."""
+    _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s)
+    _validate.count("n_tp", n_tp)
+    _validate.count("n_axes", n_axes)
+    math_s = 8 * global_tokens * d_model * d_ff / (n_tp * flops_per_s)
+    comms_s = 8 * global_tokens * d_model / (bytes_per_s * n_axes)
+    return math_s, comms_s
+
+
+def fsdp_tp_layer_s(global_tokens, d_model, d_ff, n_fsdp, n_tp, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1):
+    """(math_s, comms_s) of one layer's forward pass on an X×Y mesh:
+    math 4BDF/(N·C); comms 2·D·F/(Y·m_fsdp·W) of weight gathers plus
+    2·B·D/(X·m_tp·W) of activation collectives. These constants are the ones
+    that give the Scaling Book's published X_opt and α²/(m_fsdp·m_tp·F)
+    threshold; at X_opt, math/comms = sqrt((B/N)/threshold)."""
+    _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s)
+    _validate.count("n_fsdp", n_fsdp)
+    _validate.count("n_tp", n_tp)
+    _validate.count("m_fsdp", m_fsdp)
+    _validate.count("m_tp", m_tp)
+    n = n_fsdp * n_tp
+    math_s = 4 * global_tokens * d_model * d_ff / (n * flops_per_s)
+    weight_s = 2 * d_model * d_ff / (n_tp * m_fsdp * bytes_per_s)
+    activation_s = 2 * global_tokens * d_model / (n_fsdp * m_tp * bytes_per_s)
+    return math_s, weight_s + activation_s
+
+
+def fsdp_tp_best_ratio(global_tokens, n_devices, d_ff, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1):
+    """math/comms of FSDP+TP at the continuous optimum X_opt (>= 1 is
+    compute-bound): sqrt((B/N) / fsdp_tp_min_tokens_per_device)."""
+    _validate.positive("global_tokens", global_tokens)
+    _validate.count("n_devices", n_devices)
+    threshold = fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp, m_tp)
+    return math.sqrt(global_tokens / n_devices / threshold)
+
+
+def fsdp_tp_max_devices(global_tokens, d_ff, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1):
+    """Most devices a batch of `global_tokens` keeps compute-bound under
+    FSDP+TP: B / threshold."""
+    _validate.positive("global_tokens", global_tokens)
+    return global_tokens / fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp, m_tp)

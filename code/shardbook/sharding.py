@@ -1,0 +1,88 @@
+"""Global shapes, PartitionSpecs and device-local shapes, without JAX.
+
+A mesh is a mapping from axis name to size, e.g. {"fsdp": 2, "ep": 4}. A spec
+has one entry per array dimension: None (replicated along that dimension), an
+axis name, or a tuple of axis names whose sizes multiply. Axes the spec does
+not use replicate the array. Ref: jax-sharding-docs, scale-your-model-amd.
+"""
+
+import math
+
+from . import _validate
+
+
+def _check_mesh(mesh):
+    if not isinstance(mesh, dict) or not mesh:
+        raise ValueError(f"mesh: must be a non-empty dict of axis name -> size, got {mesh!r}")
+    for axis, size in mesh.items():
+        _validate.count(f"mesh[{axis!r}]", size)
+    return mesh
+
+
+def _axes_of(entry):
+    if entry is None:
+        return ()
+    if isinstance(entry, str):
+        return (entry,)
+    if isinstance(entry, (tuple, list)) and all(isinstance(a, str) for a in entry):
+        return tuple(entry)
+    raise ValueError(f"spec: each entry must be None, an axis name or a tuple of names, got {entry!r}")
+
+
+def shard_counts(global_shape, spec, mesh):
+    """For each dimension, how many ways the spec splits it (q_i)."""
+    _check_mesh(mesh)
+    shape = tuple(global_shape)
+    for i, d in enumerate(shape):
+        _validate.count(f"global_shape[{i}]", d)
+    spec = tuple(spec)
+    if len(spec) != len(shape):
+        raise ValueError(
+            f"spec: has {len(spec)} entries but global_shape has {len(shape)} dimensions; give one entry per dimension"
+        )
+    used = {}
+    counts = []
+    for i, entry in enumerate(spec):
+        q = 1
+        for axis in _axes_of(entry):
+            if axis not in mesh:
+                raise ValueError(f"spec: axis {axis!r} (dimension {i}) is not in the mesh; mesh axes: {', '.join(mesh)}")
+            if axis in used:
+                raise ValueError(
+                    f"spec: mesh axis {axis!r} splits dimension {used[axis]} and dimension {i}; "
+                    "an axis can partition only one dimension of an array"
+                )
+            used[axis] = i
+            q *= mesh[axis]
+        if shape[i] % q:
+            raise ValueError(
+                f"spec: dimension {i} of size {shape[i]} is not divisible by {q} (the product of its axes {_axes_of(entry)})"
+            )
+        counts.append(q)
+    return tuple(counts)
+
+
+def local_shape(global_shape, spec, mesh):
+    """Device-local shape: each dimension d_i divided by q_i, the product of
+    the sizes of the mesh axes that split it."""
+    counts = shard_counts(global_shape, spec, mesh)
+    return tuple(d // q for d, q in zip(global_shape, counts))
+
+
+def local_bytes(global_shape, spec, mesh, bytes_per_element):
+    """Bytes one device stores: s * prod(d_i / q_i)."""
+    _validate.positive("bytes_per_element", bytes_per_element)
+    return bytes_per_element * math.prod(local_shape(global_shape, spec, mesh))
+
+
+def n_devices(mesh):
+    """Devices in a mesh: the product of its axis sizes."""
+    return math.prod(_check_mesh(mesh).values())
+
+
+def replication_factor(spec, mesh):
+    """How many devices hold each shard: the product of the mesh axes the spec
+    does not use."""
+    _check_mesh(mesh)
+    used = {a for entry in spec for a in _axes_of(entry)}
+    return math.prod(size for axis, size in mesh.items() if axis not in used)

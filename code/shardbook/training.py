@@ -1,0 +1,55 @@
+"""Training time, model FLOPs utilization and per-step traffic.
+Ref: kaplan2020scaling (6·N FLOPs per token), scaling-book-training,
+distributed-training-notes."""
+
+from . import _validate
+from .units import SECONDS_PER_DAY
+
+
+def training_flops(n_params, n_tokens, flops_per_param_token=6):
+    """Total training FLOPs: 6 · N · tokens (forward 2, backward 4)."""
+    _validate.positive("n_params", n_params)
+    _validate.positive("n_tokens", n_tokens)
+    _validate.positive("flops_per_param_token", flops_per_param_token)
+    return flops_per_param_token * n_params * n_tokens
+
+
+def training_time_s(n_params, n_tokens, n_devices, flops_per_s, mfu, flops_per_param_token=6):
+    """Wall-clock seconds: training FLOPs / (devices · C · MFU)."""
+    _validate.count("n_devices", n_devices)
+    _validate.positive("flops_per_s", flops_per_s)
+    _validate.fraction("mfu", mfu)
+    return training_flops(n_params, n_tokens, flops_per_param_token) / (n_devices * flops_per_s * mfu)
+
+
+def training_time_days(*args, **kwargs):
+    """training_time_s in days."""
+    return training_time_s(*args, **kwargs) / SECONDS_PER_DAY
+
+
+def model_flops_utilization(n_params, tokens_per_s, n_devices, flops_per_s, flops_per_param_token=6):
+    """MFU: model FLOPs per second achieved / peak FLOP/s of all devices."""
+    _validate.positive("n_params", n_params)
+    _validate.non_negative("tokens_per_s", tokens_per_s)
+    _validate.count("n_devices", n_devices)
+    _validate.positive("flops_per_s", flops_per_s)
+    _validate.positive("flops_per_param_token", flops_per_param_token)
+    return flops_per_param_token * n_params * tokens_per_s / (n_devices * flops_per_s)
+
+
+def dp_step_bytes_per_rank(param_bytes, n_ranks):
+    """Bytes each rank sends in one DP step: a ring all-reduce of the
+    gradients (same bytes as the parameters), 2·V·(R−1)/R."""
+    _validate.non_negative("param_bytes", param_bytes)
+    _validate.count("n_ranks", n_ranks)
+    return 2 * param_bytes * (n_ranks - 1) / n_ranks
+
+
+def fsdp_step_bytes_per_rank(param_bytes, n_ranks, reshard_after_forward=True):
+    """Bytes each rank sends in one full-shard step: a forward gather, a
+    backward gather again when parameters were resharded after forward, and
+    a gradient reduce-scatter, each V·(R−1)/R."""
+    _validate.non_negative("param_bytes", param_bytes)
+    _validate.count("n_ranks", n_ranks)
+    phases = 3 if reshard_after_forward else 2
+    return phases * param_bytes * (n_ranks - 1) / n_ranks

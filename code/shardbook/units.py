@@ -1,0 +1,75 @@
+"""SI and binary unit constants, and helpers that format numbers for prose.
+
+Everything inside the package is in SI base units (bytes, seconds, FLOPs);
+these constants convert at the edges. Decimal prefixes (GB = 1e9) are what
+vendors print; binary ones (GiB = 2**30) are what allocators report.
+"""
+
+KB = 1e3
+MB = 1e6
+GB = 1e9
+TB = 1e12
+
+KiB = 2**10
+MiB = 2**20
+GiB = 2**30
+TiB = 2**40
+
+KFLOP = 1e3
+GFLOP = 1e9
+TFLOP = 1e12
+PFLOP = 1e15
+
+BITS_PER_BYTE = 8
+GBIT = 1e9  # one gigabit, as NIC speeds are quoted
+
+MS = 1e-3
+US = 1e-6
+SECONDS_PER_DAY = 86_400.0
+
+BYTES_PER_ELEMENT = {
+    "float32": 4,
+    "fp32": 4,
+    "bfloat16": 2,
+    "bf16": 2,
+    "float16": 2,
+    "fp16": 2,
+    "float8": 1,
+    "fp8": 1,
+    "int8": 1,
+}
+
+
+def gbit_per_s_to_bytes_per_s(gbit_per_s):
+    """Convert a link speed quoted in Gb/s (decimal gigabits) to bytes/s."""
+    return gbit_per_s * GBIT / BITS_PER_BYTE
+
+
+def bytes_per_element(dtype):
+    """Bytes per element of a dtype name ('bf16', 'float32', ...)."""
+    try:
+        return BYTES_PER_ELEMENT[dtype]
+    except KeyError:
+        known = ", ".join(sorted(BYTES_PER_ELEMENT))
+        raise ValueError(f"dtype: unknown dtype {dtype!r}; known: {known}") from None
+
+
+def format_number(value, digits=3, *, sig=None, thousands=True):
+    """Format a number for prose: `digits` decimals, or `sig` significant
+    digits, with thousands separators. Integers print without decimals."""
+    if isinstance(value, bool):
+        raise ValueError("value: a bool is not a number to display")
+    if isinstance(value, int):
+        return f"{value:,}" if thousands else str(value)
+    if sig is not None:
+        if sig < 1:
+            raise ValueError(f"sig: must be >= 1, got {sig}")
+        if value == 0:
+            return "0"
+        import math
+
+        exponent = math.floor(math.log10(abs(value)))
+        decimals = max(sig - 1 - exponent, 0)
+        rounded = round(value, decimals)
+        return f"{rounded:,.{decimals}f}" if thousands else f"{rounded:.{decimals}f}"
+    return f"{value:,.{digits}f}" if thousands else f"{value:.{digits}f}"
