@@ -29,7 +29,7 @@ DEFAULT_REL_TOL = 1e-9
 _NAME_RE = re.compile(r"^[a-z0-9_]+$")
 
 
-def format_value(value, *, digits=None, sig=None, scale=1.0, unit=""):
+def format_value(value, *, digits=None, sig=None, scale=1.0, unit="", trim=False):
     """Display text: value/scale with `digits` decimals or `sig` significant
     digits (integers exactly), then the unit."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -37,7 +37,7 @@ def format_value(value, *, digits=None, sig=None, scale=1.0, unit=""):
     shown = value / scale if scale != 1 else value
     if isinstance(shown, float) and digits is None and sig is None:
         digits = 0 if float(shown).is_integer() else 3
-    text = format_number(shown, digits if digits is not None else 3, sig=sig)
+    text = format_number(shown, digits if digits is not None else 3, sig=sig, trim=trim)
     return f"{text} {unit}".strip() if unit else text
 
 
@@ -119,30 +119,34 @@ def cell(value, **fmt):
 # --- after the build -------------------------------------------------------
 
 
-def _chapter_of(path):
-    return Path(path).stem
+
+def _outputs_of(path):
+    """Outputs of an executed notebook, or of myst-nb's `<chapter>.glue.json`
+    (myst-nb moves glued outputs there when it writes the build)."""
+    doc = json.loads(path.read_text())
+    if path.name.endswith(".glue.json"):
+        return list(doc.values())
+    return [out for cell in doc.get("cells", []) for out in cell.get("outputs", [])]
 
 
 def collect(executed_dir):
     """Every ledger record in the executed notebooks under `executed_dir`,
     sorted by (chapter, name)."""
     root = Path(executed_dir)
-    notebooks = sorted(root.rglob("*.ipynb"))
-    if not notebooks:
+    files = sorted(root.rglob("*.ipynb")) + sorted(root.rglob("*.glue.json"))
+    if not files:
         raise FileNotFoundError(f"no executed notebooks under {root}; build the book first (make book)")
     found = {}
-    for nb_path in notebooks:
-        nb = json.loads(nb_path.read_text())
-        chapter = _chapter_of(nb_path)
-        for cell_ in nb.get("cells", []):
-            for output in cell_.get("outputs", []):
-                for entry in output.get("metadata", {}).get(META_KEY, []):
-                    key = (chapter, entry["name"])
-                    if key in found:
-                        raise ValueError(f"ledger: {chapter} records {entry['name']!r} twice")
-                    item = {"chapter": chapter}
-                    item.update({k: entry[k] for k in ("name", "value", "unit", "text", "rel_tol")})
-                    found[key] = item
+    for path in files:
+        chapter = path.name.split(".")[0]
+        for output in _outputs_of(path):
+            for entry in output.get("metadata", {}).get(META_KEY, []):
+                key = (chapter, entry["name"])
+                if key in found:
+                    raise ValueError(f"ledger: {chapter} records {entry['name']!r} twice")
+                item = {"chapter": chapter}
+                item.update({k: entry[k] for k in ("name", "value", "unit", "text", "rel_tol")})
+                found[key] = item
     return [found[k] for k in sorted(found)]
 
 

@@ -54,9 +54,17 @@ def bytes_per_element(dtype):
         raise ValueError(f"dtype: unknown dtype {dtype!r}; known: {known}") from None
 
 
-def format_number(value, digits=3, *, sig=None, thousands=True):
+def format_number(value, digits=3, *, sig=None, thousands=True, trim=False):
     """Format a number for prose: `digits` decimals, or `sig` significant
-    digits, with thousands separators. Integers print without decimals."""
+    digits, with thousands separators. Integers print without decimals;
+    `trim` drops trailing zeros of the decimals (50.000 -> 50, 3.125 stays)."""
+    text = _format_number(value, digits, sig, thousands)
+    if trim and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return text
+
+
+def _format_number(value, digits, sig, thousands):
     if isinstance(value, bool):
         raise ValueError("value: a bool is not a number to display")
     if isinstance(value, int):

@@ -1,0 +1,78 @@
+"""Every chapter is a MyST notebook with one H1, a (ch-...)= label, the
+device cell first, and no computed number typed into its prose."""
+
+import json
+import re
+
+import pytest
+
+from shardbook import ledger
+
+from conftest import CHAPTERS, EXECUTED
+
+HEADER_KEYS = ("jupytext:", "text_representation:", "format_name: myst", "kernelspec:")
+
+
+def _front_matter(text):
+    m = re.match(r"\A---\n(.*?)\n---\n", text, re.S)
+    return m.group(1) if m else ""
+
+
+def _outside_code(text):
+    return re.sub(r"^(`{3,}|:{3,})[^\n]*\n.*?^\1\s*$", "", text, flags=re.S | re.M)
+
+
+def test_there_are_chapters():
+    assert CHAPTERS, "no chapters/NN_*.md found"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_jupytext_header(path):
+    front = _front_matter(path.read_text())
+    for key in HEADER_KEYS:
+        assert key in front, f"{path.name}: jupytext header lacks {key!r}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_one_h1_and_a_label(path):
+    body = _outside_code(path.read_text())
+    h1 = re.findall(r"^# \S", body, re.M)
+    assert len(h1) == 1, f"{path.name}: {len(h1)} H1 headings"
+    label = re.search(r"^\((ch-[a-z0-9-]+)\)=\s*\n# ", body, re.M)
+    assert label, f"{path.name}: no (ch-...)= label directly above the H1"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_device_cell_comes_first(path):
+    cells = re.findall(r"^```\{code-cell\}[^\n]*\n(.*?)^```", path.read_text(), re.S | re.M)
+    assert cells, f"{path.name}: no code cells"
+    assert "use_cpu_devices(8)" in cells[0], f"{path.name}: the first code cell must call use_cpu_devices(8)"
+
+
+def _glued_texts(chapter):
+    nb_path = next(EXECUTED.rglob(f"{chapter}.ipynb"), None)
+    if nb_path is None:
+        return []
+    texts = []
+    for cell in json.loads(nb_path.read_text())["cells"]:
+        for out in cell.get("outputs", []):
+            texts += [e["text"] for e in out.get("metadata", {}).get(ledger.META_KEY, [])]
+    return texts
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_no_computed_number_typed_in_prose(path, built_book):
+    findings = ledger.lint(path.read_text(), _glued_texts(path.stem))
+    report = "\n".join(f"  {path.name}:{line}: {number} ({why})" for line, number, why in findings)
+    assert not findings, (
+        "numbers typed into prose; glue them with shardbook.ledger.show, or mark a fact with "
+        "<!-- typed-number: reason -->:\n" + report
+    )
+
+
+def test_lint_catches_typed_numbers():
+    text = "---\na: 1\n---\n# T\nIt takes 18.35 ms and 8 devices.\n\nIt is 2.5 here.\n"
+    found = ledger.lint(text, ["2.5 ms"])
+    assert [(n, why.split()[0]) for _, n, why in found] == [("18.35", "three"), ("2.5", "equals")]
+    assert ledger.lint("Year 2026 <!-- typed-number: a year -->\n") == []
+    assert ledger.lint("$x = 12345$ and `123456` and {glue:text}`abc_123`\n") == []

@@ -1,0 +1,340 @@
+"""The cost model reproduces every figure the source documents print.
+
+Each test names its source (a references.bib key; the seed documents are in
+../shared/seeds/). A tolerance is given where the source rounds."""
+
+import math
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardbook import collectives, hardware, memory, models, moe, pipeline, roofline, sharding, training
+from shardbook.units import GB, MB, MS, SECONDS_PER_DAY
+
+MI355X_PEER = 76.8 * GB
+
+
+# --- Mixtral 8x22B on one 8-GPU MI355X node. Source: scale-your-model-amd ----
+
+def test_mixtral_parameter_memory():
+    params_bytes = 141e9 * 2  # the published rounded count, BF16
+    assert params_bytes == 282 * GB
+    assert params_bytes / 8 == 35.25 * GB
+
+
+MESHES = [(1, 8), (2, 4), (4, 2), (8, 1)]  # (fsdp, ep)
+
+
+@pytest.mark.parametrize("fsdp,ep", MESHES)
+def test_mixtral_expert_matrix_layout(fsdp, ep):
+    shape = (8, 6144, 16384)
+    assert math.prod(shape) == 805_306_368
+    assert math.prod(shape) * 2 == 1_610_612_736
+    mesh = {"fsdp": fsdp, "expert": ep}
+    spec = ("expert", "fsdp", None)
+    assert sharding.local_bytes(shape, spec, mesh, 2) == 201_326_592
+    assert sharding.local_shape(shape, spec, mesh) == (8 // ep, 6144 // fsdp, 16384)
+
+
+def test_mixtral_expert_totals():
+    total = 3 * 56 * 1_610_612_736
+    assert round(total / GB, 3) == 270.583
+    assert round(total / 8 / GB, 3) == 33.823
+
+
+@pytest.mark.parametrize("fsdp,ep,mb,ms", [(2, 4, 201.327, 2.62), (4, 2, 603.980, 7.86), (8, 1, 1409.286, 18.35)])
+def test_mixtral_fsdp_all_gather(fsdp, ep, mb, ms):
+    gathered_bytes = (8 // ep) * 6144 * 16384 * 2  # local experts after the gather
+    sent = collectives.ring_bytes_sent_per_rank(gathered_bytes, fsdp)
+    assert round(sent / MB, 3) == mb
+    assert round(collectives.all_gather_s(gathered_bytes, fsdp, MI355X_PEER) / MS, 2) == ms
+
+
+def test_mixtral_no_gather_when_fsdp_is_one():
+    assert collectives.ring_bytes_sent_per_rank(8 * 6144 * 16384 * 2, 1) == 0
+
+
+def test_mixtral_dispatch_bytes():
+    tokens = 262_144 // 8
+    assert tokens == 32_768
+    assert moe.routed_bytes_per_device(tokens, 2, 6144, 2) == 805_306_368
+    remote = {ep: moe.remote_bytes_per_device(tokens, 2, 6144, 2, ep) for ep in (8, 4, 2, 1)}
+    assert [round(remote[ep] / MB, 3) for ep in (8, 4, 2, 1)] == [704.643, 603.980, 402.653, 0]
+
+
+@pytest.mark.parametrize("ep,ms", [(8, 1.31), (2, 5.24)])
+def test_mixtral_all_to_all_with_every_peer_link(ep, ms):
+    routed = moe.routed_bytes_per_device(32_768, 2, 6144, 2)
+    seconds = collectives.all_to_all_s(routed, ep, (ep - 1) * MI355X_PEER)
+    assert round(seconds / MS, 2) == ms
+
+
+def test_mi355x_aggregate_egress():
+    assert hardware.get("MI355X").scale_up_egress_bytes_per_s == pytest.approx(537.6 * GB)
+
+
+def test_fsdp_ep_local_shapes():
+    mesh = {"fsdp": 2, "ep": 4}
+    assert sharding.local_shape((1024, 512), (("fsdp", "ep"), None), mesh) == (128, 512)
+    assert sharding.local_shape((512, 512), ("fsdp", None), mesh) == (256, 512)
+    mesh8 = {"fsdp": 8}
+    assert sharding.local_shape((1024, 512), ("fsdp", None), mesh8) == (128, 512)
+    assert sharding.local_shape((512, 512), ("fsdp", None), mesh8) == (64, 512)
+
+
+# --- TPU v5p and Ironwood. Source: choosing-a-mesh, scaling-book-training -------
+
+V5P = hardware.get("TPU v5p")
+IRONWOOD = hardware.get("Ironwood")
+F_70B = models.get("LLaMA-3 70B").d_ff
+BATCH_4M = 1024 * 4096
+
+
+def _cw(acc):
+    return acc.bf16_dense_flops_per_s, acc.collective_bytes_per_s
+
+
+def test_intensities():
+    assert roofline.intensity(*_cw(V5P)) == pytest.approx(2550, rel=1e-12)
+    assert roofline.intensity(*_cw(IRONWOOD)) == pytest.approx(11_535, rel=1e-12)
+
+
+def test_dp_thresholds_across_three_axes():
+    assert roofline.dp_min_tokens_per_device(*_cw(V5P)) == pytest.approx(2550)
+    assert roofline.dp_min_tokens_per_device(*_cw(V5P), n_axes=3) == pytest.approx(850)
+    assert roofline.dp_min_tokens_per_device(*_cw(IRONWOOD), n_axes=3) == pytest.approx(3845)
+
+
+def test_tp_limits():
+    assert F_70B == 28_672
+    assert math.floor(roofline.tp_max_degree(F_70B, *_cw(V5P))) == 11
+    assert round(roofline.tp_max_degree(F_70B, *_cw(IRONWOOD)), 1) == 2.5
+
+
+def test_fsdp_tp_thresholds():
+    assert round(roofline.fsdp_tp_min_tokens_per_device(F_70B, *_cw(V5P))) == 113
+    assert round(roofline.fsdp_tp_min_tokens_per_device(F_70B, *_cw(IRONWOOD))) == 2320
+
+
+def test_llama3_70b_on_a_v5p_pod():
+    pod = int(V5P.scale_up_domain_size)
+    assert pod == 8960
+    flops = training.training_flops(70e9, 15e12)
+    assert flops == pytest.approx(6.3e24)
+    days = training.training_time_s(70e9, 15e12, pod, V5P.bf16_dense_flops_per_s, 0.4) / SECONDS_PER_DAY
+    assert round(days) == 44
+    days_exact = training.training_time_days(models.param_count("LLaMA-3 70B"), 15e12, pod, V5P.bf16_dense_flops_per_s, 0.4)
+    assert round(days_exact) == 45
+    assert round(BATCH_4M / pod) == 468
+    # the source rounds B to 4.19e6 and prints 1,618; the exact batch gives 1,619.1
+    assert roofline.fsdp_tp_optimal_fsdp(BATCH_4M, pod, F_70B) == pytest.approx(1618, rel=1e-3)
+
+
+def test_llama3_70b_on_an_ironwood_pod():
+    pod = int(IRONWOOD.scale_up_domain_size)
+    assert round(BATCH_4M / pod) == 455
+    ratio = roofline.fsdp_tp_best_ratio(BATCH_4M, pod, F_70B, *_cw(IRONWOOD))
+    assert round(ratio, 2) == 0.44
+    # "about 1,800 chips" and "about 7,200 with a 16M-token batch"
+    assert roofline.fsdp_tp_max_devices(BATCH_4M, F_70B, *_cw(IRONWOOD)) == pytest.approx(1800, rel=0.01)
+    assert roofline.fsdp_tp_max_devices(16 * 2**20, F_70B, *_cw(IRONWOOD)) == pytest.approx(7200, rel=0.01)
+    # "There, the run takes about 44 days"
+    days = training.training_time_days(70e9, 15e12, 1800, IRONWOOD.bf16_dense_flops_per_s, 0.4)
+    assert round(days) == 44
+
+
+def test_fsdp_tp_layer_terms_agree_with_the_closed_forms():
+    # Pick B, N, F so that X_opt is a whole mesh: X = sqrt(2·2·64/4) = 8, Y = 8.
+    b, n, f, d, c, w = 2 * 64, 64, 4 * 64, 512, 1e12, 1e9
+    x_opt = roofline.fsdp_tp_optimal_fsdp(b, n, f)
+    assert x_opt == pytest.approx(8)
+    math_s, comms_s = roofline.fsdp_tp_layer_s(b, d, f, 8, n // 8, c, w)
+    assert math_s / comms_s == pytest.approx(roofline.fsdp_tp_best_ratio(b, n, f, c, w), rel=1e-12)
+    # and the split is the best one: neighbours on either side communicate more
+    for x in (4, 16):
+        assert roofline.fsdp_tp_layer_s(b, d, f, x, n // x, c, w)[1] > comms_s
+
+
+def test_dcn_per_slice():
+    assert roofline.dcn_min_tokens_per_slice(V5P.bf16_dense_flops_per_s, V5P.scale_out_bytes_per_s) == pytest.approx(73_440)
+    ironwood = roofline.dcn_min_tokens_per_slice(IRONWOOD.bf16_dense_flops_per_s, IRONWOOD.scale_out_bytes_per_s)
+    assert ironwood == pytest.approx(185_000, rel=0.005)
+
+
+def test_four_pods():
+    chips = 4 * int(V5P.scale_up_domain_size)
+    assert round(BATCH_4M / chips) == 117
+    assert BATCH_4M / 4 > roofline.dcn_min_tokens_per_slice(V5P.bf16_dense_flops_per_s, V5P.scale_out_bytes_per_s)
+    assert BATCH_4M / chips > roofline.fsdp_tp_min_tokens_per_device(F_70B, *_cw(V5P))
+    days = training.training_time_days(70e9, 15e12, chips, V5P.bf16_dense_flops_per_s, 0.4)
+    assert round(days) == 11
+
+
+def test_plain_dp_capacity_on_v5p():
+    most = memory.max_params_replicated(V5P.hbm_bytes, 10)
+    assert 9e9 <= most < 10e9  # "at most about 9B parameters"
+
+
+# --- GPUs. Source: parallelize-transformer (after scaling-book-gpus) -----------
+
+def test_h100_dp_floor():
+    per_gpu = roofline.dp_min_tokens_per_device(990e12, 400e9)  # the source's rounded C
+    assert per_gpu == pytest.approx(2475)
+    assert per_gpu * 16_384 == pytest.approx(40.6e6, rel=0.002)
+    assert roofline.dp_min_tokens_per_device(990e12, 400e9, n_experts=128, top_k=4) == pytest.approx(79_200)
+    assert roofline.dp_min_tokens_per_device(990e12, 400e9, n_replicas=2) == pytest.approx(2475 / 2)
+    assert roofline.dp_min_tokens_per_device(990e12, 200e9) == pytest.approx(4950)  # H800 local link
+
+
+def test_llama31_405b_and_deepseek_v3_meshes():
+    assert 8 * 16 * 128 == 16_384
+    assert round(16e6 / 16_384) == 977
+    per_replica = 16 * 64
+    assert per_replica == 1024 and 2048 // per_replica == 2
+    assert 4096 * 15_360 == 62_914_560
+
+
+# --- ZeRO. Source: distributed-training-notes, rajbhandari2020zero --------------
+
+def test_adam_bytes():
+    assert memory.ADAM_MOMENT_BYTES == 8
+    assert memory.ADAM_WITH_MASTER_BYTES == 12
+
+
+def test_zero_stages_partition_cumulatively():
+    p, n = 1e9, 8
+    assert memory.state_bytes_per_device(p, "dp", n) == 16e9
+    assert memory.state_bytes_per_device(p, "zero1", n) == pytest.approx(4e9 + 12e9 / 8)
+    assert memory.state_bytes_per_device(p, "zero2", n) == pytest.approx(2e9 + 14e9 / 8)
+    assert memory.state_bytes_per_device(p, "zero3", n) == pytest.approx(16e9 / 8)
+    assert memory.state_bytes_per_device(p, "fsdp", n) == memory.state_bytes_per_device(p, "zero3", n)
+
+
+def test_full_shard_step_moves_half_again_as_much_as_dp():
+    v, r = 140e9, 64
+    assert training.fsdp_step_bytes_per_rank(v, r) / training.dp_step_bytes_per_rank(v, r) == pytest.approx(1.5)
+
+
+def test_bus_bandwidth_factors():
+    # nccl-tests-performance
+    assert collectives.bus_bandwidth("all_reduce", 100.0, 8) == pytest.approx(175.0)
+    assert collectives.bus_bandwidth("all_gather", 100.0, 8) == pytest.approx(87.5)
+    assert collectives.bus_bandwidth("all_to_all", 100.0, 4) == pytest.approx(75.0)
+
+
+def test_hierarchical():
+    assert collectives.hierarchical_s(2.0, 3.0) == 3.0
+    assert collectives.hierarchical_s(2.0, 3.0, overlapped=False) == 5.0
+
+
+def test_pipeline_bubbles():
+    assert pipeline.bubble_overhead(4, 8) == pytest.approx(3 / 8)
+    assert pipeline.bubble_fraction(4, 8) == pytest.approx(3 / 11)
+    assert pipeline.bubble_overhead(4, 8, n_virtual=2) == pytest.approx(pipeline.bubble_overhead(4, 8) / 2)
+
+
+def test_mfu_round_trip():
+    tokens_per_s = 1.0e6
+    mfu = training.model_flops_utilization(70e9, tokens_per_s, 8960, 459e12)
+    days = training.training_time_days(70e9, tokens_per_s * SECONDS_PER_DAY, 8960, 459e12, mfu)
+    assert days == pytest.approx(1.0)
+
+
+# --- properties ---------------------------------------------------------------
+
+sizes = st.integers(min_value=1, max_value=4096)
+bytes_ = st.floats(min_value=0, max_value=1e13, allow_nan=False)
+bandwidths = st.floats(min_value=1e6, max_value=1e13, allow_nan=False)
+
+
+@given(bytes_, sizes, bandwidths, st.booleans())
+def test_all_reduce_is_reduce_scatter_plus_all_gather(total, n, w, bidi):
+    ar = collectives.all_reduce_s(total, n, w, bidi)
+    assert ar == pytest.approx(collectives.reduce_scatter_s(total, n, w, bidi) + collectives.all_gather_s(total, n, w, bidi))
+
+
+@given(bytes_, bandwidths)
+def test_a_group_of_one_costs_nothing(total, w):
+    for kind in collectives.KINDS:
+        assert collectives.collective_s(kind, total, 1, w) == 0
+
+
+@given(st.floats(min_value=1, max_value=1e13), st.integers(2, 4096), bandwidths, st.sampled_from(collectives.KINDS))
+def test_doubling_bandwidth_halves_time(total, n, w, kind):
+    assert collectives.collective_s(kind, total, n, 2 * w) == pytest.approx(collectives.collective_s(kind, total, n, w) / 2)
+
+
+@given(st.floats(min_value=0, max_value=1e12), st.integers(1, 1 << 16), st.integers(0, 8), st.integers(0, 8), st.integers(0, 16))
+def test_memory_never_grows_along_the_zero_stages_or_with_shards(p, n, pb, gb, ob):
+    stages = [memory.state_bytes_per_device(p, s, n, pb, gb, ob) for s in ("dp", "zero1", "zero2", "zero3")]
+    assert all(a >= b - 1e-6 * max(a, 1) for a, b in zip(stages, stages[1:]))
+    for s in memory.SCHEMES:
+        assert memory.state_bytes_per_device(p, s, n + 1, pb, gb, ob) <= memory.state_bytes_per_device(p, s, n, pb, gb, ob) * (1 + 1e-12)
+
+
+@given(st.integers(1, 512), st.integers(1, 4096), st.integers(1, 16))
+def test_bubble_fraction_is_a_fraction(p, m, v):
+    assert 0 <= pipeline.bubble_fraction(p, m, v) < 1
+
+
+@st.composite
+def sharded_arrays(draw):
+    axes = {f"a{i}": draw(st.integers(1, 8)) for i in range(draw(st.integers(1, 3)))}
+    ndim = draw(st.integers(1, 3))
+    unused = list(axes)
+    spec, shape = [], []
+    for _ in range(ndim):
+        chosen = draw(st.lists(st.sampled_from(unused), unique=True, max_size=len(unused))) if unused else []
+        unused = [a for a in unused if a not in chosen]
+        q = math.prod(axes[a] for a in chosen)
+        shape.append(q * draw(st.integers(1, 16)))
+        spec.append(tuple(chosen) if len(chosen) > 1 else (chosen[0] if chosen else None))
+    return tuple(shape), tuple(spec), axes
+
+
+@given(sharded_arrays())
+@settings(max_examples=200)
+def test_local_shape_times_axis_sizes_is_the_global_shape(case):
+    shape, spec, mesh = case
+    local = sharding.local_shape(shape, spec, mesh)
+    counts = sharding.shard_counts(shape, spec, mesh)
+    assert tuple(l * q for l, q in zip(local, counts)) == shape
+
+
+# --- bad input ------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: collectives.all_gather_s(1e9, 0, 1e9), "n: must be >= 1"),
+        (lambda: collectives.all_gather_s(1e9, 8, 0), "link_bytes_per_s: must be a positive"),
+        (lambda: collectives.all_gather_s(-1, 8, 1e9), "total_bytes: must be >= 0"),
+        (lambda: collectives.all_to_all_s(1e9, 8, -5), "egress_bytes_per_s: must be a positive"),
+        (lambda: collectives.bus_bandwidth("broadcast", 1e9, 8), "kind: unknown value 'broadcast'; valid: all_gather"),
+        (lambda: memory.state_bytes_per_device(1e9, "zero4", 8), "scheme: unknown value 'zero4'; valid: dp, zero1"),
+        (lambda: memory.state_bytes_per_device(1e9, "dp", 0), "n_shards: must be >= 1"),
+        (lambda: training.training_time_s(70e9, 15e12, 8960, 459e12, 1.2), r"mfu: must lie in \(0, 1\]"),
+        (lambda: training.training_time_s(70e9, 15e12, 8960, 459e12, 0), r"mfu: must lie in \(0, 1\]"),
+        (lambda: roofline.intensity(0, 1e9), "flops_per_s: must be a positive"),
+        (lambda: roofline.dp_min_tokens_per_device(1e12, 1e9, n_experts=2, top_k=4), "top_k: must be <= n_experts"),
+        (lambda: pipeline.bubble_fraction(4, 0), "n_microbatches: must be >= 1"),
+        (lambda: sharding.local_shape((8, 8), ("x", "x"), {"x": 2}), "axis 'x' splits dimension 0 and dimension 1"),
+        (lambda: sharding.local_shape((8, 8), ("y", None), {"x": 2}), "axis 'y' .* is not in the mesh; mesh axes: x"),
+        (lambda: sharding.local_shape((6, 8), ("x", None), {"x": 4}), "dimension 0 of size 6 is not divisible by 4"),
+        (lambda: sharding.local_shape((8,), ("x", None), {"x": 2}), "has 2 entries but global_shape has 1"),
+        (lambda: sharding.local_shape((8,), ("x",), {"x": 0}), r"mesh\['x'\]: must be >= 1"),
+        (lambda: moe.remote_bytes_per_device(1, 2, 8, 2, 0), "ep: must be >= 1"),
+    ],
+)
+def test_bad_input_names_the_argument(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_import_shardbook_does_not_import_jax_or_numpy():
+    code = "import sys, shardbook; bad = [m for m in ('jax', 'numpy', 'matplotlib', 'graphviz', 'IPython') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr

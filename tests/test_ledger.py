@@ -1,0 +1,70 @@
+"""The drift check of the ledger: the built book matches the committed
+values, and a planted change is caught and named."""
+
+import json
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+import jupytext
+
+from shardbook import ledger
+
+from conftest import EXPECTED_NUMBERS, ROOT
+
+
+def test_built_values_match_the_committed_ledger(built_book):
+    got = ledger.collect(built_book / "jupyter_execute")
+    expected = ledger.load(EXPECTED_NUMBERS)
+    rows = ledger.compare(expected, got)
+    assert not rows, "numbers moved (review, then `make bless`):\n" + ledger.format_rows(rows)
+
+
+def test_compare_reports_moved_missing_and_new():
+    base = [ledger.record("a", 1.0, text="1.0") | {"chapter": "c"}, ledger.record("b", 2.0, text="2") | {"chapter": "c"}]
+    assert ledger.compare(base, base) == []
+    moved = [dict(base[0], value=1.1, text="1.1"), ledger.record("z", 3.0, text="3") | {"chapter": "c"}]
+    rows = {r[1]: r for r in ledger.compare(base, moved)}
+    assert rows["a"][5] == "moved" and rows["a"][4] == "+10.000%"
+    assert rows["b"][5] == "missing"
+    assert rows["z"][5].startswith("new")
+    within = [dict(base[0], value=1.0 + 1e-12), base[1]]
+    assert ledger.compare(base, within) == []
+
+
+def _execute_chapter(stem, planted_source, tmp_path):
+    nb = jupytext.read(ROOT / "chapters" / f"{stem}.md")
+    nb.cells.insert(1, nbformat.v4.new_code_cell(planted_source))
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
+    out = tmp_path / "executed"
+    out.mkdir()
+    nbformat.write(nb, out / f"{stem}.ipynb")
+    return ledger.collect(out)
+
+
+def test_planted_constant_change_fails_the_check_and_names_the_value(tmp_path):
+    # Slow the MI355X xGMI link by 10 % inside the chapter's kernel, as a
+    # mistaken edit of the preset would, and run the chapter again.
+    plant = (
+        "from dataclasses import replace\n"
+        "from shardbook import hardware\n"
+        "mi = hardware.PRESETS['MI355X']\n"
+        "link = mi.scale_up_link_bytes_per_s\n"
+        "hardware.PRESETS['MI355X'] = replace(mi, scale_up_link_bytes_per_s=hardware.Figure(0.9 * link, link.source))\n"
+    )
+    got = _execute_chapter("91_numbers", plant, tmp_path)
+    expected = [e for e in ledger.load(EXPECTED_NUMBERS) if e["chapter"] == "91_numbers"]
+    rows = ledger.compare(expected, got)
+    assert rows, "a 10 % change of a preset did not move any number"
+    assert [(r[1], r[5]) for r in rows] == [("numbers_example_ms", "moved")]
+    assert "+11.111%" in ledger.format_rows(rows)
+
+
+def test_bless_rewrites_and_restores(tmp_path, built_book):
+    target = tmp_path / "expected.json"
+    got = ledger.collect(built_book / "jupyter_execute")
+    ledger.write(target, [dict(got[0], value=got[0]["value"] * 2)] + got[1:])
+    assert ledger._main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 1
+    assert ledger._main(["bless", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
+    assert ledger._main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
+    assert json.loads(target.read_text())["values"] == got
