@@ -1,0 +1,212 @@
+"""Capture one fixture's HLO before and after SPMD partitioning.
+
+The parent process (standard library only) starts a worker process with
+XLA's dump flags, picks that fixture's module out of the dump, removes
+absolute paths and addresses, prunes and renders the DOT, writes meta.json,
+and only then replaces the fixture's folder: a failed capture leaves the
+committed artifacts untouched.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .. import sharding
+from . import FIXTURE_NAMES, check_name, dot
+from .inventory import inventory, summary
+from .predict import HLO_DTYPE, predict
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+FILES = ("before_partitioning.txt", "after_partitioning.txt", "before_partitioning.dot", "after_partitioning.dot", "after_partitioning.svg")
+DUMP_FLAGS = "--xla_dump_hlo_as_text --xla_dump_hlo_as_dot --xla_dump_hlo_pass_re=spmd-partitioning"
+DEVICE_FLAG = "--xla_force_host_platform_device_count=8"
+
+
+class CaptureError(RuntimeError):
+    pass
+
+
+def relativize(text):
+    """Drop machine-specific path prefixes: the repository root and
+    everything up to site-packages/."""
+    text = text.replace(str(REPO_ROOT) + "/", "")
+    return re.sub(r"/[^\s\"':]*?/site-packages/", "site-packages/", text)
+
+
+def _worker_env(dump_dir, name, n_devices=8):
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n_devices} --xla_dump_to={dump_dir} {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{name}$"
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    return env
+
+
+def _find(dump_dir, name):
+    dump = Path(dump_dir)
+    modules = sorted({p.name.split(".")[0] for p in dump.glob(f"module_*.jit_{name}.*")})
+    if len(modules) != 1:
+        found = ", ".join(sorted(p.name for p in dump.iterdir())[:10]) or "nothing"
+        raise CaptureError(f"fixture {name}: expected one HLO module named jit_{name}, found {len(modules)} ({found})")
+    prefix = f"{modules[0]}.jit_{name}"
+    picks = {}
+    for suffix in ("txt", "dot"):
+        before = dump / f"{prefix}.before_optimizations.{suffix}"
+        after = sorted(dump.glob(f"{prefix}.*after_spmd-partitioning*.{suffix}"))
+        if not before.exists() or len(after) != 1:
+            raise CaptureError(f"fixture {name}: missing {suffix} dumps (before: {before.exists()}, after-partitioning: {len(after)})")
+        picks[f"before_partitioning.{suffix}"] = before
+        picks[f"after_partitioning.{suffix}"] = after[0]
+    cpu_after = dump / f"{prefix}.cpu_after_optimizations.txt"
+    return picks, cpu_after if cpu_after.exists() else None
+
+
+def _strip_debug_tables(hlo_text):
+    """Remove the FileNames/FunctionNames/FileLocations/StackFrames tables:
+    they hold paths and line numbers of the Python that traced the program."""
+    return re.sub(r"\nFileNames\n.*?\n\n(?=ENTRY|%|HloModule|\S+ \{|[\w.]+ \()", "\n\n", hlo_text, flags=re.S)
+
+
+def _clean_hlo(text):
+    text = _strip_debug_tables(text)
+    text = re.sub(r",? ?stack_frame_id=\d+", "", text)
+    return relativize(text)
+
+
+def _backend_notes(dtype, after_text, cpu_after):
+    notes = []
+    hlo_dtype = HLO_DTYPE[dtype]
+    if cpu_after is not None and hlo_dtype in ("f16", "bf16"):
+        opt = cpu_after.read_text()
+        after_dots = re.findall(r"= (\w+)\[[^\]]*\][^=]*? dot\(", after_text)
+        opt_dots = re.findall(r"= (\w+)\[[^\]]*\][^=]*? dot\(", opt)
+        if after_dots and opt_dots and hlo_dtype in after_dots and "f32" in opt_dots and hlo_dtype not in opt_dots:
+            notes.append(
+                f"CPU backend: the partitioned dot is {hlo_dtype}; after the CPU backend's later passes "
+                f"it is computed in f32 (operands converted), which a GPU pipeline does not do."
+            )
+    if re.search(r"dynamic-slice\(%all-reduce", after_text):
+        notes.append(
+            "CPU backend: the gradient is reduced with an all-reduce whose result each device "
+            "then slices (dynamic-slice) to its own shard; a GPU pipeline forms a reduce-scatter here."
+        )
+    return notes
+
+
+def run_worker(name, dump_dir, timeout_s=300):
+    cmd = [sys.executable, "-m", "shardbook.hlo", "_worker", name]
+    result = subprocess.run(cmd, env=_worker_env(dump_dir, name), capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT)
+    if result.returncode:
+        raise CaptureError(f"fixture {name}: the compile worker failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def capture(name, out_root, log=print):
+    """Capture fixture `name` into out_root/name (replaced only on success)."""
+    check_name(name)
+    out_root = Path(out_root)
+    out_root.mkdir(parents=True, exist_ok=True)
+    dot.dot_binary()  # fail early, with the package name, if Graphviz is missing
+    with tempfile.TemporaryDirectory(prefix=f"hlo-{name}-") as tmp:
+        dump_dir = Path(tmp) / "dump"
+        info = run_worker(name, dump_dir)
+        picks, cpu_after = _find(dump_dir, name)
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_root))
+        staging.chmod(0o755)
+        try:
+            after_text = _clean_hlo(picks["after_partitioning.txt"].read_text())
+            (staging / "before_partitioning.txt").write_text(_clean_hlo(picks["before_partitioning.txt"].read_text()))
+            (staging / "after_partitioning.txt").write_text(after_text)
+            for key in ("before_partitioning.dot", "after_partitioning.dot"):
+                (staging / key).write_text(relativize(dot.sanitize(picks[key].read_text())))
+            title = f"<b>{name}</b>: after SPMD partitioning (device-local)"
+            pruned = dot.prune((staging / "after_partitioning.dot").read_text(), title)
+            (staging / "after_partitioning.svg").write_text(dot.render_svg(pruned))
+            meta = _meta(name, info, after_text, _backend_notes(info["dtype"], after_text, cpu_after))
+            meta["sha256"] = {f: hashlib.sha256((staging / f).read_bytes()).hexdigest() for f in FILES}
+            (staging / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=False) + "\n")
+            _replace(staging, out_root / name)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    log(f"captured {name}: {len(meta['inventory'])} collective(s)")
+    return meta
+
+
+def _replace(staging, target):
+    backup = None
+    if target.exists():
+        backup = target.with_name(f".{target.name}.old")
+        shutil.rmtree(backup, ignore_errors=True)
+        target.rename(backup)
+    staging.rename(target)
+    if backup is not None:
+        shutil.rmtree(backup)
+
+
+def _meta(name, info, after_text, notes):
+    mesh, specs, shapes = info["mesh"], info["specs"], info["shapes"]
+    spec_lists = {k: [list(e) if isinstance(e, (list, tuple)) else e for e in v] for k, v in specs.items()}
+    local = {a: list(sharding.local_shape(shapes[a], _tuple_spec(specs[a]), mesh)) for a in shapes}
+    inv = summary(inventory(after_text))
+    return {
+        "fixture": name,
+        "summary": info["summary"],
+        "mesh": mesh,
+        "specs": spec_lists,
+        "global_shapes": shapes,
+        "local_shapes": local,
+        "dtype": info["dtype"],
+        "manual": info["manual"],
+        "jax_version": info["jax_version"],
+        "jaxlib_version": info["jaxlib_version"],
+        "platform": info["platform"],
+        "xla_flags": f"{DEVICE_FLAG} --xla_dump_to=<temporary folder> {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{name}$",
+        "command": f"python -m shardbook.hlo capture {name}",
+        "files_pruned": "HLO text: source-location tables and stack_frame_id removed; DOT: node ids renumbered, tooltips and stylesheet removed; SVG: tuple, get-tuple-element and copy nodes contracted",
+        "backend_notes": notes,
+        "inventory": inv,
+        "predicted": predict(name, mesh, {k: _tuple_spec(v) for k, v in specs.items()}, shapes, info["dtype"]),
+    }
+
+
+def _tuple_spec(spec):
+    return tuple(tuple(e) if isinstance(e, list) else e for e in spec)
+
+
+def capture_all(names, out_root, log=print):
+    return [capture(n, out_root, log) for n in names]
+
+
+def load_meta(folder):
+    return json.loads((Path(folder) / "meta.json").read_text())
+
+
+def compare_inventories(committed, fresh):
+    """Readable lines for every difference in collectives, shapes, dtypes or
+    groups between two meta.json documents (empty when they agree)."""
+    lines = []
+    for key in ("mesh", "global_shapes", "local_shapes", "dtype", "jax_version", "jaxlib_version"):
+        if committed.get(key) != fresh.get(key):
+            lines.append(f"  {key}: committed {committed.get(key)} -> now {fresh.get(key)}")
+    a, b = committed["inventory"], fresh["inventory"]
+    for i in range(max(len(a), len(b))):
+        x = a[i] if i < len(a) else None
+        y = b[i] if i < len(b) else None
+        if x != y:
+            lines.append(f"  collective {i}: committed {_short(x)}\n{' ' * 16}now {_short(y)}")
+    return lines
+
+
+def _short(entry):
+    if entry is None:
+        return "(none)"
+    groups = entry.get("replica_groups") or entry.get("source_target_pairs")
+    return f"{entry['kind']} {entry['dtype']}{entry['operand_shape']} -> {entry['result_shape']} over {entry['group_size']} {groups}"
+
+
+__all__ = ["capture", "capture_all", "compare_inventories", "CaptureError", "FIXTURE_NAMES"]

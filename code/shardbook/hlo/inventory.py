@@ -1,0 +1,141 @@
+"""Read partitioned HLO text and list its collectives.
+
+For each collective: kind, dtype, operand (local) and result shapes, the
+replica groups (expanded to device ids, whichever of XLA's three notations
+the dump uses) and the bytes each rank sends by the ring formulas of
+shardbook.collectives. Standard library only.
+"""
+
+import itertools
+import math
+import re
+
+from .. import collectives
+
+KINDS = {
+    "all-gather": "all_gather",
+    "reduce-scatter": "reduce_scatter",
+    "all-reduce": "all_reduce",
+    "all-to-all": "all_to_all",
+    "collective-permute": "collective_permute",
+}
+BYTES = {"f64": 8, "f32": 4, "s32": 4, "u32": 4, "f16": 2, "bf16": 2, "s16": 2, "f8e4m3fn": 1, "f8e5m2": 1, "s8": 1, "u8": 1, "pred": 1}
+
+_ARRAY = r"([a-z][a-z0-9]*)\[([0-9,]*)\](?:\{[^}]*\})?"
+_INSTR = re.compile(rf"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*{_ARRAY}\s+([a-z\-]+)(?:-start)?\(([^)]*)\)(.*)$")
+_PARAM = re.compile(rf"%?([\w.\-]+):\s*{_ARRAY}")
+
+
+def _shape(dims):
+    return tuple(int(d) for d in dims.split(",")) if dims else ()
+
+
+def _iota_groups(spec):
+    # [G,S]<=[d0,d1,...]T(p0,p1,...)
+    m = re.match(r"\[([0-9,]+)\]<=\[([0-9,]+)\](?:T\(([0-9,]+)\))?", spec)
+    out_shape, dims = _shape(m.group(1)), _shape(m.group(2))
+    perm = _shape(m.group(3)) if m.group(3) else tuple(range(len(dims)))
+    ids = _transpose(list(range(math.prod(dims))), dims, perm)
+    size = out_shape[-1]
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
+def _transpose(flat, dims, perm):
+    new_dims = [dims[p] for p in perm]
+    strides = [math.prod(dims[i + 1 :]) for i in range(len(dims))]
+    out = []
+    for idx in itertools.product(*(range(d) for d in new_dims)):
+        out.append(flat[sum(idx[k] * strides[perm[k]] for k in range(len(perm)))])
+    return out
+
+
+def mesh_groups(axis_sizes, group_axes):
+    """Device ids grouped along `group_axes` of a row-major mesh whose axes
+    (name -> size, in order) number the devices 0..N-1."""
+    names = list(axis_sizes)
+    dims = [axis_sizes[a] for a in names]
+    other = [i for i, a in enumerate(names) if a not in group_axes]
+    inner = [names.index(a) for a in group_axes]
+    ids = _transpose(list(range(math.prod(dims))), dims, other + inner)
+    size = math.prod(dims[i] for i in inner) if inner else 1
+    return [ids[i : i + size] for i in range(0, len(ids), size)]
+
+
+def parse_replica_groups(attrs, num_partitions):
+    """Replica groups of one instruction's attribute text, as lists of ids."""
+    m = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", attrs)
+    if m:
+        sizes = {k: int(v) for k, v in re.findall(r"'([^']+)'=(\d+)", m.group(1))}
+        axes = re.findall(r"'([^']+)'", m.group(2))
+        return mesh_groups(sizes, axes)
+    m = re.search(r"replica_groups=(\[[0-9,]+\]<=\[[0-9,]+\](?:T\([0-9,]+\))?)", attrs)
+    if m:
+        return _iota_groups(m.group(1))
+    m = re.search(r"replica_groups=\{((?:\{[0-9,]*\},?)*)\}", attrs)
+    if m:
+        groups = [list(_shape(g)) for g in re.findall(r"\{([0-9,]*)\}", m.group(1))]
+        if groups and any(groups):
+            return groups
+    return [list(range(num_partitions))]
+
+
+def parse_pairs(attrs):
+    m = re.search(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}", attrs)
+    return [list(map(int, p)) for p in re.findall(r"\{(\d+),(\d+)\}", m.group(1))] if m else []
+
+
+def _bytes(dtype, shape):
+    if dtype not in BYTES:
+        raise ValueError(f"dtype: no byte size known for HLO type {dtype!r}")
+    return BYTES[dtype] * math.prod(shape)
+
+
+def inventory(hlo_text):
+    """Collectives of a partitioned HLO module, in program order."""
+    m = re.search(r"num_partitions=(\d+)", hlo_text)
+    num_partitions = int(m.group(1)) if m else 1
+    shapes = {}
+    for header in re.findall(r"^(?:ENTRY\s+)?%?[\w.\-]+\s*\((.*)\)\s*->", hlo_text, re.M):
+        for name, dtype, dims in _PARAM.findall(header):
+            shapes[name] = (dtype, _shape(dims))
+    found = []
+    for line in hlo_text.splitlines():
+        mi = _INSTR.match(line)
+        if not mi:
+            continue
+        name, dtype, dims, op, operands, attrs = mi.groups()
+        shapes[name] = (dtype, _shape(dims))
+        if op not in KINDS:
+            continue
+        operand_names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip()]
+        op_dtype, op_shape = shapes.get(operand_names[0], (dtype, None)) if operand_names else (dtype, None)
+        kind = KINDS[op]
+        entry = {"kind": kind, "name": name, "dtype": dtype, "operand_shape": list(op_shape) if op_shape is not None else None, "result_shape": list(_shape(dims))}
+        if kind == "collective_permute":
+            entry["source_target_pairs"] = parse_pairs(attrs)
+            entry["group_size"] = len(entry["source_target_pairs"])
+            entry["bytes_sent_per_rank"] = _bytes(dtype, _shape(dims))
+        else:
+            groups = parse_replica_groups(attrs, num_partitions)
+            n = len(groups[0])
+            entry["group_size"] = n
+            entry["replica_groups"] = groups
+            entry["bytes_sent_per_rank"] = _ring_bytes(kind, dtype, op_shape, _shape(dims), n)
+        found.append(entry)
+    return found
+
+
+def _ring_bytes(kind, dtype, operand_shape, result_shape, n):
+    if kind == "all_gather":
+        return collectives.ring_bytes_sent_per_rank(_bytes(dtype, result_shape), n)
+    if kind == "reduce_scatter":
+        return collectives.ring_bytes_sent_per_rank(_bytes(dtype, operand_shape), n)
+    if kind == "all_reduce":
+        return 2 * collectives.ring_bytes_sent_per_rank(_bytes(dtype, result_shape), n)
+    return _bytes(dtype, operand_shape) * (n - 1) / n  # all_to_all
+
+
+def summary(entries):
+    """The comparable part of an inventory: what must not drift."""
+    keys = ("kind", "dtype", "operand_shape", "result_shape", "group_size", "replica_groups", "source_target_pairs", "bytes_sent_per_rank")
+    return [{k: e[k] for k in keys if k in e} for e in entries]

@@ -1,0 +1,159 @@
+"""Run a fixture across several JAX processes joined by jax.distributed.
+
+Here: 2 processes of 4 simulated CPU devices on 127.0.0.1, with gloo CPU
+collectives. On a cluster the same worker runs once per host (or per GPU
+process) with the platform, coordinator address and process id of that
+cluster; see the README.
+"""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import check_name
+from .capture import DUMP_FLAGS, REPO_ROOT, _clean_hlo, _find, compare_inventories
+from .inventory import inventory, summary
+
+
+def reference(name, args):
+    """The fixture's result computed on one device, in float32 numpy."""
+    a = [np.asarray(x, dtype=np.float32) for x in args]
+    if name in ("dp_matmul", "fsdp_matmul", "tp_matmul", "fsdp_ep_linear"):
+        return a[0] @ a[1]
+    if name in ("fsdp_train_step", "fsdp_manual"):
+        x, w = a
+        y = x @ w
+        return w - 0.1 * (2.0 / y.size) * (x.T @ y)
+    if name in ("megatron_mlp", "megatron_mlp_sp"):
+        x, w_up, w_down = a
+        h = x @ w_up
+        gelu = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
+        return gelu @ w_down
+    if name == "moe_dispatch":
+        return np.einsum("etd,edh->eth", a[0], a[1])
+    if name == "pipeline_stages":
+        x, w = a
+        stages = w.shape[0]
+        rows = x.shape[0] // stages
+        out = np.empty_like(x)
+        for i in range(stages):
+            j = (i + 1) % stages
+            out[j * rows : (j + 1) * rows] = np.tanh(x[i * rows : (i + 1) * rows] @ w[i])
+        return out
+    raise ValueError(f"fixture: no reference for {name!r}")
+
+
+def global_inputs(fixture):
+    rng = np.random.default_rng(0)
+    return [(0.1 * rng.standard_normal(fixture.shapes[a])).astype(np.float32) for a in fixture.arg_names]
+
+
+def execute_and_check(name, devices=None):
+    """Run the fixture on the mesh of global devices, check every
+    addressable shard against the single-device reference; returns the
+    largest absolute error."""
+    import jax
+
+    from . import fixtures
+
+    fx = fixtures.get(name)
+    mesh = fixtures.make_mesh(fx.mesh_axes, devices)
+    fn = fixtures.jitted(fx, mesh)
+    host = global_inputs(fx)
+    dtype = jax.numpy.dtype(fx.dtype)
+    arrays = [
+        jax.make_array_from_callback(h.shape, s.sharding, lambda idx, h=h: h[idx].astype(dtype))
+        for h, s in zip(host, fixtures.abstract_args(fx, mesh))
+    ]
+    out = fn(*arrays)
+    expected = reference(name, [h.astype(dtype).astype(np.float32) for h in host])
+    tol = {"float32": 1e-4, "float16": 2e-2, "bfloat16": 6e-2}[fx.dtype]
+    worst = 0.0
+    for shard in out.addressable_shards:
+        got = np.asarray(shard.data, dtype=np.float32)
+        want = expected[shard.index]
+        err = float(np.max(np.abs(got - want))) if got.size else 0.0
+        scale = float(np.max(np.abs(want))) or 1.0
+        if err > tol * max(scale, 1.0):
+            raise AssertionError(f"{name}: shard {shard.index} on {shard.device} differs from the reference by {err:.3g}")
+        worst = max(worst, err)
+    return worst
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(name, n_processes=2, timeout_s=240, artifacts=REPO_ROOT / "hlo_artifacts", log=print):
+    """Start `n_processes` workers of 8/n CPU devices each; every worker
+    executes and checks the fixture and compares its partitioned HLO with the
+    single-process capture. Returns the per-process reports."""
+    check_name(name)
+    if n_processes < 1 or 8 % n_processes:
+        raise ValueError(f"processes: must divide 8 (the mesh size), got {n_processes}")
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix=f"mp-{name}-") as tmp:
+        procs = []
+        for pid in range(n_processes):
+            env = dict(os.environ)
+            dump = Path(tmp) / f"dump{pid}"
+            env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={8 // n_processes} --xla_dump_to={dump} {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{name}$"
+            env["JAX_PLATFORMS"] = "cpu"
+            cmd = [sys.executable, "-m", "shardbook.hlo", "_process", name, "--coordinator", f"127.0.0.1:{port}",
+                   "--num-processes", str(n_processes), "--process-id", str(pid), "--dump", str(dump), "--artifacts", str(artifacts)]
+            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT))
+        deadline = time.monotonic() + timeout_s
+        reports, errors = [], []
+        for pid, p in enumerate(procs):
+            try:
+                out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for q in procs:
+                    q.kill()
+                raise TimeoutError(f"{name}: process {pid} did not finish within {timeout_s} s; all workers were stopped")
+            if p.returncode:
+                errors.append(f"process {pid} exited {p.returncode}:\n{err[-2000:]}")
+            else:
+                reports.append(json.loads(out.strip().splitlines()[-1]))
+        if errors:
+            raise RuntimeError(f"{name}: " + "\n".join(errors))
+    for r in reports:
+        log(f"{name}: process {r['process_id']} of {r['num_processes']}: {r['local_devices']} local / {r['global_devices']} global devices, "
+            f"max |error| {r['max_abs_error']:.2e}, partitioned HLO matches the capture: {r['hlo_matches']}")
+    return reports
+
+
+def process_main(name, coordinator, num_processes, process_id, dump, artifacts):
+    """One worker of `run` (also what a cluster launcher starts per process)."""
+    import jax
+
+    if jax.config.jax_platforms in (None, "", "cpu"):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id)
+    worst = execute_and_check(name)
+    report = {
+        "fixture": name, "process_id": jax.process_index(), "num_processes": jax.process_count(),
+        "local_devices": jax.local_device_count(), "global_devices": jax.device_count(), "max_abs_error": worst,
+    }
+    picks, _ = _find(dump, name)
+    fresh = {"inventory": summary(inventory(_clean_hlo(picks["after_partitioning.txt"].read_text())))}
+    committed_path = Path(artifacts) / name / "meta.json"
+    if committed_path.exists():
+        committed = json.loads(committed_path.read_text())
+        diff = compare_inventories({"inventory": committed["inventory"]}, fresh)
+        report["hlo_matches"] = not diff
+        report["hlo_diff"] = diff
+    else:
+        report["hlo_matches"] = None
+    jax.distributed.shutdown()
+    print(json.dumps(report))
+    return report

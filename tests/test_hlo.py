@@ -1,0 +1,191 @@
+"""The committed HLO artifacts: complete, deterministic, what the cost model
+predicts, unchanged by a recapture, and runnable across two processes."""
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from shardbook import hlo
+from shardbook.hlo import capture, dot, inventory
+from shardbook.hlo import predict as predict_module
+
+from conftest import ROOT
+
+ARTIFACTS = ROOT / "hlo_artifacts"
+
+
+def _meta(name):
+    return json.loads((ARTIFACTS / name / "meta.json").read_text())
+
+
+def _text(name, which="after"):
+    return (ARTIFACTS / name / f"{which}_partitioning.txt").read_text()
+
+
+@pytest.mark.parametrize("name", hlo.FIXTURE_NAMES)
+def test_artifact_folder_is_complete_and_clean(name):
+    folder = ARTIFACTS / name
+    meta = _meta(name)
+    for f in capture.FILES:
+        data = (folder / f).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == meta["sha256"][f], f"{name}/{f} does not match meta.json"
+        text = data.decode()
+        assert not re.search(r"/(work|tmp|root|home)/", text), f"{name}/{f} holds an absolute path"
+        assert not re.search(r"\b20\d\d-\d\d-\d\d[T ]\d\d:\d\d", text), f"{name}/{f} holds a timestamp"
+    for key in ("fixture", "mesh", "specs", "global_shapes", "local_shapes", "dtype", "jax_version", "jaxlib_version",
+                "platform", "xla_flags", "command", "inventory"):
+        assert key in meta, key
+    svg = (folder / "after_partitioning.svg").read_text()
+    assert "@import" not in svg and "stylesheet" not in svg and "fonts.googleapis" not in svg
+    assert "<svg" in svg and "graphviz version" not in svg
+
+
+@pytest.mark.parametrize("name", hlo.FIXTURE_NAMES)
+def test_compiler_agrees_with_the_cost_model(name):
+    meta = _meta(name)
+    spec = {k: tuple(tuple(e) if isinstance(e, list) else e for e in v) for k, v in meta["specs"].items()}
+    predicted = predict_module.predict(name, meta["mesh"], spec, meta["global_shapes"], meta["dtype"])
+    captured = inventory.summary(inventory.inventory(_text(name)))
+    assert captured == predicted
+
+
+def test_fsdp_matmul_before_and_after():
+    before = _text("fsdp_matmul", "before")
+    assert "f16[1024,512]" in before and "f16[512,512]" in before
+    assert 'xla.sdy.sharding="#sdy.sharding<@mesh, [{\\"fsdp\\"}, {}]>"' in before
+    assert "xla.sdy.FuncResultSharding" in before
+    after = _text("fsdp_matmul")
+    assert re.search(r"\(param: f16\[128,512\], param\.1: f16\[64,512\]\)", after)
+    assert re.search(r"= f16\[512,512\]\{1,0\} all-gather\(%param\.1\)", after)
+    assert re.search(r"= f16\[128,512\]\{1,0\} dot\(%param, %all-gather\)", after)
+
+
+def test_dp_matmul_needs_no_collective():
+    after = _text("dp_matmul")
+    assert re.search(r"f16\[128,512\]\{1,0\} dot\(", after) and "f16[512,512]" in after
+    assert inventory.inventory(after) == []
+
+
+def test_tp_matmul_sums_partials_over_eight():
+    after = _text("tp_matmul")
+    assert "f16[1024,64]" in after and "f16[64,512]" in after
+    (ar,) = inventory.inventory(after)
+    assert ar["kind"] == "all_reduce" and ar["result_shape"] == [1024, 512] and ar["group_size"] == 8
+
+
+def test_fsdp_ep_linear_gathers_in_pairs():
+    meta = _meta("fsdp_ep_linear")
+    assert meta["local_shapes"] == {"x": [128, 512], "w": [256, 512]}
+    (ag,) = meta["inventory"]
+    assert ag["group_size"] == 2 and ag["replica_groups"] == [[0, 4], [1, 5], [2, 6], [3, 7]]
+
+
+def test_train_step_as_this_backend_emits_it():
+    kinds = [c["kind"] for c in _meta("fsdp_train_step")["inventory"]]
+    # CPU backend: all-reduce + dynamic-slice where a GPU pipeline forms reduce-scatter
+    assert kinds == ["all_gather", "all_reduce"]
+    assert re.search(r"dynamic-slice\(%all-reduce", _text("fsdp_train_step"))
+    assert any("reduce-scatter" in n for n in _meta("fsdp_train_step")["backend_notes"])
+    assert [c["kind"] for c in _meta("fsdp_manual")["inventory"]] == ["all_gather", "reduce_scatter"]
+
+
+def test_megatron_and_sequence_parallel():
+    assert [c["kind"] for c in _meta("megatron_mlp")["inventory"]] == ["all_reduce"]
+    assert [c["kind"] for c in _meta("megatron_mlp_sp")["inventory"]] == ["all_gather", "reduce_scatter"]
+
+
+def test_moe_dispatch_all_to_all_over_experts():
+    meta = _meta("moe_dispatch")
+    a2a = [c for c in meta["inventory"] if c["kind"] == "all_to_all"]
+    assert len(a2a) == 1 and a2a[0]["replica_groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert meta["specs"]["w"] == ["expert", "fsdp", None]
+
+
+def test_pipeline_permute_pairs():
+    (cp,) = _meta("pipeline_stages")["inventory"]
+    assert cp["kind"] == "collective_permute"
+    assert cp["source_target_pairs"] == [[i, (i + 1) % 8] for i in range(8)]
+
+
+def test_replica_group_notations():
+    assert inventory.parse_replica_groups("replica_groups={{0,2},{1,3}}", 4) == [[0, 2], [1, 3]]
+    assert inventory.parse_replica_groups("replica_groups=[4,2]<=[8]", 8) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert inventory.parse_replica_groups("replica_groups=[2,4]<=[4,2]T(1,0)", 8) == [[0, 2, 4, 6], [1, 3, 5, 7]]
+    assert inventory.parse_replica_groups("replica_groups=mesh['a'=2,'b'=4] {'a'}", 8) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert inventory.parse_replica_groups("replica_groups={}", 4) == [[0, 1, 2, 3]]
+
+
+def test_recapture_matches_committed(tmp_path):
+    failures = []
+    for name in hlo.FIXTURE_NAMES:
+        fresh = capture.capture(name, tmp_path, log=lambda *_: None)
+        diff = capture.compare_inventories(_meta(name), fresh)
+        if diff:
+            failures.append(f"{name}:\n" + "\n".join(diff))
+        for f in ("after_partitioning.txt", "before_partitioning.txt", "after_partitioning.svg"):
+            if (tmp_path / name / f).read_bytes() != (ARTIFACTS / name / f).read_bytes():
+                failures.append(f"{name}/{f}: recapture is not byte-identical")
+    assert not failures, "the compiler's output changed; review, then `make artifacts`:\n" + "\n".join(failures)
+
+
+def test_planted_artifact_change_is_caught(tmp_path):
+    shutil.copytree(ARTIFACTS / "fsdp_ep_linear", tmp_path / "fsdp_ep_linear")
+    meta_path = tmp_path / "fsdp_ep_linear" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["inventory"][0]["group_size"] = 4
+    meta["inventory"][0]["replica_groups"] = [[0, 1, 2, 3], [4, 5, 6, 7]]
+    meta_path.write_text(json.dumps(meta))
+    result = subprocess.run([sys.executable, "-m", "shardbook.hlo", "compare", "fsdp_ep_linear", "--artifacts", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "fsdp_ep_linear: DIFFERS" in result.stdout
+    assert "over 4 [[0, 1, 2, 3], [4, 5, 6, 7]]" in result.stdout and "over 2 [[0, 4]" in result.stdout
+
+
+@pytest.mark.parametrize("name", ["fsdp_matmul", "moe_dispatch"])
+def test_two_processes_agree_with_one(name):
+    from shardbook.hlo import multiprocess
+
+    reports = multiprocess.run(name, 2, timeout_s=120, log=lambda *_: None)
+    assert sorted(r["process_id"] for r in reports) == [0, 1]
+    assert all(r["global_devices"] == 8 and r["local_devices"] == 4 for r in reports)
+    assert all(r["hlo_matches"] is True for r in reports), [r.get("hlo_diff") for r in reports]
+
+
+def test_unknown_fixture_lists_known():
+    result = subprocess.run([sys.executable, "-m", "shardbook.hlo", "capture", "nope"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2
+    assert "unknown fixture 'nope'; known: dp_matmul, fsdp_matmul" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_dot_names_the_debian_package(monkeypatch):
+    monkeypatch.setattr(dot.shutil, "which", lambda _: None)
+    with pytest.raises(RuntimeError, match="Debian package 'graphviz'"):
+        dot.render_svg("digraph G {}")
+
+
+def test_capture_that_finds_no_module_names_the_fixture(tmp_path):
+    (tmp_path / "module_0001.jit_other.before_optimizations.txt").write_text("")
+    with pytest.raises(capture.CaptureError, match="fixture fsdp_matmul: expected one HLO module named jit_fsdp_matmul, found 0"):
+        capture._find(tmp_path, "fsdp_matmul")
+
+
+def test_failed_capture_leaves_artifacts_untouched(tmp_path, monkeypatch):
+    shutil.copytree(ARTIFACTS / "fsdp_matmul", tmp_path / "fsdp_matmul")
+    before = {p.name: p.read_bytes() for p in (tmp_path / "fsdp_matmul").iterdir()}
+
+    def broken(_):
+        raise RuntimeError("dot failed: planted")
+
+    monkeypatch.setattr(capture.dot, "render_svg", broken)
+    with pytest.raises(RuntimeError, match="planted"):
+        capture.capture("fsdp_matmul", tmp_path, log=lambda *_: None)
+    after = {p.name: p.read_bytes() for p in (tmp_path / "fsdp_matmul").iterdir()}
+    assert after == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fsdp_matmul"]
