@@ -62,7 +62,8 @@ def show(name, value, unit="", *, digits=None, sig=None, scale=1.0, rel_tol=DEFA
     """Glue `value` under `name` for ``{glue:text}`name``` and record it.
 
     `scale` divides the SI value for display (value in bytes, scale=1e9,
-    unit='GB'); the ledger keeps the unscaled value. Returns the text."""
+    unit='GB'); the ledger keeps the unscaled value. Returns None, so a
+    cell that ends with it shows nothing but the glued value."""
     if text is None:
         text = format_value(value, digits=digits, sig=sig, scale=scale, unit=unit)
     entry = record(name, value, unit=unit, text=text, rel_tol=rel_tol, live=live)
@@ -71,7 +72,6 @@ def show(name, value, unit="", *, digits=None, sig=None, scale=1.0, rel_tol=DEFA
         {GLUE_PREFIX + "text/plain": text},
         {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}, META_KEY: [entry]},
     )
-    return text
 
 
 def _slug(text):
@@ -84,7 +84,8 @@ def table(name, columns, rows, *, rel_tol=DEFAULT_REL_TOL, caption=None):
     `rows` holds, per cell, either a string (shown as is, not recorded) or a
     tuple (value, text) whose text is shown and whose value is recorded as
     ``{name}__{row label}__{column}`` (labels from the first cell and the
-    header, lower-cased, other characters as '_'). Returns the Markdown."""
+    header, lower-cased, other characters as '_'). Displays the table and
+    returns None."""
     if not columns:
         raise ValueError("columns: a table needs a header row")
     entries, lines = [], []
@@ -108,7 +109,6 @@ def table(name, columns, rows, *, rel_tol=DEFAULT_REL_TOL, caption=None):
     if caption:
         markdown = f"{markdown}\n\n{caption}"
     _display({"text/markdown": markdown}, {META_KEY: entries})
-    return markdown
 
 
 def cell(value, **fmt):
