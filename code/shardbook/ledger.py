@@ -108,7 +108,13 @@ def table(name, columns, rows, *, rel_tol=DEFAULT_REL_TOL, caption=None):
     markdown = "\n".join(lines)
     if caption:
         markdown = f"{markdown}\n\n{caption}"
-    _display({"text/markdown": markdown}, {META_KEY: entries})
+    _display({"text/markdown": markdown}, {})
+    # The records travel as a hidden glue value: myst-nb keeps glue data (in
+    # <chapter>.glue.json) also when a page is rebuilt from its execution cache.
+    _display(
+        {GLUE_PREFIX + "text/plain": ""},
+        {"scrapbook": {"name": f"{name}__table", "mime_prefix": GLUE_PREFIX}, META_KEY: entries},
+    )
 
 
 def cell(value, **fmt):
@@ -142,10 +148,10 @@ def collect(executed_dir):
         for output in _outputs_of(path):
             for entry in output.get("metadata", {}).get(META_KEY, []):
                 key = (chapter, entry["name"])
-                if key in found:
-                    raise ValueError(f"ledger: {chapter} records {entry['name']!r} twice")
                 item = {"chapter": chapter}
                 item.update({k: entry[k] for k in ("name", "value", "unit", "text", "rel_tol")})
+                if key in found and found[key] != item:
+                    raise ValueError(f"ledger: {chapter} records {entry['name']!r} twice, with different values")
                 found[key] = item
     return [found[k] for k in sorted(found)]
 
