@@ -76,3 +76,15 @@ def test_lint_catches_typed_numbers():
     assert [(n, why.split()[0]) for _, n, why in found] == [("18.35", "three"), ("2.5", "equals")]
     assert ledger.lint("Year 2026 <!-- typed-number: a year -->\n") == []
     assert ledger.lint("$x = 12345$ and `123456` and {glue:text}`abc_123`\n") == []
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_download_buttons_offer_ipynb_and_md(path, built_book):
+    page = (built_book / "html" / "chapters" / f"{path.stem}.html").read_text()
+    for suffix in (".ipynb", ".md"):
+        assert f'href="../_sources/chapters/{path.stem}{suffix}"' in page, suffix
+    import nbformat
+
+    nb = nbformat.read(built_book / "html" / "_sources" / "chapters" / f"{path.stem}.ipynb", as_version=4)
+    nbformat.validate(nb)
+    assert "use_cpu_devices(8)" in next(c.source for c in nb.cells if c.cell_type == "code")
