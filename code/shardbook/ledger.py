@@ -68,8 +68,10 @@ def show(name, value, unit="", *, digits=None, sig=None, scale=1.0, rel_tol=DEFA
         text = format_value(value, digits=digits, sig=sig, scale=scale, unit=unit)
     entry = record(name, value, unit=unit, text=text, rel_tol=rel_tol, live=live)
     entry["scale"] = scale
+    # repr(): myst-nb literal-evaluates text/plain, which would turn "2,550"
+    # into the tuple (2, 550); a quoted string evaluates back to itself.
     _display(
-        {GLUE_PREFIX + "text/plain": text},
+        {GLUE_PREFIX + "text/plain": repr(text)},
         {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}, META_KEY: [entry]},
     )
 
@@ -225,6 +227,7 @@ _NON_PROSE = [
     (re.compile(r"^\([^)]*\)=\s*$", re.M), "labels"),
     (re.compile(r"^%.*$", re.M), "comments"),
     (re.compile(r"<!--.*?-->", re.S), "HTML comments"),
+    (re.compile(r"^\s*\d+\.(?=\s)", re.M), "numbered-list markers"),
 ]
 
 

@@ -1,0 +1,132 @@
+"""Figures drawn from the presets and the cost model (matplotlib).
+
+Not a cost-model module: it imports matplotlib and numpy. Every figure has a
+white background and dark ink, so it stays readable in the site's dark mode.
+"""
+
+import math
+
+import matplotlib
+import matplotlib.pyplot as plt
+from matplotlib.patches import FancyBboxPatch
+
+INK = "#1a1a1a"
+ACCENT = "#1565c0"
+ACCENT2 = "#c62828"
+MUTED = "#9e9e9e"
+
+
+def setup():
+    """Inline SVG figures with real text, white background, small files."""
+    matplotlib.rcParams.update({
+        "svg.fonttype": "none",
+        "figure.facecolor": "white",
+        "axes.facecolor": "white",
+        "savefig.facecolor": "white",
+        "font.size": 10,
+        "axes.edgecolor": INK,
+        "text.color": INK,
+        "axes.labelcolor": INK,
+        "xtick.color": INK,
+        "ytick.color": INK,
+        "figure.dpi": 100,
+    })
+    try:
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+
+        set_matplotlib_formats("svg")
+    except ImportError:  # outside IPython
+        pass
+
+
+def _device(ax, x, y, label, color=ACCENT, w=0.5, h=0.3):
+    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02", fc=color, ec=INK, lw=0.8, zorder=3))
+    ax.text(x, y, label, ha="center", va="center", color="white", fontsize=8, zorder=4)
+
+
+def _clean(ax, title):
+    ax.set_aspect("equal")
+    ax.axis("off")
+    ax.set_title(title, fontsize=10)
+    plt.close(ax.figure)  # shown once, by the cell's value, not again by pyplot
+
+
+def full_mesh(n_devices, link_label, egress_label, title):
+    """n devices on a circle, every pair joined by one direct link."""
+    fig, ax = plt.subplots(figsize=(4.6, 4.6))
+    pts = [(math.cos(2 * math.pi * i / n_devices + math.pi / 2), math.sin(2 * math.pi * i / n_devices + math.pi / 2)) for i in range(n_devices)]
+    for i in range(n_devices):
+        for j in range(i + 1, n_devices):
+            color = ACCENT2 if i == 0 else MUTED
+            ax.plot([pts[i][0], pts[j][0]], [pts[i][1], pts[j][1]], color=color, lw=1.6 if i == 0 else 0.8, zorder=1)
+    for i, (x, y) in enumerate(pts):
+        _device(ax, 1.0 * x, 1.0 * y, f"GPU {i}")
+    ax.text(0, -1.45, f"each line: one link, {link_label} per direction\nred: GPU 0's {n_devices - 1} links, {egress_label} egress", ha="center", fontsize=8)
+    ax.set_xlim(-1.5, 1.5)
+    ax.set_ylim(-1.7, 1.4)
+    _clean(ax, title)
+    return fig
+
+
+def switch_domain(n_devices, n_switches, egress_label, title, shown=8):
+    """GPUs joined through NVLink switches: every GPU reaches every other in
+    one switch hop; drawn with `shown` GPUs when the domain is large."""
+    fig, ax = plt.subplots(figsize=(6.2, 3.4))
+    gpus = min(n_devices, shown)
+    xs = [i * 6.0 / (gpus - 1) for i in range(gpus)]
+    sws = [j * 6.0 / max(n_switches - 1, 1) for j in range(n_switches)] if n_switches > 1 else [3.0]
+    for x in xs:
+        for s in sws:
+            ax.plot([x, s], [0, 1.6], color=MUTED, lw=0.6, zorder=1)
+    for i, x in enumerate(xs):
+        label = f"GPU {i}" if gpus == n_devices or i < gpus - 1 else f"GPU {n_devices - 1}"
+        _device(ax, x, 0, label, w=0.62)
+    if gpus < n_devices:
+        ax.text((xs[-2] + xs[-1]) / 2, -0.45, "…", ha="center", fontsize=12)
+    for j, s in enumerate(sws):
+        _device(ax, s, 1.6, f"switch {j}", color="#6a1b9a", w=0.8)
+    ax.text(3.0, -0.8, f"{n_devices} GPUs, any pair one switch hop apart; {egress_label} per GPU per direction", ha="center", fontsize=8)
+    ax.set_xlim(-0.6, 6.6)
+    ax.set_ylim(-1.1, 2.0)
+    _clean(ax, title)
+    return fig
+
+
+def torus(nx, ny, title):
+    """An nx × ny slice of a TPU torus: each chip links to its four
+    neighbours; wraparound links close every row and column."""
+    fig, ax = plt.subplots(figsize=(4.6, 4.6))
+    for i in range(nx):
+        for j in range(ny):
+            if i + 1 < nx:
+                ax.plot([i, i + 1], [j, j], color=INK, lw=1.0, zorder=1)
+            if j + 1 < ny:
+                ax.plot([i, i], [j, j + 1], color=INK, lw=1.0, zorder=1)
+    for j in range(ny):  # wraparound along x
+        ax.annotate("", xy=(nx - 1 + 0.35, j), xytext=(-0.35, j), arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=-0.25", ls="--"), zorder=0)
+    for i in range(nx):  # wraparound along y
+        ax.annotate("", xy=(i, ny - 1 + 0.35), xytext=(i, -0.35), arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=0.25", ls="--"), zorder=0)
+    for i in range(nx):
+        for j in range(ny):
+            _device(ax, i, j, f"{i},{j}", w=0.42, h=0.3)
+    ax.text((nx - 1) / 2, -1.0, "solid: ICI links to neighbours; dashed: wraparound", ha="center", fontsize=8)
+    ax.set_xlim(-0.9, nx - 0.1)
+    ax.set_ylim(-1.3, ny - 0.1)
+    _clean(ax, title)
+    return fig
+
+
+def bar_chart(labels, values, xlabel, title, highlight=()):
+    fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(labels) + 1.0))
+    colors = [ACCENT2 if lab in highlight else ACCENT for lab in labels]
+    ax.barh(labels, values, color=colors)
+    ax.invert_yaxis()
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=8)
+    ax.set_xlabel(xlabel)
+    ax.set_title(title, fontsize=10)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.set_xlim(0, max(values) * 1.15)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
