@@ -1,11 +1,20 @@
 """A small Sphinx extension for the book (listed in _config.yml).
 
-It gives each chapter a `.ipynb` download next to its `.md` source: the
-chapter converted by jupytext, as a reader's Jupyter would open it. The
-theme shows an ipynb button when the page context names `ipynb_source`.
+- Each chapter gets a `.ipynb` download next to its `.md` source: the chapter
+  converted by jupytext, as a reader's Jupyter would open it. The theme shows
+  an ipynb button when the page context names `ipynb_source`.
+- MathJax is served from the site itself (the book reads offline): the files
+  come from the pinned `sphinx-mathjax-offline` package (MathJax 3.2.2), and
+  only what `tex-chtml.js` loads is copied: the component, its TeX
+  extensions, the CommonHTML fonts and the menu.
 """
 
+import importlib.util
+import shutil
 from pathlib import Path
+
+MATHJAX_PATH = "mathjax/tex-chtml.js"
+MATHJAX_PARTS = ("tex-chtml.js", "input/tex/extensions", "output/chtml/fonts/woff-v2", "ui", "a11y")
 
 
 def _add_ipynb_download(app, pagename, templatename, context, doctree):
@@ -22,7 +31,35 @@ def _add_ipynb_download(app, pagename, templatename, context, doctree):
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
+def _mathjax_source():
+    spec = importlib.util.find_spec("sphinx-mathjax-offline")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the pinned package sphinx-mathjax-offline is missing: run `make book` to install requirements.txt")
+    return Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax"
+
+
+def _copy_mathjax(app, exc):
+    if exc is not None or app.builder.format != "html":
+        return
+    source, target = _mathjax_source(), Path(app.outdir) / "_static" / "mathjax"
+    for part in MATHJAX_PARTS:
+        src, dst = source / part, target / part
+        if dst.exists():
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, dst)
+        else:
+            shutil.copy2(src, dst)
+
+
+def _use_local_mathjax(app, config):
+    config.mathjax_path = MATHJAX_PATH
+
+
 def setup(app):
+    app.connect("config-inited", _use_local_mathjax)
+    app.connect("build-finished", _copy_mathjax)
     # before sphinx-book-theme builds its header buttons (priority 501)
     app.connect("html-page-context", _add_ipynb_download, priority=500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
