@@ -130,3 +130,24 @@ def bar_chart(labels, values, xlabel, title, highlight=()):
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def line_chart(series, xlabel, ylabel, title, logx=False, logy=False):
+    """`series`: list of (label, xs, ys)."""
+    fig, ax = plt.subplots(figsize=(6.2, 3.6))
+    colors = [ACCENT, ACCENT2, "#2e7d32", "#6a1b9a", "#ef6c00"]
+    for (label, xs, ys), color in zip(series, colors * 3):
+        ax.plot(xs, ys, marker="o", ms=3, lw=1.4, label=label, color=color)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, color="#dddddd", lw=0.6)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(frameon=False, fontsize=8)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -219,10 +219,12 @@ def _blank(match):
 _NON_PROSE = [
     (re.compile(r"\A---\n.*?\n---\n", re.S), "front matter"),
     (re.compile(r"^(`{3,}|:{3,})[^\n]*\n.*?^\1\s*$", re.S | re.M), "code cells, fences, directives"),
+    (re.compile(r"^[ \t]+(`{3,}|:{3,}).*$", re.M), "indented directive fences (their prose is linted)"),
+    (re.compile(r"^[ \t]*:[a-z-]+:.*$", re.M), "directive options"),
     (re.compile(r"\$\$.*?\$\$", re.S), "display math"),
     (re.compile(r"\$[^$\n]+\$"), "inline math"),
     (re.compile(r"\{[a-z:-]+\}`[^`]*`"), "roles (glue, cite, ref)"),
-    (re.compile(r"`[^`\n]*`"), "inline code"),
+    (re.compile(r"`[^`]+`"), "inline code (may wrap a line)"),
     (re.compile(r"\]\([^)]*\)"), "link targets"),
     (re.compile(r"^\([^)]*\)=\s*$", re.M), "labels"),
     (re.compile(r"^%.*$", re.M), "comments"),

@@ -86,3 +86,30 @@ def replication_factor(spec, mesh):
     _check_mesh(mesh)
     used = {a for entry in spec for a in _axes_of(entry)}
     return math.prod(size for axis, size in mesh.items() if axis not in used)
+
+
+def matmul_communication(lhs_spec, rhs_spec):
+    """What C[I,K] = A[I,J] · B[J,K] needs, given the specs of A (I, J) and
+    B (J, K) over mesh axes (None = replicated). Returns a list of
+    (step, axis) pairs and the spec of C:
+
+    - J split the same way on both: each device holds partial sums; an
+      all-reduce (or a reduce-scatter, to keep C sharded) completes them.
+    - J split on one operand only: that operand is all-gathered along J.
+    - I and K split by the same axis: C would need one axis on two
+      dimensions, so B is all-gathered along K first.
+    - otherwise no communication: C is split as I and K are.
+    Ref: scaling-book-sharding, distributed-training-notes."""
+    (i_axis, j_lhs), (j_rhs, k_axis) = tuple(lhs_spec), tuple(rhs_spec)
+    steps = []
+    if j_lhs is not None and j_lhs == j_rhs:
+        steps.append(("partial sums: all-reduce (or reduce-scatter)", j_lhs))
+    else:
+        if j_lhs is not None:
+            steps.append(("all-gather A along J", j_lhs))
+        if j_rhs is not None:
+            steps.append(("all-gather B along J", j_rhs))
+    if i_axis is not None and i_axis == k_axis:
+        steps.append(("all-gather B along K", k_axis))
+        k_axis = None
+    return steps, (i_axis, k_axis)
