@@ -23,7 +23,15 @@ $(STAMP): requirements.txt code/pyproject.toml
 graphviz:
 	@command -v dot >/dev/null 2>&1 || bash .ci/install-graphviz
 
-book: setup
+# Chapters compute with the package and read the artifacts: when either
+# changes, cached executions and parsed pages are stale, so drop them.
+CACHE_INPUTS := $(shell find code/shardbook -name '*.py' 2>/dev/null) $(wildcard hlo_artifacts/*/meta.json) _config.yml
+_build/.cache-stamp: $(CACHE_INPUTS)
+	@if [ -d _build/.jupyter_cache ]; then echo "==> shardbook or the artifacts changed: re-executing every chapter"; fi
+	@rm -rf _build/.jupyter_cache _build/.doctrees
+	@mkdir -p _build && touch $@
+
+book: setup _build/.cache-stamp
 	@echo "==> building the book (execution cached in _build/.jupyter_cache)"
 	@$(BIN)/jupyter-book build . --path-output . -n --keep-going -q
 	@echo "==> open $(CURDIR)/_build/html/index.html"

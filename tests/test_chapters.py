@@ -63,9 +63,9 @@ def test_no_computed_number_typed_in_prose(path, built_book):
 
 
 def test_lint_catches_typed_numbers():
-    text = "---\na: 1\n---\n# T\nIt takes 18.35 ms and 8 devices.\n\nIt is 2.5 here.\n"
-    found = ledger.lint(text, ["2.5 ms"])
-    assert [(n, why.split()[0]) for _, n, why in found] == [("18.35", "three"), ("2.5", "equals")]
+    text = "---\na: 1\n---\n# T\nIt takes 18.35 ms and 8 devices.\n\nIt is 2.5 here, and 72 there.\n"
+    found = ledger.lint(text, ["2.5 ms", "72 GPUs", "8"])
+    assert [(n, why.split()[0]) for _, n, why in found] == [("18.35", "three"), ("2.5", "equals"), ("72", "equals")]
     assert ledger.lint("Year 2026 <!-- typed-number: a year -->\n") == []
     assert ledger.lint("$x = 12345$ and `123456` and {glue:text}`abc_123`\n") == []
 

@@ -151,3 +151,25 @@ def line_chart(series, xlabel, ylabel, title, logx=False, logy=False):
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def causal_ownership(owners, n_positions, title):
+    """The causal (query × key) mask of n positions, each valid pair coloured
+    by the rank that owns its query."""
+    import numpy as np
+
+    grid = np.full((n_positions, n_positions), np.nan)
+    for rank, queries in enumerate(owners):
+        for q in queries:
+            grid[q - 1, :q] = rank
+    fig, ax = plt.subplots(figsize=(3.4, 3.4))
+    cmap = matplotlib.colormaps["tab10"].resampled(len(owners))
+    ax.imshow(grid, cmap=cmap, vmin=-0.5, vmax=len(owners) - 0.5)
+    ax.set_xlabel("key position")
+    ax.set_ylabel("query position")
+    ax.set_xticks([0, n_positions - 1], [1, n_positions])
+    ax.set_yticks([0, n_positions - 1], [1, n_positions])
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -93,11 +93,15 @@ def table(name, columns, rows, *, rel_tol=DEFAULT_REL_TOL, caption=None):
     entries, lines = [], []
     lines.append("| " + " | ".join(columns) + " |")
     lines.append("|" + "|".join("---" for _ in columns) + "|")
+    seen = {}
     for i, row in enumerate(rows):
         if len(row) != len(columns):
             raise ValueError(f"rows[{i}]: has {len(row)} cells, the header has {len(columns)}")
         cells = []
         label = _slug(row[0][1] if isinstance(row[0], tuple) else row[0])
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:  # rows that share a first cell are numbered
+            label = f"{label}_{seen[label]}"
         for j, cell in enumerate(row):
             if isinstance(cell, tuple):
                 value, text = cell
@@ -251,7 +255,7 @@ def _significant_digits(integer, fraction):
 
 def lint(markdown, glued_texts=()):
     """Numbers typed into prose that look computed: three or more significant
-    digits, or equal to a glued value's text. A line carrying
+    digits, or equal to a glued value's text (two digits or more). A line carrying
     ``<!-- typed-number: reason -->`` is exempt (the reason stays visible in
     the source). Returns (line number, number, why) tuples."""
     glued_numbers = set()
@@ -267,7 +271,9 @@ def lint(markdown, glued_texts=()):
             number = m.group(0)
             if _significant_digits(m.group(1), m.group(2)) >= 3:
                 findings.append((lineno, number, "three or more significant digits"))
-            elif number in glued_numbers:
+            elif number in glued_numbers and not re.fullmatch(r"\d", number):
+                # single digits (byte widths, stage numbers, counts of things)
+                # are too common in prose to be evidence of a typed result
                 findings.append((lineno, number, "equals a glued value of this chapter"))
     return findings
 

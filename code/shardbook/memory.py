@@ -56,3 +56,18 @@ def checkpointed_activation_bytes(tokens, d_model, d_ff, n_layers, bytes_per_ele
         _validate.count(name, value)
     _validate.positive("bytes_per_element", bytes_per_element)
     return bytes_per_element * n_layers * tokens * (d_model + 2 * d_ff)
+
+
+def min_shards_to_fit(n_params, scheme, hbm_bytes, param_bytes=2, grad_bytes=2, optimizer_bytes=12, max_shards=1 << 20):
+    """Smallest number of shards for which the persistent state fits in
+    `hbm_bytes`, or None if it never fits (dp, or a replicated floor above
+    the HBM size). Activations and buffers are not counted."""
+    _validate.positive("hbm_bytes", hbm_bytes)
+    n = 1
+    while n <= max_shards:
+        if state_bytes_per_device(n_params, scheme, n, param_bytes, grad_bytes, optimizer_bytes) <= hbm_bytes:
+            return n
+        if scheme == "dp":
+            return None
+        n += 1
+    return None

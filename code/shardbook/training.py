@@ -53,3 +53,12 @@ def fsdp_step_bytes_per_rank(param_bytes, n_ranks, reshard_after_forward=True):
     _validate.count("n_ranks", n_ranks)
     phases = 3 if reshard_after_forward else 2
     return phases * param_bytes * (n_ranks - 1) / n_ranks
+
+
+def dp_loss_scale(n_replicas, global_valid_tokens):
+    """Factor for each replica's *summed* loss so that a framework that
+    averages gradients over R replicas yields the mean over all valid
+    tokens: R / global_count. Ref: distributed-training-notes."""
+    _validate.count("n_replicas", n_replicas)
+    _validate.count("global_valid_tokens", global_valid_tokens)
+    return n_replicas / global_valid_tokens

@@ -1,0 +1,111 @@
+"""Online softmax for blockwise and ring attention, and causal load balance
+for context parallelism. Standard library only, one query row at a time.
+
+A block's contribution to one query row is the state (m, l, u): m the
+largest score seen, l = Σ exp(s_j − m) and u = Σ exp(s_j − m) · v_j. Two
+states merge by rescaling both to the larger maximum, so the result is one
+softmax over every key, in any order of blocks.
+Ref: dao2022flashattention (Appendix B.3), liu2023ring (Section 3),
+distributed-training-notes.
+"""
+
+import math
+from dataclasses import dataclass
+
+from . import _validate
+
+
+@dataclass(frozen=True)
+class State:
+    """Running softmax state of one query row; `u` is the value vector."""
+
+    m: float
+    l: float
+    u: tuple
+
+    @property
+    def empty(self):
+        return self.l == 0
+
+
+def empty_state(value_dim):
+    """The state before any valid key: l = 0 and u = 0 (m = −inf)."""
+    _validate.count("value_dim", value_dim)
+    return State(-math.inf, 0.0, (0.0,) * value_dim)
+
+
+def block_state(scores, values):
+    """The state of one block of keys: `scores` are scaled scores q·k/√d
+    (−inf for masked keys), `values` one vector per key."""
+    if len(scores) != len(values):
+        raise ValueError(f"values: need one vector per score ({len(scores)}), got {len(values)}")
+    if not values:
+        raise ValueError("scores: a block needs at least one key")
+    dim = len(values[0])
+    valid = [(s, v) for s, v in zip(scores, values) if s != -math.inf]
+    if not valid:  # a fully masked block contributes nothing
+        return empty_state(dim)
+    m = max(s for s, _ in valid)
+    weights = [math.exp(s - m) for s, _ in valid]
+    u = tuple(sum(w * v[i] for w, (_, v) in zip(weights, valid)) for i in range(dim))
+    return State(m, sum(weights), u)
+
+
+def merge(a, b):
+    """Combine two states. An empty state is skipped (the guarded first
+    block), so exp(−inf − (−inf)) is never evaluated."""
+    if len(a.u) != len(b.u):
+        raise ValueError(f"b: value width {len(b.u)} differs from a's {len(a.u)}")
+    if b.empty:
+        return a
+    if a.empty:
+        return b
+    m = max(a.m, b.m)
+    sa, sb = math.exp(a.m - m), math.exp(b.m - m)
+    return State(m, a.l * sa + b.l * sb, tuple(x * sa + y * sb for x, y in zip(a.u, b.u)))
+
+
+def output(state, empty="zeros"):
+    """u / l. A row with no valid key has no softmax: `empty` chooses the
+    policy explicitly, 'zeros' (a zero vector) or 'error' (ValueError)."""
+    _validate.choice("empty", empty, ("zeros", "error"))
+    if state.empty:
+        if empty == "error":
+            raise ValueError("state: the row has no valid key, so its softmax is undefined")
+        return tuple(0.0 for _ in state.u)
+    return tuple(x / state.l for x in state.u)
+
+
+def attend_blocks(blocks, empty="zeros"):
+    """Output of one query row over key/value blocks [(scores, values), ...],
+    merged in the order given."""
+    if not blocks:
+        raise ValueError("blocks: need at least one block")
+    state = empty_state(len(blocks[0][1][0]))
+    for scores, values in blocks:
+        state = merge(state, block_state(scores, values))
+    return output(state, empty)
+
+
+def causal_owners(n_positions, n_ranks, scheme):
+    """Query positions 1..n owned by each rank: 'contiguous' gives each rank
+    one run; 'zigzag' pairs chunk r with chunk 2·ranks−1−r."""
+    _validate.count("n_positions", n_positions)
+    _validate.count("n_ranks", n_ranks)
+    _validate.choice("scheme", scheme, ("contiguous", "zigzag"))
+    if scheme == "contiguous":
+        if n_positions % n_ranks:
+            raise ValueError(f"n_positions: {n_positions} is not divisible by n_ranks {n_ranks}")
+        per = n_positions // n_ranks
+        return [list(range(r * per + 1, (r + 1) * per + 1)) for r in range(n_ranks)]
+    if n_positions % (2 * n_ranks):
+        raise ValueError(f"n_positions: zigzag needs a multiple of 2·n_ranks ({2 * n_ranks}), got {n_positions}")
+    chunk = n_positions // (2 * n_ranks)
+    chunks = [list(range(c * chunk + 1, (c + 1) * chunk + 1)) for c in range(2 * n_ranks)]
+    return [chunks[r] + chunks[2 * n_ranks - 1 - r] for r in range(n_ranks)]
+
+
+def causal_pairs_per_rank(n_positions, n_ranks, scheme):
+    """Valid (query, key) pairs per rank under a causal mask, counting each
+    query's own key: query q sees q keys."""
+    return [sum(owned) for owned in causal_owners(n_positions, n_ranks, scheme)]
