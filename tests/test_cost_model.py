@@ -338,3 +338,17 @@ def test_import_shardbook_does_not_import_jax_or_numpy():
     code = "import sys, shardbook; bad = [m for m in ('jax', 'numpy', 'matplotlib', 'graphviz', 'IPython') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_maxtext_rule_resolution():
+    # scale-your-model-amd: ("exp", "embed_moe", "mlp_moe") -> P("expert", "fsdp", None)
+    from shardbook import maxtext
+
+    mesh = maxtext.mesh_from_config({"fsdp": 2, "expert": 4})
+    assert maxtext.resolve(("exp", "embed_moe", "mlp_moe"), mesh) == ("expert", "fsdp", None)
+    assert maxtext.resolve(("exp", "embed_moe", "mlp_moe"), maxtext.mesh_from_config({"fsdp": 8})) == (None, "fsdp", None)
+    assert maxtext.resolve(("exp", "embed_moe", "mlp_moe"), maxtext.mesh_from_config({"expert": 8})) == ("expert", None, None)
+    with pytest.raises(ValueError, match="no rule for 'heads'"):
+        maxtext.resolve(("heads",), mesh)
+    with pytest.raises(ValueError, match="ici axis: unknown value 'ep'"):
+        maxtext.mesh_from_config({"ep": 4})

@@ -189,3 +189,17 @@ def test_failed_capture_leaves_artifacts_untouched(tmp_path, monkeypatch):
     after = {p.name: p.read_bytes() for p in (tmp_path / "fsdp_matmul").iterdir()}
     assert after == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fsdp_matmul"]
+
+
+def test_combined_collectives_are_listed_per_operand():
+    text = (
+        "HloModule m, num_partitions=8\n"
+        "ENTRY %main (a: f32[4,8], b: f32[8,2]) -> f32[4,8] {\n"
+        "  %a = f32[4,8]{1,0} parameter(0)\n"
+        "  %b = f32[8,2]{1,0} parameter(1)\n"
+        "  %all-reduce.2 = (f32[4,8]{1,0}, f32[8,2]{1,0}) all-reduce(%a, %b), channel_id=3, "
+        "replica_groups=mesh['axis_0'=1,'axis_1'=8] {'axis_1'}, use_global_device_ids=true, to_apply=%add\n"
+        "}\n"
+    )
+    entries = inventory.inventory(text)
+    assert [(e["kind"], e["operand_shape"], e["group_size"]) for e in entries] == [("all_reduce", [4, 8], 8), ("all_reduce", [8, 2], 8)]

@@ -173,3 +173,25 @@ def causal_ownership(owners, n_positions, title):
     fig.tight_layout()
     plt.close(fig)
     return fig
+
+
+def pipeline_timeline(ops, n_stages, title, n_virtual=1):
+    """A schedule's ops as boxes per device: forward blue, backward red,
+    weight-gradient green; a number is the microbatch; idle is blank."""
+    colors = {"F": ACCENT, "B": ACCENT2, "W": "#2e7d32"}
+    makespan = max(o[2] for o in ops)
+    fig, ax = plt.subplots(figsize=(7.2, 0.42 * n_stages + 0.9))
+    for device, start, end, phase, chunk, mb in ops:
+        shade = 1.0 - 0.35 * chunk / max(n_virtual - 1, 1) if n_virtual > 1 else 1.0
+        ax.add_patch(plt.Rectangle((start, device - 0.4), end - start, 0.8, fc=colors[phase], ec="white", lw=0.6, alpha=shade))
+        if end - start >= 1 and makespan <= 80:
+            ax.text((start + end) / 2, device, str(mb + 1), ha="center", va="center", color="white", fontsize=6)
+    ax.set_xlim(0, makespan)
+    ax.set_ylim(n_stages - 0.5, -0.5)
+    ax.set_yticks(range(n_stages), [f"stage {s}" for s in range(n_stages)])
+    ax.set_xlabel("time (units: one stage's forward of one microbatch)")
+    ax.set_title(title, fontsize=10)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

@@ -29,3 +29,102 @@ def boundary_bytes_per_token(d_model, bytes_per_element=2):
     _validate.count("d_model", d_model)
     _validate.positive("bytes_per_element", bytes_per_element)
     return d_model * bytes_per_element
+
+
+# --- schedule timelines --------------------------------------------------------
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble")
+
+
+def _orders(kind, p, m, v):
+    """Per-device list of ops (phase, chunk, microbatch) in issue order."""
+    orders = []
+    for s in range(p):
+        if kind == "gpipe":
+            ops = [("F", 0, i) for i in range(m)] + [("B", 0, i) for i in range(m)]
+        elif kind in ("1f1b", "zero_bubble"):
+            warm = min(p - s - 1, m)
+            ops = [("F", 0, i) for i in range(warm)]
+            for i in range(m - warm):
+                ops += [("F", 0, warm + i), ("B", 0, i)]
+            ops += [("B", 0, i) for i in range(m - warm, m)]
+        else:  # interleaved: chunk c of device s is virtual stage c·p + s
+            ops = []
+            for g in range(0, m, p):
+                group = range(g, min(g + p, m))
+                ops += [("F", c, i) for c in range(v) for i in group]
+            for g in range(0, m, p):
+                group = range(g, min(g + p, m))
+                ops += [("B", c, i) for c in reversed(range(v)) for i in group]
+        orders.append(ops)
+    return orders
+
+
+def schedule(kind, n_stages, n_microbatches, n_virtual=1):
+    """Simulate a pipeline schedule with unit-time steps and return its ops as
+    (device, start, end, phase, chunk, microbatch). A forward of one stage
+    takes 1 unit and a backward 2 (per virtual chunk: 1/v and 2/v, scaled to
+    whole units by v); zero_bubble splits the backward into an activation
+    gradient B and a weight gradient W of 1 unit each and runs each W
+    whenever its device would otherwise wait. Ref: huang2019gpipe,
+    narayanan2021megatron, distributed-training-notes."""
+    _validate.choice("kind", kind, SCHEDULES)
+    _args(n_stages, n_microbatches, n_virtual)
+    p, m = n_stages, n_microbatches
+    v = n_virtual if kind == "interleaved" else 1
+    if kind != "interleaved" and n_virtual != 1:
+        raise ValueError(f"n_virtual: only the interleaved schedule has virtual stages, got {n_virtual} for {kind!r}")
+    t_f, t_b = (1, 2) if kind != "zero_bubble" else (1, 1)
+    orders = _orders(kind, p, m, v)
+    last = v * p - 1
+    done = {}  # (phase, virtual stage, microbatch) -> end time
+    pending_w = [[] for _ in range(p)]
+    free_at = [0] * p
+    cursor = [0] * p
+    ops_out = []
+    t = 0
+    total = sum(len(o) for o in orders) + (p * m if kind == "zero_bubble" else 0)
+
+    def ready(phase, j, i, now):
+        if phase == "F":
+            return j == 0 or done.get(("F", j - 1, i), now + 1) <= now
+        if phase == "B":
+            own = done.get(("F", j, i), now + 1) <= now
+            return own and (j == last or done.get(("B", j + 1, i), now + 1) <= now)
+        return done.get(("B", j, i), now + 1) <= now
+
+    while len(ops_out) < total:
+        for s in range(p):
+            if free_at[s] > t:
+                continue
+            op = None
+            if cursor[s] < len(orders[s]):
+                phase, c, i = orders[s][cursor[s]]
+                j = c * p + s
+                if ready(phase, j, i, t):
+                    op = (phase, c, i, j, t_f if phase == "F" else t_b)
+                    cursor[s] += 1
+            if op is None and pending_w[s]:
+                c, i, j = pending_w[s][0]
+                if ready("W", j, i, t):
+                    pending_w[s].pop(0)
+                    op = ("W", c, i, j, 1)
+            if op is None:
+                continue
+            phase, c, i, j, dur = op
+            done[(phase, j, i)] = t + dur
+            free_at[s] = t + dur
+            ops_out.append((s, t, t + dur, phase, c, i))
+            if kind == "zero_bubble" and phase == "B":
+                pending_w[s].append((c, i, j))
+        t += 1
+        if t > 100 * total + 100:
+            raise RuntimeError("schedule: simulation did not finish (a dependency cycle in the op order)")
+    return sorted(ops_out, key=lambda o: (o[0], o[1]))
+
+
+def simulated_bubble_fraction(ops, n_stages):
+    """Idle share of elapsed device time in a simulated schedule."""
+    makespan = max(o[2] for o in ops)
+    busy = sum(o[2] - o[1] for o in ops)
+    return 1 - busy / (n_stages * makespan)

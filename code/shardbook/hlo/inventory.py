@@ -23,6 +23,7 @@ BYTES = {"f64": 8, "f32": 4, "s32": 4, "u32": 4, "f16": 2, "bf16": 2, "s16": 2, 
 
 _ARRAY = r"([a-z][a-z0-9]*)\[([0-9,]*)\](?:\{[^}]*\})?"
 _INSTR = re.compile(rf"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*{_ARRAY}\s+([a-z\-]+)(?:-start)?\(([^)]*)\)(.*)$")
+_TUPLE_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\(([^()]*)\)\s+([a-z\-]+)\(([^)]*)\)(.*)$")
 _PARAM = re.compile(rf"%?([\w.\-]+):\s*{_ARRAY}")
 
 
@@ -100,29 +101,42 @@ def inventory(hlo_text):
             shapes[name] = (dtype, _shape(dims))
     found = []
     for line in hlo_text.splitlines():
+        mt = _TUPLE_INSTR.match(line)
+        if mt and mt.group(3).removesuffix("-start") in KINDS:
+            # a combined collective (XLA's combiner passes): one entry per operand
+            name, types, op, operands, attrs = mt.groups()
+            elements = re.findall(_ARRAY, types)
+            names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip()]
+            for k, ((dtype, dims), operand) in enumerate(zip(elements, names)):
+                found.append(_entry(KINDS[op.removesuffix("-start")], f"{name}#{k}", dtype, dims, operand, attrs, shapes, num_partitions))
+            continue
         mi = _INSTR.match(line)
         if not mi:
             continue
         name, dtype, dims, op, operands, attrs = mi.groups()
+        op = op.removesuffix("-start")  # async forms: all-gather-start(...)
         shapes[name] = (dtype, _shape(dims))
         if op not in KINDS:
             continue
         operand_names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip()]
-        op_dtype, op_shape = shapes.get(operand_names[0], (dtype, None)) if operand_names else (dtype, None)
-        kind = KINDS[op]
-        entry = {"kind": kind, "name": name, "dtype": dtype, "operand_shape": list(op_shape) if op_shape is not None else None, "result_shape": list(_shape(dims))}
-        if kind == "collective_permute":
-            entry["source_target_pairs"] = parse_pairs(attrs)
-            entry["group_size"] = len(entry["source_target_pairs"])
-            entry["bytes_sent_per_rank"] = _bytes(dtype, _shape(dims))
-        else:
-            groups = parse_replica_groups(attrs, num_partitions)
-            n = len(groups[0])
-            entry["group_size"] = n
-            entry["replica_groups"] = groups
-            entry["bytes_sent_per_rank"] = _ring_bytes(kind, dtype, op_shape, _shape(dims), n)
-        found.append(entry)
+        found.append(_entry(KINDS[op], name, dtype, dims, operand_names[0] if operand_names else None, attrs, shapes, num_partitions))
     return found
+
+
+def _entry(kind, name, dtype, dims, operand, attrs, shapes, num_partitions):
+    _, op_shape = shapes.get(operand, (dtype, None))
+    entry = {"kind": kind, "name": name, "dtype": dtype, "operand_shape": list(op_shape) if op_shape is not None else None, "result_shape": list(_shape(dims))}
+    if kind == "collective_permute":
+        entry["source_target_pairs"] = parse_pairs(attrs)
+        entry["group_size"] = len(entry["source_target_pairs"])
+        entry["bytes_sent_per_rank"] = _bytes(dtype, _shape(dims))
+    else:
+        groups = parse_replica_groups(attrs, num_partitions)
+        n = len(groups[0])
+        entry["group_size"] = n
+        entry["replica_groups"] = groups
+        entry["bytes_sent_per_rank"] = _ring_bytes(kind, dtype, op_shape, _shape(dims), n)
+    return entry
 
 
 def _ring_bytes(kind, dtype, operand_shape, result_shape, n):
