@@ -66,7 +66,8 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
     takes 1 unit and a backward 2 (per virtual chunk: 1/v and 2/v, scaled to
     whole units by v); zero_bubble splits the backward into an activation
     gradient B and a weight gradient W of 1 unit each and runs each W
-    whenever its device would otherwise wait. Ref: huang2019gpipe,
+    whenever its device would otherwise wait. Times are in units of one
+    stage's forward of one microbatch for every schedule. Ref: huang2019gpipe,
     narayanan2021megatron, distributed-training-notes."""
     _validate.choice("kind", kind, SCHEDULES)
     _args(n_stages, n_microbatches, n_virtual)
@@ -120,6 +121,8 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
         t += 1
         if t > 100 * total + 100:
             raise RuntimeError("schedule: simulation did not finish (a dependency cycle in the op order)")
+    if v > 1:  # a chunk holds 1/v of the stage's layers: report stage-time units
+        ops_out = [(s, a / v, b / v, ph, c, i) for s, a, b, ph, c, i in ops_out]
     return sorted(ops_out, key=lambda o: (o[0], o[1]))
 
 
