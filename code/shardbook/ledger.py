@@ -222,8 +222,8 @@ def _blank(match):
 
 _NON_PROSE = [
     (re.compile(r"\A---\n.*?\n---\n", re.S), "front matter"),
-    (re.compile(r"^(`{3,}|:{3,})[^\n]*\n.*?^\1\s*$", re.S | re.M), "code cells, fences, directives"),
-    (re.compile(r"^[ \t]+(`{3,}|:{3,}).*$", re.M), "indented directive fences (their prose is linted)"),
+    (re.compile(r"^[ \t]*(`{3,}|:{3,})(?:[a-z0-9+-]*|\{(?:code-cell|literalinclude|bibliography|code-block|code)\}[^\n]*)\n.*?^[ \t]*\1\s*$", re.S | re.M), "code cells and code fences"),
+    (re.compile(r"^[ \t]*(`{3,}|:{3,}).*$", re.M), "other directive fences (their prose is linted)"),
     (re.compile(r"^[ \t]*:[a-z-]+:.*$", re.M), "directive options"),
     (re.compile(r"\$\$.*?\$\$", re.S), "display math"),
     (re.compile(r"\$[^$\n]+\$"), "inline math"),
