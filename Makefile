@@ -9,7 +9,7 @@ export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export JAX_PLATFORMS := cpu
 export PYTHONHASHSEED := 0
 
-.PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz
+.PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz chromium
 
 setup: $(STAMP) graphviz
 
@@ -21,7 +21,10 @@ $(STAMP): requirements.txt code/pyproject.toml
 	@touch $(STAMP)
 
 graphviz:
-	@command -v dot >/dev/null 2>&1 || bash .ci/install-graphviz
+	@bash .ci/install-system dot graphviz
+
+chromium:
+	@bash .ci/install-system chromium chromium
 
 # Chapters compute with the package and read the artifacts: when either
 # changes, cached executions and parsed pages are stale, so drop them.
@@ -36,8 +39,9 @@ book: setup _build/.cache-stamp
 	@$(BIN)/jupyter-book build . --path-output . -n --keep-going -q
 	@echo "==> open $(CURDIR)/_build/html/index.html"
 
-# Forced execution, nitpicky, warnings are errors; then every test.
-test: setup
+# Forced execution, nitpicky, warnings are errors; then every test,
+# including the browser test (Debian's chromium, driven by Playwright).
+test: setup chromium
 	@mkdir -p _build
 	@sed 's/execute_notebooks: cache/execute_notebooks: force/' _config.yml > _build/_config.force.yml
 	@status=0; \

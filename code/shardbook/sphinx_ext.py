@@ -14,6 +14,11 @@ import shutil
 from pathlib import Path
 
 MATHJAX_PATH = "mathjax/tex-chtml.js"
+# pydata-sphinx-theme reads the colour mode from localStorage and, on a
+# reader's first visit, finds "" and logs a console error; start from "auto".
+MODE_JS = "shardbook-mode.js"
+MODE_SOURCE = 'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }\n'
+
 MATHJAX_PARTS = ("tex-chtml.js", "input/tex/extensions", "output/chtml/fonts/woff-v2", "ui", "a11y")
 
 
@@ -41,6 +46,7 @@ def _mathjax_source():
 def _copy_mathjax(app, exc):
     if exc is not None or app.builder.format != "html":
         return
+    (Path(app.outdir) / "_static" / MODE_JS).write_text(MODE_SOURCE)
     source, target = _mathjax_source(), Path(app.outdir) / "_static" / "mathjax"
     for part in MATHJAX_PARTS:
         src, dst = source / part, target / part
@@ -60,6 +66,7 @@ def _use_local_mathjax(app, config):
 def setup(app):
     app.connect("config-inited", _use_local_mathjax)
     app.connect("build-finished", _copy_mathjax)
+    app.add_js_file(MODE_JS, priority=900)
     # before sphinx-book-theme builds its header buttons (priority 501)
     app.connect("html-page-context", _add_ipynb_download, priority=500)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

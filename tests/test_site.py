@@ -1,0 +1,248 @@
+"""The built site as a reader gets it: every page in headless Chromium
+(Debian's package, driven by Playwright), offline, light, searchable, readable
+in dark mode; plus static checks of links and accessibility.
+
+Screenshots of every page go to _build/screenshots/ for review.
+"""
+
+import functools
+import html.parser
+import http.server
+import re
+import shutil
+import socketserver
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from conftest import BUILD, HTML
+
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+PAGE_BUDGET_BYTES = 1.5e6  # a chapter's own content: HTML, figures, SVGs, data
+SCREENSHOTS = BUILD / "screenshots"
+
+
+def _pages():
+    return sorted(p.relative_to(HTML).as_posix() for p in HTML.glob("chapters/*.html"))
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def server(built_book):
+    httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(HTML)))
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("Chromium is missing: install the Debian package 'chromium' (apt-get install chromium), or run `make test`, which installs it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        context.set_default_timeout(30_000)
+        yield context
+        context.close()
+
+
+def _visit(context, url):
+    """Open a page and record what happened: console errors, failed or
+    off-site requests, and the bytes it loaded by category."""
+    page = context.new_page()
+    log = {"console": [], "failed": [], "offsite": [], "paths": []}
+    page.on("console", lambda m: log["console"].append(m.text) if m.type == "error" else None)
+    page.on("requestfailed", lambda r: log["failed"].append(r.url))
+    page.on("response", lambda r: log["failed"].append(f"{r.status} {r.url}") if r.status >= 400 else None)
+
+    def on_request(request):
+        host = urlparse(request.url).hostname
+        if request.url.startswith(("data:", "blob:")):
+            return
+        if host != "127.0.0.1":
+            log["offsite"].append(request.url)
+        else:
+            log["paths"].append(unquote(urlparse(request.url).path))
+
+    page.on("request", on_request)
+    page.goto(url, wait_until="networkidle")
+    page.evaluate("window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
+    return page, log
+
+
+def _bytes(paths):
+    own, shared = 0, 0
+    for path in set(paths):
+        target = HTML / path.lstrip("/")
+        if target.is_dir():
+            target = target / "index.html"
+        if not target.is_file():
+            continue
+        if "/_static/" in path:
+            shared += target.stat().st_size
+        else:
+            own += target.stat().st_size
+    return own, shared
+
+
+def test_every_page_in_a_browser(server, browser):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    problems, weights = [], {}
+    for rel in _pages():
+        page, log = _visit(browser, f"{server}/{rel}")
+        name = Path(rel).stem
+        if log["console"]:
+            problems.append(f"{rel}: console errors {log['console']}")
+        if log["failed"]:
+            problems.append(f"{rel}: failed requests {log['failed']}")
+        if log["offsite"]:
+            problems.append(f"{rel}: requests off 127.0.0.1 {log['offsite']}")
+        text = page.evaluate("document.querySelector('main').innerText")
+        raw = re.findall(r"\\\(|\\\[|\$\$", text)
+        if raw:
+            problems.append(f"{rel}: math not typeset ({len(raw)} raw delimiters)")
+        broken = page.evaluate("[...document.images].filter(i => !i.complete || i.naturalWidth === 0 || i.getBoundingClientRect().width === 0).map(i => i.src)")
+        if broken:
+            problems.append(f"{rel}: images not shown {broken}")
+        hlo = page.evaluate("[...document.querySelectorAll('img[src*=after_partitioning]')].map(i => i.getBoundingClientRect().height)")
+        if any(h < 50 for h in hlo):
+            problems.append(f"{rel}: an HLO graph is not visible ({hlo})")
+        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+        weights[rel] = _bytes(log["paths"])
+        page.close()
+    heaviest = max(weights, key=lambda r: weights[r][0])
+    first_visit = sum(w[0] for w in weights.values()) + max(w[1] for w in weights.values())
+    print(f"\nheaviest page: {heaviest} {weights[heaviest][0]:,} bytes own content; "
+          f"theme assets {max(w[1] for w in weights.values()):,} bytes; first visit of every page {first_visit:,} bytes")
+    over = {r: w[0] for r, w in weights.items() if w[0] > PAGE_BUDGET_BYTES}
+    assert not over, f"pages over the {PAGE_BUDGET_BYTES:,.0f}-byte budget: {over}"
+    assert not problems, "\n".join(problems)
+    assert len(list(SCREENSHOTS.glob("*.png"))) == len(weights)
+
+
+def test_search_finds_the_chapters(server, browser):
+    page, log = _visit(browser, f"{server}/search.html?q=all-gather")
+    page.wait_for_selector("#search-results ul.search li a", timeout=30_000)
+    links = page.evaluate("[...document.querySelectorAll('#search-results ul.search li a')].map(a => a.getAttribute('href'))")
+    assert any("02_sharding" in href for href in links), links
+    assert any("03_data_parallel" in href for href in links), links
+    assert not log["offsite"] and not log["console"]
+    page.close()
+
+
+@pytest.mark.parametrize("chapter", ["01_topology", "02_sharding"])
+def test_dark_mode_keeps_figures_readable(server, browser, chapter):
+    """Plots (chapter 1) and HLO graphs (chapter 2) keep a light background
+    and dark ink when the theme is dark."""
+    from io import BytesIO
+
+    from PIL import Image
+
+    page = browser.new_page()
+    page.add_init_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
+    page.goto(f"{server}/chapters/{chapter}.html", wait_until="networkidle")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    figures = page.query_selector_all("figure img")
+    assert figures
+    for img in figures:
+        img.scroll_into_view_if_needed()
+        shot = Image.open(BytesIO(img.screenshot())).convert("L")
+        w, h = shot.size
+        inner = shot.crop((w // 10, h // 10, w - w // 10, h - h // 10))
+        # the figure's own background, its most common shade, must stay light
+        # (the theme dims images in dark mode, so "light" is not white); a
+        # transparent background would show the page's near-black instead
+        histogram = inner.histogram()
+        background = max(range(256), key=histogram.__getitem__)
+        assert background > 150, f"a figure's background is dark in dark mode ({img.get_attribute('src')}: {background})"
+        # ... and its ink must stay dark
+        assert shot.getextrema()[0] < 80, "a figure has lost its dark ink"
+    page.screenshot(path=str(SCREENSHOTS / f"dark_{chapter}.png"))
+    page.close()
+
+
+class _Collector(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.ids, self.hrefs, self.imgs, self.headings = set(), [], [], []
+        self.figures = self.figcaptions = self.tables = self.theads = 0
+        self.in_main = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "main":
+            self.in_main += 1
+        if tag == "a" and a.get("href"):
+            self.hrefs.append(a["href"])
+        if tag == "img" and self.in_main:
+            self.imgs.append(a.get("alt"))
+        if self.in_main and re.fullmatch(r"h[1-6]", tag):
+            self.headings.append(int(tag[1]))
+        if self.in_main and tag == "figure":
+            self.figures += 1
+        if self.in_main and tag == "figcaption":
+            self.figcaptions += 1
+        if self.in_main and tag == "table":
+            self.tables += 1
+        if self.in_main and tag == "thead":
+            self.theads += 1
+
+    def handle_endtag(self, tag):
+        if tag == "main":
+            self.in_main -= 1
+
+
+def _parsed(path):
+    c = _Collector()
+    c.feed(path.read_text(errors="replace"))
+    return c
+
+
+def test_internal_links_and_anchors_resolve(built_book):
+    pages = {p: _parsed(p) for p in HTML.rglob("*.html") if "_static" not in p.parts}
+    missing = []
+    for page, parsed in pages.items():
+        for href in parsed.hrefs:
+            url = urlparse(href)
+            if url.scheme or href.startswith(("mailto:", "javascript:")) or href.startswith("//"):
+                continue
+            target = (page.parent / unquote(url.path)).resolve() if url.path else page
+            if target.is_dir():
+                target = target / "index.html"
+            if not target.exists():
+                missing.append(f"{page.relative_to(HTML)} -> {href}")
+                continue
+            if url.fragment and target.suffix == ".html":
+                ids = pages[target].ids if target in pages else _parsed(target).ids
+                if unquote(url.fragment) not in ids:
+                    missing.append(f"{page.relative_to(HTML)} -> {href} (no such id)")
+    assert not missing, "\n".join(missing[:40])
+
+
+@pytest.mark.parametrize("rel", _pages())
+def test_accessibility_basics(rel, built_book):
+    parsed = _parsed(HTML / rel)
+    assert all(alt for alt in parsed.imgs), f"{rel}: an image without alt text"
+    assert parsed.figures == parsed.figcaptions, f"{rel}: {parsed.figures} figures, {parsed.figcaptions} captions"
+    levels = parsed.headings
+    assert levels and levels[0] == 1, f"{rel}: the page does not start with an h1"
+    assert all(b <= a + 1 for a, b in zip(levels, levels[1:])), f"{rel}: heading levels skip: {levels}"
+    assert parsed.theads == parsed.tables, f"{rel}: {parsed.tables} tables, {parsed.theads} with a header row"
