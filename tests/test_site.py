@@ -123,6 +123,9 @@ def test_every_page_in_a_browser(server, browser):
         hlo = page.evaluate("[...document.querySelectorAll('img[src*=after_partitioning]')].map(i => i.getBoundingClientRect().height)")
         if any(h < 50 for h in hlo):
             problems.append(f"{rel}: an HLO graph is not visible ({hlo})")
+        left = page.evaluate("document.querySelectorAll('i[class*=fa-], span[class*=fa-]').length")
+        if left:
+            problems.append(f"{rel}: {left} icons not drawn (missing from the trimmed icon script)")
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
         weights[rel] = _bytes(log["paths"])
         page.close()
@@ -130,6 +133,8 @@ def test_every_page_in_a_browser(server, browser):
     first_visit = sum(w[0] for w in weights.values()) + max(w[1] for w in weights.values())
     print(f"\nheaviest page: {heaviest} {weights[heaviest][0]:,} bytes own content; "
           f"theme assets {max(w[1] for w in weights.values()):,} bytes; first visit of every page {first_visit:,} bytes")
+    icon_script = HTML / "_static" / "scripts" / "fontawesome.js"
+    assert icon_script.stat().st_size < 20_000, "the theme's full icon bundle is back; shardbook.sphinx_ext trims it"
     over = {r: w[0] for r, w in weights.items() if w[0] > PAGE_BUDGET_BYTES}
     assert not over, f"pages over the {PAGE_BUDGET_BYTES:,.0f}-byte budget: {over}"
     assert not problems, "\n".join(problems)

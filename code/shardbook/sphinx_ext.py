@@ -3,6 +3,10 @@
 - Each chapter gets a `.ipynb` download next to its `.md` source: the chapter
   converted by jupytext, as a reader's Jupyter would open it. The theme shows
   an ipynb button when the page context names `ipynb_source`.
+- The theme's Font Awesome script (about 1.5 MB, every icon of the free
+  set) is replaced, in the built site only, by a script of the few icons the
+  pages use, with the same file name; the paths come from the theme's own
+  copy of Font Awesome Free, so the icons look the same.
 - MathJax is served from the site itself (the book reads offline): the files
   come from the pinned `sphinx-mathjax-offline` package (MathJax 3.2.2), and
   only what `tex-chtml.js` loads is copied: the component, its TeX
@@ -10,6 +14,8 @@
 """
 
 import importlib.util
+import json
+import re
 import shutil
 from pathlib import Path
 
@@ -47,6 +53,7 @@ def _copy_mathjax(app, exc):
     if exc is not None or app.builder.format != "html":
         return
     (Path(app.outdir) / "_static" / MODE_JS).write_text(MODE_SOURCE)
+    _trim_icons(app)
     source, target = _mathjax_source(), Path(app.outdir) / "_static" / "mathjax"
     for part in MATHJAX_PARTS:
         src, dst = source / part, target / part
@@ -57,6 +64,76 @@ def _copy_mathjax(app, exc):
             shutil.copytree(src, dst)
         else:
             shutil.copy2(src, dst)
+
+
+FA_PACKS = {"fab": "fab", "fa-brands": "fab", "far": "far", "fa-regular": "far", "fas": "fas", "fa-solid": "fas"}
+ICON_CSS = (
+    ".svg-inline--fa{display:inline-block;height:1em;overflow:visible;vertical-align:-.125em;box-sizing:content-box}"
+    ".fa-lg{font-size:1.25em;line-height:.05em;vertical-align:-.075em}"
+)
+
+
+def _theme_fontawesome():
+    import pydata_sphinx_theme
+
+    return Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / "scripts" / "fontawesome.js"
+
+
+def _icons_used(outdir):
+    """Icons named by <i>/<span> class lists in the pages and by the theme's
+    scripts (which add some icons, such as fa-xmark, at run time)."""
+    used = set()
+    sources = [p.read_text(errors="replace") for p in Path(outdir).rglob("*.html")]
+    sources += [p.read_text(errors="replace") for p in (Path(outdir) / "_static" / "scripts").glob("*-theme.js")]
+    for text in sources:
+        found = re.findall(r'<(?:i|span) class="([^"]*\bfa-[^"]*)"', text) + re.findall(r'"((?:fa-solid|fa-brands|fa-regular|fas|fab|far) fa-[a-z0-9-]+)"', text)
+        for classes in found:
+            names = classes.split()
+            pack = next((FA_PACKS[c] for c in names if c in FA_PACKS), "fas")
+            for c in names:
+                if c.startswith("fa-") and c not in FA_PACKS and c not in ("fa-lg",):
+                    used.add((pack, c[3:]))
+    return used
+
+
+def _icon_definitions(bundle, wanted):
+    """{(pack, name): [width, height, path]} from the Font Awesome bundle: a
+    definition belongs to the pack of the next d("pack", ...) call after it."""
+    calls = [(m.start(), m.group(1)) for m in re.finditer(r'd\("(fa[brs])",', bundle)]
+    found = {}
+    for pack, name in wanted:
+        pattern = re.compile(r'(?:"%s"|(?<![\w-])%s):\[(\d+),(\d+),\[[^\]]*\],"[^"]*","([^"]+)"\]' % (re.escape(name), re.escape(name)))
+        for m in pattern.finditer(bundle):
+            owner = next((p for pos, p in calls if pos > m.start()), None)
+            if owner == pack:
+                found[f"{pack}:{name}"] = [int(m.group(1)), int(m.group(2)), m.group(3)]
+                break
+    return found
+
+
+def _trim_icons(app):
+    bundle = _theme_fontawesome().read_text()
+    icons = _icon_definitions(bundle, _icons_used(app.outdir))
+    script = (
+        "/* The icons this site uses, from Font Awesome Free (icons CC BY 4.0, code MIT; fontawesome.com/license/free),\n"
+        "   written by shardbook.sphinx_ext in place of the theme's full bundle. */\n"
+        "(function(){var I=" + json.dumps(icons, separators=(",", ":")) + ";\n"
+        "var P={fab:'fab','fa-brands':'fab',far:'far','fa-regular':'far',fas:'fas','fa-solid':'fas'};\n"
+        "function swap(root){(root||document).querySelectorAll('i[class*=\"fa-\"],span[class*=\"fa-\"]').forEach(function(el){var cs=[].slice.call(el.classList),pack='fas',name=null;\n"
+        "cs.forEach(function(c){if(P[c])pack=P[c];else if(c.indexOf('fa-')===0&&c!=='fa-lg'&&!name)name=c.slice(3);});\n"
+        "var d=I[pack+':'+name];if(!d)return;var ns='http://www.w3.org/2000/svg',svg=document.createElementNS(ns,'svg');\n"
+        "[].slice.call(el.attributes).forEach(function(a){svg.setAttribute(a.name,a.value);});\n"
+        "svg.setAttribute('viewBox','0 0 '+d[0]+' '+d[1]);svg.setAttribute('aria-hidden','true');svg.setAttribute('class',el.getAttribute('class')+' svg-inline--fa');\n"
+        "var path=document.createElementNS(ns,'path');path.setAttribute('fill','currentColor');path.setAttribute('d',d[2]);svg.appendChild(path);\n"
+        "el.parentNode.replaceChild(svg,el);});}\n"
+        "function start(){var s=document.createElement('style');s.textContent=" + json.dumps(ICON_CSS) + ";document.head.appendChild(s);swap();\n"
+        "new MutationObserver(function(ms){ms.forEach(function(m){m.addedNodes.forEach(function(n){if(n.nodeType===1)swap(n.parentNode||n);});});}).observe(document.body,{childList:true,subtree:true});}\n"
+        "if(document.readyState==='loading')document.addEventListener('DOMContentLoaded',start);else start();})();\n"
+    )
+    scripts = Path(app.outdir) / "_static" / "scripts"
+    (scripts / "fontawesome.js").write_text(script)
+    for leftover in ("fontawesome.js.map",):
+        (scripts / leftover).unlink(missing_ok=True)
 
 
 def _use_local_mathjax(app, config):
