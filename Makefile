@@ -8,10 +8,12 @@ STAMP := $(VENV)/.installed
 export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export JAX_PLATFORMS := cpu
 export PYTHONHASHSEED := 0
+# Book builds and tests: no ipywidgets panels in executed pages (see ledger.live)
+export SHARDBOOK_BUILD := 1
 
 .PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz chromium
 
-setup: $(STAMP) graphviz
+setup: $(STAMP) graphviz node_modules/.installed
 
 $(STAMP): requirements.txt code/pyproject.toml
 	@echo "==> creating $(VENV) and installing requirements.txt"
@@ -22,6 +24,13 @@ $(STAMP): requirements.txt code/pyproject.toml
 
 graphviz:
 	@bash .ci/install-system dot graphviz
+
+# Pyodide (pinned in package.json / package-lock.json) for the live pages.
+node_modules/.installed: package.json package-lock.json
+	@command -v npm >/dev/null 2>&1 || bash .ci/install-system npm npm
+	@echo "==> installing package.json (Pyodide) with npm"
+	@npm ci --no-audit --no-fund --silent
+	@touch $@
 
 chromium:
 	@bash .ci/install-system chromium chromium

@@ -68,3 +68,22 @@ def test_bless_rewrites_and_restores(tmp_path, built_book):
     assert ledger._main(["bless", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
     assert ledger._main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
     assert json.loads(target.read_text())["values"] == got
+
+
+def test_live_declarations_are_checked():
+    from shardbook import ledger
+
+    def ok(a=1.0, b=2):
+        return {"x": ledger.value(a * b, "GB", digits=1)}
+
+    assert ledger.evaluate(ok, {"a": 2.0, "b": 3}) == {"x": "6.0 GB"}
+    with pytest.raises(ValueError, match="parameter 'a' needs a default"):
+        ledger.live(lambda a: {}, a=ledger.number())
+    with pytest.raises(ValueError, match="no input spec for parameter 'b'"):
+        ledger.live(ok, a=ledger.number())
+    with pytest.raises(ValueError, match=r"inputs: \['c'\] are not parameters"):
+        ledger.live(ok, a=ledger.number(), b=ledger.number(), c=ledger.number())
+    with pytest.raises(ValueError, match="must be returned as ledger.value"):
+        ledger.live(lambda a=1: {"x": 3}, a=ledger.number())
+    with pytest.raises(ValueError, match="options: a choice needs at least one option"):
+        ledger.choice([])

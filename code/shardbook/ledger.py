@@ -13,12 +13,14 @@ Standard library only (IPython is imported when a chapter displays a value).
 """
 
 import argparse
+import inspect
 import json
 import math
 import os
 import re
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 from .units import format_number
@@ -126,6 +128,102 @@ def table(name, columns, rows, *, rel_tol=DEFAULT_REL_TOL, caption=None):
 def cell(value, **fmt):
     """A (value, text) table cell formatted like :func:`show`."""
     return (value, format_value(value, **fmt))
+
+
+# --- live values: the same Python recomputes them in the reader's browser ---
+
+
+def value(number, unit="", *, digits=None, sig=None, scale=1.0, trim=False, rel_tol=DEFAULT_REL_TOL):
+    """A live value and how to display it (see :func:`show`)."""
+    return {"value": number, "unit": unit, "digits": digits, "sig": sig, "scale": scale, "trim": trim, "rel_tol": rel_tol}
+
+
+def choice(options, label=None):
+    """A live input chosen from `options` (strings)."""
+    options = list(options)
+    if not options:
+        raise ValueError("options: a choice needs at least one option")
+    return {"kind": "choice", "options": options, "label": label}
+
+
+def number(label=None, integer=False, step=None):
+    """A live numeric input. Its range is not checked here: the cost model's
+    own ValueError tells the reader what is wrong."""
+    return {"kind": "integer" if integer else "number", "label": label, "step": step or (1 if integer else "any")}
+
+
+def evaluate(function, arguments):
+    """Call a live function and format every value it returns: {name: text}."""
+    results = function(**arguments)
+    return {name: format_value(v["value"], digits=v["digits"], sig=v["sig"], scale=v["scale"], unit=v["unit"], trim=v["trim"])
+            for name, v in results.items()}
+
+
+def live(function, **inputs):
+    """Declare a chapter's live inputs and values in one place.
+
+    `function` takes the inputs as keyword arguments whose defaults are the
+    page's printed inputs, imports what it needs inside its body (it is also
+    run by Python in the reader's browser, so it may use only the standard
+    library and shardbook's cost-model modules) and returns {name: value(...)}.
+    Every value is shown with :func:`show` as a live value; the function's
+    source and the input specs are embedded in the page for its live mode; in
+    Jupyter (outside the book build) the inputs appear as ipywidgets."""
+    if not callable(function):
+        raise ValueError(f"function: must be callable, got {function!r}")
+    params = inspect.signature(function).parameters
+    for name, param in params.items():
+        if param.default is inspect.Parameter.empty:
+            raise ValueError(f"function: parameter {name!r} needs a default (the page's printed input)")
+        if name not in inputs:
+            raise ValueError(f"inputs: no input spec for parameter {name!r}")
+    extra = set(inputs) - set(params)
+    if extra:
+        raise ValueError(f"inputs: {sorted(extra)} are not parameters of {function.__name__}")
+    defaults = {name: p.default for name, p in params.items()}
+    results = function(**defaults)
+    for name, v in results.items():
+        if not (isinstance(v, dict) and "value" in v):
+            raise ValueError(f"function: {name!r} must be returned as ledger.value(...), got {v!r}")
+    texts = evaluate(function, defaults)
+    for name, v in results.items():
+        show(name, v["value"], v["unit"], scale=v["scale"], text=texts[name], rel_tol=v["rel_tol"], live=True)
+    payload = {
+        "function": function.__name__,
+        "source": textwrap.dedent(inspect.getsource(function)),
+        "inputs": [dict(spec, name=name, default=defaults[name]) for name, spec in inputs.items()],
+        "values": list(results),
+    }
+    blob = json.dumps(payload).replace("</", "<\\/")
+    _display({"text/html": f'<script type="application/json" class="shardbook-live">{blob}</script>'}, {})
+    if os.environ.get("SHARDBOOK_BUILD") != "1":
+        _widgets(function, inputs, defaults)
+
+
+def _widgets(function, inputs, defaults):
+    try:
+        import ipywidgets
+        from IPython.display import display
+    except ImportError:  # plain Python, or Jupyter without ipywidgets
+        return
+    controls = {}
+    for name, spec in inputs.items():
+        label = spec.get("label") or name
+        if spec["kind"] == "choice":
+            controls[name] = ipywidgets.Dropdown(options=spec["options"], value=defaults[name], description=label)
+        elif spec["kind"] == "integer":
+            controls[name] = ipywidgets.IntText(value=defaults[name], description=label)
+        else:
+            controls[name] = ipywidgets.FloatText(value=defaults[name], description=label)
+
+    def show_values(**arguments):
+        try:
+            for name, text in evaluate(function, arguments).items():
+                print(f"{name}: {text}")
+        except ValueError as err:
+            print(f"refused: {err}")
+
+    display(ipywidgets.interactive(show_values, **controls))
 
 
 # --- after the build -------------------------------------------------------

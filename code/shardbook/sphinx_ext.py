@@ -54,6 +54,7 @@ def _copy_mathjax(app, exc):
         return
     (Path(app.outdir) / "_static" / MODE_JS).write_text(MODE_SOURCE)
     _trim_icons(app)
+    _copy_live_assets(app)
     source, target = _mathjax_source(), Path(app.outdir) / "_static" / "mathjax"
     for part in MATHJAX_PARTS:
         src, dst = source / part, target / part
@@ -140,7 +141,59 @@ def _use_local_mathjax(app, config):
     config.mathjax_path = MATHJAX_PATH
 
 
+# --- live pages -------------------------------------------------------------
+
+STATIC = Path(__file__).parent / "static"
+# The modules the browser loads: the standard-library-only part of shardbook.
+LIVE_MODULES = ("__init__", "_validate", "units", "hardware", "models", "sharding", "collectives", "memory",
+                "roofline", "pipeline", "moe", "training", "ledger", "attention", "maxtext", "explorer", "measured")
+PYODIDE_FILES = ("pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json", "package.json")
+
+
+def _keyed_glue_role():
+    """{glue:text} spans carry the glued key as a class (glue-key-NAME) so the
+    live mode can find the numbers it recomputes."""
+    from myst_nb.ext.glue.domain import NbGlueDomain
+    from myst_nb.ext.glue.roles import PasteTextRole
+
+    class KeyedPasteTextRole(PasteTextRole):
+        def run(self):
+            result, messages = super().run()
+            key = self.text.rsplit(":", 1)[0] if ":" in self.text and "::" not in self.text else self.text
+            for node in result:
+                node["classes"].append(f"glue-key-{key.split('::')[-1]}")
+            return result, messages
+
+    NbGlueDomain.roles = dict(NbGlueDomain.roles, text=KeyedPasteTextRole())
+
+
+def _copy_if_changed(src, dst):
+    if dst.exists() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+
+
+def _copy_live_assets(app):
+    out = Path(app.outdir) / "_static"
+    package = Path(__file__).parent
+    for asset in STATIC.iterdir():
+        shutil.copy2(asset, out / asset.name)
+    for name in LIVE_MODULES:
+        _copy_if_changed(package / f"{name}.py", out / "shardbook" / f"{name}.py")
+    (out / "shardbook" / "manifest.json").write_text(json.dumps([f"{n}.py" for n in LIVE_MODULES]))
+    pyodide = Path(app.srcdir) / "node_modules" / "pyodide"
+    if not (pyodide / "pyodide.js").exists():
+        raise RuntimeError("Pyodide is missing from node_modules/: run `make book`, which installs package.json with npm")
+    for name in PYODIDE_FILES:
+        _copy_if_changed(pyodide / name, out / "pyodide" / name)
+
+
 def setup(app):
+    _keyed_glue_role()
+    app.add_js_file("shardbook-live.js", defer="defer")
+    app.add_css_file("shardbook-live.css")
+
     app.connect("config-inited", _use_local_mathjax)
     app.connect("build-finished", _copy_mathjax)
     app.add_js_file(MODE_JS, priority=900)

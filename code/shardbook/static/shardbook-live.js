@@ -1,0 +1,145 @@
+/* Live mode: on request, load Pyodide and shardbook's cost-model modules from
+   this site, then recompute the page's live values with the chapter's own
+   Python function whenever the reader changes an input. Nothing is fetched
+   until the button is pressed. */
+(function () {
+  "use strict";
+  function root() { return document.documentElement.dataset.content_root || "./"; }
+  function loadScript(src) {
+    return new Promise(function (resolve, reject) {
+      var s = document.createElement("script");
+      s.src = src; s.onload = resolve; s.onerror = function () { reject(new Error("could not load " + src)); };
+      document.head.appendChild(s);
+    });
+  }
+  function spansOf(name) { return document.querySelectorAll(".glue-key-" + name); }
+  function lastLine(err) {
+    var lines = String(err && err.message || err).trim().split("\n");
+    return lines[lines.length - 1];
+  }
+
+  async function start(specs, box, button) {
+    var t0 = performance.now();
+    button.disabled = true;
+    button.textContent = "Loading Python…";
+    try {
+      await loadScript(root() + "_static/pyodide/pyodide.js");
+      var py = await loadPyodide({ indexURL: root() + "_static/pyodide/" });
+      var manifest = await (await fetch(root() + "_static/shardbook/manifest.json")).json();
+      py.FS.mkdirTree("/home/pyodide/shardbook");
+      for (var i = 0; i < manifest.length; i++) {
+        var text = await (await fetch(root() + "_static/shardbook/" + manifest[i])).text();
+        py.FS.writeFile("/home/pyodide/shardbook/" + manifest[i], text);
+      }
+      py.runPython("import sys\nsys.path.insert(0, '/home/pyodide')\nimport json\nfrom shardbook import ledger");
+      specs.forEach(function (spec) { py.runPython(spec.source); });
+    } catch (err) {
+      button.textContent = "Live mode failed: " + lastLine(err);
+      return;
+    }
+    button.remove();
+    var original = {};
+    var panel = document.createElement("form");
+    panel.className = "shardbook-live-panel";
+    panel.addEventListener("submit", function (e) { e.preventDefault(); });
+    specs.forEach(function (spec, k) {
+      var args = {};
+      spec.values.forEach(function (name) {
+        original[name] = [].map.call(spansOf(name), function (s) { return s.textContent; });
+      });
+      spec.inputs.forEach(function (input) {
+        args[input.name] = input.default;
+        var row = document.createElement("label");
+        row.className = "shardbook-live-input";
+        var caption = document.createElement("span");
+        caption.textContent = input.label || input.name;
+        var field;
+        if (input.kind === "choice") {
+          field = document.createElement("select");
+          input.options.forEach(function (o) { var opt = document.createElement("option"); opt.value = o; opt.textContent = o; field.appendChild(opt); });
+        } else {
+          field = document.createElement("input");
+          field.type = "number";
+          field.step = input.step;
+        }
+        field.name = input.name;
+        field.value = input.default;
+        field.dataset.spec = String(k);
+        var error = document.createElement("span");
+        error.className = "shardbook-live-error";
+        row.appendChild(caption); row.appendChild(field); row.appendChild(error);
+        panel.appendChild(row);
+        field.addEventListener("change", function () {
+          var next = Object.assign({}, args);
+          var raw = field.value;
+          next[input.name] = input.kind === "choice" ? raw : (input.kind === "integer" ? parseInt(raw, 10) : parseFloat(raw));
+          if (input.kind !== "choice" && (raw === "" || isNaN(next[input.name]))) {
+            error.textContent = "ValueError: " + input.name + ": must be a number";
+            return;
+          }
+          if (recompute(py, spec, next, error)) { args = next; }
+        });
+      });
+      spec.args = args;
+    });
+    var reset = document.createElement("button");
+    reset.type = "button";
+    reset.textContent = "Reset to the printed values";
+    reset.addEventListener("click", function () {
+      specs.forEach(function (spec) {
+        spec.inputs.forEach(function (input) { panel.querySelector("[name='" + input.name + "']").value = input.default; spec.args[input.name] = input.default; });
+      });
+      Object.keys(original).forEach(function (name) {
+        [].forEach.call(spansOf(name), function (s, j) { s.textContent = original[name][j]; s.classList.remove("live-changed"); });
+      });
+      [].forEach.call(panel.querySelectorAll(".shardbook-live-error"), function (e) { e.textContent = ""; });
+    });
+    panel.appendChild(reset);
+    var note = document.createElement("p");
+    note.className = "shardbook-live-note";
+    var n = specs.reduce(function (a, spec) { return a + spec.values.length; }, 0);
+    note.textContent = "Live: " + n + " numbers on this page recompute with the book's own Python (highlighted when they change). " +
+      "Everything else, compiled HLO, local shapes from a real compile, and measured data, stays as printed.";
+    panel.appendChild(note);
+    box.appendChild(panel);
+    var ms = Math.round(performance.now() - t0);
+    box.dataset.readyMs = String(ms);
+    box.dataset.state = "ready";
+  }
+
+  function recompute(py, spec, args, error) {
+    try {
+      py.globals.set("__live_args", JSON.stringify(args));
+      var out = JSON.parse(py.runPython("json.dumps(ledger.evaluate(" + spec.function + ", json.loads(__live_args)))"));
+      error.textContent = "";
+      Object.keys(out).forEach(function (name) {
+        [].forEach.call(spansOf(name), function (s) {
+          if (s.textContent !== out[name]) { s.textContent = out[name]; s.classList.add("live-changed"); }
+        });
+      });
+      return true;
+    } catch (err) {
+      error.textContent = lastLine(err);  // the cost model's own message; the page keeps its last good numbers
+      return false;
+    }
+  }
+
+  function init() {
+    var blocks = document.querySelectorAll("script.shardbook-live");
+    if (!blocks.length) { return; }
+    var specs = [].map.call(blocks, function (b) { return JSON.parse(b.textContent); });
+    var h1 = document.querySelector("article.bd-article h1") || document.querySelector("article h1") || document.querySelector("main h1");
+    if (!h1) { return; }
+    var box = document.createElement("div");
+    box.className = "shardbook-live";
+    var button = document.createElement("button");
+    button.type = "button";
+    button.className = "shardbook-live-start";
+    button.textContent = "Make this page live";
+    button.title = "Load Python in your browser and recompute this page's numbers for other inputs";
+    box.appendChild(button);
+    h1.parentNode.insertBefore(box, h1.nextSibling);
+    button.addEventListener("click", function () { start(specs, box, button); }, { once: true });
+  }
+  if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", init); } else { init(); }
+})();

@@ -1,0 +1,88 @@
+"""Live mode in the browser: after "Make this page live", changing inputs
+recomputes the page's live numbers with Pyodide, and each equals what
+CPython computes with the same function for the same inputs; bad input is
+refused with the cost model's own message. No request leaves 127.0.0.1."""
+
+import json
+import re
+import time
+
+import pytest
+
+from shardbook import ledger
+
+from conftest import HTML
+from test_site import _visit, browser, server  # noqa: F401  (shared fixtures)
+
+
+def _live_pages():
+    pages = []
+    for page in sorted(HTML.glob("chapters/*.html")):
+        blocks = re.findall(r'<script type="application/json" class="shardbook-live">(.*?)</script>', page.read_text(), re.S)
+        if blocks:
+            pages.append((page.relative_to(HTML).as_posix(), [json.loads(b.replace("<\\/", "</")) for b in blocks]))
+    return pages
+
+
+def _cpython(spec, arguments):
+    namespace = {}
+    exec(spec["source"], namespace)
+    return ledger.evaluate(namespace[spec["function"]], arguments)
+
+
+def _changed(value, input_):
+    if input_["kind"] == "choice":
+        return next(o for o in input_["options"] if o != value)
+    if input_["kind"] == "integer":
+        return value * 2
+    return value * 2.5
+
+
+def test_every_chapter_declares_live_values(built_book):
+    live = {rel for rel, _ in _live_pages()}
+    chapters = {p.relative_to(HTML).as_posix() for p in HTML.glob("chapters/0[0-7]_*.html")}
+    assert chapters <= live, f"chapters without a live mode: {sorted(chapters - live)}"
+
+
+@pytest.mark.parametrize("rel,specs", _live_pages(), ids=lambda x: x if isinstance(x, str) else "")
+def test_live_values_match_cpython(rel, specs, server, browser):  # noqa: F811
+    page, log = _visit(browser, f"{server}/{rel}")
+    start = time.monotonic()
+    page.click("button.shardbook-live-start")
+    page.wait_for_selector(".shardbook-live[data-state=ready]", timeout=120_000)
+    print(f"\n{rel}: live in {time.monotonic() - start:.1f} s (page's own timer {page.get_attribute('.shardbook-live', 'data-ready-ms')} ms)")
+    for spec in specs:
+        arguments = {i["name"]: i["default"] for i in spec["inputs"]}
+        for input_ in spec["inputs"][:2]:  # change two inputs
+            arguments[input_["name"]] = _changed(input_["default"], input_)
+            selector = f"[name='{input_['name']}']"
+            if input_["kind"] == "choice":
+                page.select_option(selector, arguments[input_["name"]])
+            else:
+                page.fill(selector, str(arguments[input_["name"]]))
+                page.dispatch_event(selector, "change")
+        expected = _cpython(spec, arguments)
+        for name, text in expected.items():
+            shown = page.eval_on_selector_all(f".glue-key-{name}", "els => els.map(e => e.textContent)")
+            assert shown and all(s == text for s in shown), f"{rel}: {name} shows {shown}, CPython gives {text!r}"
+    assert not log["offsite"], log["offsite"]
+    assert not log["console"], log["console"]
+    page.close()
+
+
+def test_bad_input_is_refused_and_numbers_kept(server, browser):  # noqa: F811
+    page, _ = _visit(browser, f"{server}/chapters/01_topology.html")
+    page.click("button.shardbook-live-start")
+    page.wait_for_selector(".shardbook-live[data-state=ready]", timeout=120_000)
+    before = page.inner_text(".glue-key-topo_ag_across_ms")
+    page.fill("[name='n_nodes']", "0")
+    page.dispatch_event("[name='n_nodes']", "change")
+    error = page.inner_text("label:has([name='n_nodes']) .shardbook-live-error")
+    assert error == "ValueError: n: must be >= 1, got 0"
+    assert page.inner_text(".glue-key-topo_ag_across_ms") == before
+    page.fill("[name='buffer_gb']", "-1")
+    page.dispatch_event("[name='buffer_gb']", "change")
+    assert "total_bytes: must be >= 0" in page.inner_text("label:has([name='buffer_gb']) .shardbook-live-error")
+    page.click("text=Reset to the printed values")
+    assert page.input_value("[name='n_nodes']") == "2"
+    page.close()
