@@ -55,7 +55,7 @@ test: setup chromium
 	@sed 's/execute_notebooks: cache/execute_notebooks: force/' _config.yml > _build/_config.force.yml
 	@status=0; \
 	echo "==> building the book with forced execution (-n -W --keep-going)"; \
-	$(BIN)/jupyter-book build . --path-output . --config _build/_config.force.yml -n -W --keep-going -q || status=1; \
+	$(BIN)/jupyter-book build . --path-output . --config _build/_config.force.yml --all -n -W --keep-going -q || status=1; \
 	echo "==> running the tests"; \
 	$(BIN)/python -m pytest -q tests || status=1; \
 	exit $$status

@@ -1,8 +1,10 @@
-"""`make bench`: build timings and page weight. A benchmark, not a test.
+"""`make bench`: build timings, page weight and live-mode start-up. A
+benchmark, not a test.
 
 Prints seconds for a clean build (cache and output removed), seconds for a
-no-change rebuild (`make book` again), and bytes per built page: its HTML
-plus the images and SVGs it loads from the site itself.
+no-change rebuild (`make book` again), bytes per built page (its HTML plus
+the images and SVGs it loads from the site itself), and, where Chromium is
+installed, the seconds from pressing "Make this page live" to a live page.
 """
 
 import re
@@ -39,6 +41,41 @@ def page_weights(html_root):
     return rows
 
 
+def live_seconds(page="chapters/01_topology.html"):
+    """Seconds from the live-mode click to a ready panel, in headless Chromium."""
+    import functools
+    import http.server
+    import socketserver
+    import threading
+
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        return None
+    from playwright.sync_api import sync_playwright
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    html = ROOT / "_build" / "html"
+    httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(html)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu",
+                                         "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"])
+            tab = browser.new_page()
+            tab.goto(f"http://127.0.0.1:{httpd.server_address[1]}/{page}", wait_until="networkidle")
+            start = time.monotonic()
+            tab.click("button.shardbook-live-start")
+            tab.wait_for_selector(".shardbook-live[data-state=ready]", timeout=120_000)
+            seconds = time.monotonic() - start
+            browser.close()
+    finally:
+        httpd.shutdown()
+    return seconds
+
+
 def main():
     shutil.rmtree(ROOT / "_build", ignore_errors=True)
     print("bench: clean build (make book after removing _build) ...", flush=True)
@@ -50,6 +87,11 @@ def main():
     print("\nbytes per page (HTML + images and SVGs it loads):")
     for name, size in page_weights(ROOT / "_build" / "html"):
         print(f"  {size:>10,}  {name}")
+    seconds = live_seconds()
+    if seconds is None:
+        print("\nlive mode: skipped (no chromium; apt-get install chromium)")
+    else:
+        print(f"\nlive mode, click to live page (chapter 1): {seconds:.1f} s   (aim: under 5 s)")
 
 
 if __name__ == "__main__":
