@@ -23,14 +23,16 @@
     button.disabled = true;
     button.textContent = "Loading Python…";
     try {
+      // fetch the package's sources while Pyodide starts
+      var sources = fetch(root() + "_static/shardbook/manifest.json").then(function (r) { return r.json(); }).then(function (names) {
+        return Promise.all(names.map(function (name) {
+          return fetch(root() + "_static/shardbook/" + name).then(function (r) { return r.text(); }).then(function (text) { return [name, text]; });
+        }));
+      });
       await loadScript(root() + "_static/pyodide/pyodide.js");
       var py = await loadPyodide({ indexURL: root() + "_static/pyodide/" });
-      var manifest = await (await fetch(root() + "_static/shardbook/manifest.json")).json();
       py.FS.mkdirTree("/home/pyodide/shardbook");
-      for (var i = 0; i < manifest.length; i++) {
-        var text = await (await fetch(root() + "_static/shardbook/" + manifest[i])).text();
-        py.FS.writeFile("/home/pyodide/shardbook/" + manifest[i], text);
-      }
+      (await sources).forEach(function (pair) { py.FS.writeFile("/home/pyodide/shardbook/" + pair[0], pair[1]); });
       py.runPython("import sys\nsys.path.insert(0, '/home/pyodide')\nimport json\nfrom shardbook import ledger");
       specs.forEach(function (spec) { py.runPython(spec.source); });
     } catch (err) {
