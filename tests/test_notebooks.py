@@ -4,7 +4,6 @@ fresh kernel with nbclient, as a reader's Jupyter would."""
 from concurrent.futures import ThreadPoolExecutor
 
 import jupytext
-import pytest
 from nbclient import NotebookClient
 
 from conftest import CHAPTERS, ROOT

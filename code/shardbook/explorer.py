@@ -80,7 +80,8 @@ def evaluate(model, accelerator, mesh, global_tokens):
     n = fsdp * tp * ep * pp
     _validate.positive("global_tokens", global_tokens)
     total, active = models.param_count(m), models.active_param_count(m)
-    expert_params = total - active + (m.top_k * 3 * m.d_model * m.d_ff * (m.n_layers - m.n_dense_layers) if m.is_moe else 0)
+    # every routed expert's three matrices; the rest (attention, shared experts, router) is dense
+    expert_params = 3 * m.d_model * m.d_ff * m.n_experts * (m.n_layers - m.n_dense_layers) if m.is_moe else 0
     dense_params = total - expert_params
     per_device_params = dense_params / (fsdp * tp * pp) + expert_params / (fsdp * tp * ep * pp)
     state = memory.state_bytes_per_device(per_device_params, "dp", 1)

@@ -152,11 +152,14 @@ def number(label=None, integer=False, step=None):
     return {"kind": "integer" if integer else "number", "label": label, "step": step or (1 if integer else "any")}
 
 
-def evaluate(function, arguments):
-    """Call a live function and format every value it returns: {name: text}."""
-    results = function(**arguments)
+def _texts(results):
     return {name: format_value(v["value"], digits=v["digits"], sig=v["sig"], scale=v["scale"], unit=v["unit"], trim=v["trim"])
             for name, v in results.items()}
+
+
+def evaluate(function, arguments):
+    """Call a live function and format every value it returns: {name: text}."""
+    return _texts(function(**arguments))
 
 
 def live(function, **inputs):
@@ -185,7 +188,7 @@ def live(function, **inputs):
     for name, v in results.items():
         if not (isinstance(v, dict) and "value" in v):
             raise ValueError(f"function: {name!r} must be returned as ledger.value(...), got {v!r}")
-    texts = evaluate(function, defaults)
+    texts = _texts(results)
     for name, v in results.items():
         show(name, v["value"], v["unit"], scale=v["scale"], text=texts[name], rel_tol=v["rel_tol"], live=True)
     payload = {

@@ -8,7 +8,6 @@ configuration; `source` names the references.bib key.
 
 from dataclasses import dataclass, fields, replace
 
-from . import _validate
 
 
 @dataclass(frozen=True)

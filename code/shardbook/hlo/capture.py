@@ -25,7 +25,6 @@ from .predict import HLO_DTYPE, predict
 REPO_ROOT = Path(__file__).resolve().parents[3]
 FILES = ("before_partitioning.txt", "after_partitioning.txt", "before_partitioning.dot", "after_partitioning.dot", "after_partitioning.svg")
 DUMP_FLAGS = "--xla_dump_hlo_as_text --xla_dump_hlo_as_dot --xla_dump_hlo_pass_re=spmd-partitioning"
-DEVICE_FLAG = "--xla_force_host_platform_device_count=8"
 
 
 class CaptureError(RuntimeError):
@@ -165,7 +164,7 @@ def _meta(name, info, after_text, notes):
         "jax_version": info["jax_version"],
         "jaxlib_version": info["jaxlib_version"],
         "platform": info["platform"],
-        "xla_flags": f"{DEVICE_FLAG} --xla_dump_to=<temporary folder> {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{name}$",
+        "xla_flags": _worker_env("<temporary folder>", name)["XLA_FLAGS"],
         "command": f"python -m shardbook.hlo capture {name}",
         "files_pruned": "HLO text: source-location tables and stack_frame_id removed; DOT: node ids renumbered, tooltips and stylesheet removed; SVG: tuple, get-tuple-element and copy nodes contracted",
         "backend_notes": notes,

@@ -7,7 +7,6 @@ cluster; see the README.
 """
 
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from . import check_name
-from .capture import DUMP_FLAGS, REPO_ROOT, _clean_hlo, _find, compare_inventories
+from .capture import REPO_ROOT, _clean_hlo, _find, _worker_env, compare_inventories
 from .inventory import inventory, summary
 
 
@@ -104,10 +103,9 @@ def run(name, n_processes=2, timeout_s=240, artifacts=REPO_ROOT / "hlo_artifacts
     with tempfile.TemporaryDirectory(prefix=f"mp-{name}-") as tmp:
         procs = []
         for pid in range(n_processes):
-            env = dict(os.environ)
             dump = Path(tmp) / f"dump{pid}"
-            env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={8 // n_processes} --xla_dump_to={dump} {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{name}$"
-            env["JAX_PLATFORMS"] = "cpu"
+            env = _worker_env(dump, name, n_devices=8 // n_processes)
+            env["JAX_PLATFORMS"] = "cpu"  # this local run simulates the devices
             cmd = [sys.executable, "-m", "shardbook.hlo", "_process", name, "--coordinator", f"127.0.0.1:{port}",
                    "--num-processes", str(n_processes), "--process-id", str(pid), "--dump", str(dump), "--artifacts", str(artifacts)]
             procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT))
