@@ -5,22 +5,17 @@ in dark mode; plus static checks of links and accessibility.
 Screenshots of every page go to _build/screenshots/ for review.
 """
 
-import functools
 import html.parser
-import http.server
 import re
-import shutil
-import socketserver
-import threading
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
 
+from shardbook import site
+
 from conftest import BUILD, HTML
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
 PAGE_BUDGET_BYTES = 1.5e6  # a chapter's own content: HTML, figures, SVGs, data
 SCREENSHOTS = BUILD / "screenshots"
 
@@ -29,32 +24,22 @@ def _pages():
     return sorted(p.relative_to(HTML).as_posix() for p in HTML.glob("chapters/*.html"))
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
 def server(built_book):
-    httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(HTML)))
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with site.serve(HTML) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    chromium = shutil.which("chromium")
+    chromium = site.chromium()
     if chromium is None:
         pytest.fail("Chromium is missing: install the Debian package 'chromium' (apt-get install chromium), or run `make test`, which installs it")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=chromium, headless=True, args=CHROMIUM_FLAGS,
+            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=chromium, headless=True, args=site.CHROMIUM_FLAGS,
             viewport={"width": 1280, "height": 900},
         )
         context.set_default_timeout(30_000)

@@ -43,36 +43,22 @@ def page_weights(html_root):
 
 def live_seconds(page="chapters/01_topology.html"):
     """Seconds from the live-mode click to a ready panel, in headless Chromium."""
-    import functools
-    import http.server
-    import socketserver
-    import threading
+    from . import site
 
-    chromium = shutil.which("chromium")
+    chromium = site.chromium()
     if chromium is None:
         return None
     from playwright.sync_api import sync_playwright
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    html = ROOT / "_build" / "html"
-    httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(html)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=chromium, args=["--headless", "--no-sandbox", "--disable-gpu",
-                                         "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"])
-            tab = browser.new_page()
-            tab.goto(f"http://127.0.0.1:{httpd.server_address[1]}/{page}", wait_until="networkidle")
-            start = time.monotonic()
-            tab.click("button.shardbook-live-start")
-            tab.wait_for_selector(".shardbook-live[data-state=ready]", timeout=120_000)
-            seconds = time.monotonic() - start
-            browser.close()
-    finally:
-        httpd.shutdown()
+    with site.serve(ROOT / "_build" / "html") as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
+        tab = browser.new_page()
+        tab.goto(f"{base}/{page}", wait_until="networkidle")
+        start = time.monotonic()
+        tab.click("button.shardbook-live-start")
+        tab.wait_for_selector(".shardbook-live[data-state=ready]", timeout=120_000)
+        seconds = time.monotonic() - start
+        browser.close()
     return seconds
 
 

@@ -49,22 +49,30 @@ def _mathjax_source():
     return Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax"
 
 
-def _copy_mathjax(app, exc):
+def _copy_if_changed(src, dst):
+    """Copy a file, or every file of a folder, unless the copy is current."""
+    if src.is_dir():
+        for path in src.rglob("*"):
+            if path.is_file():
+                _copy_if_changed(path, dst / path.relative_to(src))
+        return
+    if dst.exists() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
+        return
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(src, dst)
+
+
+def _finish_site(app, exc):
+    """After an HTML build: the colour-mode fix, the trimmed icons, the live
+    mode's assets and the local MathJax."""
     if exc is not None or app.builder.format != "html":
         return
-    (Path(app.outdir) / "_static" / MODE_JS).write_text(MODE_SOURCE)
+    static = Path(app.outdir) / "_static"
+    (static / MODE_JS).write_text(MODE_SOURCE)
     _trim_icons(app)
     _copy_live_assets(app)
-    source, target = _mathjax_source(), Path(app.outdir) / "_static" / "mathjax"
     for part in MATHJAX_PARTS:
-        src, dst = source / part, target / part
-        if dst.exists():
-            continue
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst)
-        else:
-            shutil.copy2(src, dst)
+        _copy_if_changed(_mathjax_source() / part, static / "mathjax" / part)
 
 
 FA_PACKS = {"fab": "fab", "fa-brands": "fab", "far": "far", "fa-regular": "far", "fas": "fas", "fa-solid": "fas"}
@@ -92,7 +100,7 @@ def _icons_used(outdir):
             names = classes.split()
             pack = next((FA_PACKS[c] for c in names if c in FA_PACKS), "fas")
             for c in names:
-                if c.startswith("fa-") and c not in FA_PACKS and c not in ("fa-lg",):
+                if c.startswith("fa-") and c not in FA_PACKS and c != "fa-lg":
                     used.add((pack, c[3:]))
     return used
 
@@ -133,8 +141,7 @@ def _trim_icons(app):
     )
     scripts = Path(app.outdir) / "_static" / "scripts"
     (scripts / "fontawesome.js").write_text(script)
-    for leftover in ("fontawesome.js.map",):
-        (scripts / leftover).unlink(missing_ok=True)
+    (scripts / "fontawesome.js.map").unlink(missing_ok=True)
 
 
 def _use_local_mathjax(app, config):
@@ -159,26 +166,18 @@ def _keyed_glue_role():
     class KeyedPasteTextRole(PasteTextRole):
         def run(self):
             result, messages = super().run()
-            key = self.text.rsplit(":", 1)[0] if ":" in self.text and "::" not in self.text else self.text
+            key = self.text.split("::")[-1].split(":")[0]  # [doc::]key[:format]
             for node in result:
-                node["classes"].append(f"glue-key-{key.split('::')[-1]}")
+                node["classes"].append(f"glue-key-{key}")
             return result, messages
 
     NbGlueDomain.roles = dict(NbGlueDomain.roles, text=KeyedPasteTextRole())
 
 
-def _copy_if_changed(src, dst):
-    if dst.exists() and dst.stat().st_size == src.stat().st_size and dst.stat().st_mtime >= src.stat().st_mtime:
-        return
-    dst.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(src, dst)
-
-
 def _copy_live_assets(app):
     out = Path(app.outdir) / "_static"
     package = Path(__file__).parent
-    for asset in STATIC.iterdir():
-        shutil.copy2(asset, out / asset.name)
+    _copy_if_changed(STATIC, out)
     for name in LIVE_MODULES:
         _copy_if_changed(package / f"{name}.py", out / "shardbook" / f"{name}.py")
     (out / "shardbook" / "manifest.json").write_text(json.dumps([f"{n}.py" for n in LIVE_MODULES]))
@@ -195,7 +194,7 @@ def setup(app):
     app.add_css_file("shardbook-live.css")
 
     app.connect("config-inited", _use_local_mathjax)
-    app.connect("build-finished", _copy_mathjax)
+    app.connect("build-finished", _finish_site)
     app.add_js_file(MODE_JS, priority=900)
     # before sphinx-book-theme builds its header buttons (priority 501)
     app.connect("html-page-context", _add_ipynb_download, priority=500)
