@@ -43,3 +43,23 @@ def test_bad_schedule_arguments():
         pipeline.schedule("dualpipe", 4, 8)
     with pytest.raises(ValueError, match="n_virtual: only the interleaved schedule"):
         pipeline.schedule("1f1b", 4, 8, 2)
+
+
+@pytest.mark.parametrize("p", range(1, 9))
+@pytest.mark.parametrize("v", [2, 3, 4])
+def test_interleaving_reaches_the_closed_form_for_any_m_from_p(p, v):
+    """Megatron's interleaved schedule reaches (p-1)/(v·m + p-1) for every
+    m >= p, multiples of p or not (narayanan2021megatron; torch's
+    Interleaved1F1B does too); the simulator must not do worse."""
+    for m in range(p, 17):
+        ops = pipeline.schedule("interleaved", p, m, v)
+        assert pipeline.simulated_bubble_fraction(ops, p) == pytest.approx(pipeline.bubble_fraction(p, m, v))
+
+
+def test_interleaving_refuses_the_closed_form_below_p_microbatches():
+    # the simulated timeline for m < p idles more than the formula would say
+    ops = pipeline.schedule("interleaved", 4, 3, 3)
+    assert pipeline.simulated_bubble_fraction(ops, 4) > (4 - 1) / (3 * 3 + 4 - 1)
+    with pytest.raises(ValueError, match="needs at least n_stages=4 microbatches"):
+        pipeline.bubble_fraction(4, 3, 3)
+    assert pipeline.bubble_fraction(4, 3, 1) == pytest.approx(3 / 6)

@@ -1,10 +1,14 @@
-"""Ring costs of the collectives that sharding inserts.
+"""Transport times of the collectives that sharding inserts.
 
 Conventions: `total_bytes` is the size of the complete (gathered, or
-pre-reduction) buffer; `link_bytes_per_s` is the achieved one-direction
-bandwidth of one ring hop; `n` is the group size. A bidirectional ring (the TPU
-ICI convention: each axis sends both ways at once) halves the time. Costs are
-bandwidth terms only: no latency, launch or protocol overhead.
+pre-reduction) buffer; `link_bytes_per_s` is the one-direction bandwidth of
+one link; `n` is the group size. With their defaults the functions give the
+serialization term of one ring over one link, which the sources use to
+illustrate; `concurrent_links` (rings or direct peer links driven at once)
+and `bidirectional` (a TPU torus axis sends both ways) give what the fabric
+allows. How many links a group can drive follows from where it sits on the
+machine: see shardbook.fabric. Costs are bandwidth terms only: no latency,
+launch or protocol overhead.
 Ref: scale-your-model-amd, scaling-book-sharding, nccl-tests-performance.
 """
 
@@ -29,23 +33,71 @@ def ring_bytes_sent_per_rank(total_bytes, n):
     return total_bytes * (n - 1) / n
 
 
-def all_gather_s(total_bytes, n, link_bytes_per_s, bidirectional=False):
-    """Ring all-gather time: total*(n-1)/n / W, halved when bidirectional."""
+def all_gather_s(total_bytes, n, link_bytes_per_s, bidirectional=False, concurrent_links=1):
+    """All-gather transport time: each rank receives total·(n-1)/n bytes.
+
+    With the defaults this is the serialization term of one ring over one
+    link, total·(n-1)/(n·W): the sources' illustration, not the hardware's
+    floor. `concurrent_links` disjoint links (rings, or direct peer links)
+    driven at once by each device divide the time; `bidirectional` (a ring
+    that sends both ways, as on a TPU torus axis) halves it.
+    Units: bytes, bytes/s one direction per link, seconds.
+    Ref: scale-your-model-amd, scaling-book-sharding.
+    """
     _validate.positive("link_bytes_per_s", link_bytes_per_s)
-    seconds = ring_bytes_sent_per_rank(total_bytes, n) / link_bytes_per_s
+    _validate.count("concurrent_links", concurrent_links)
+    seconds = ring_bytes_sent_per_rank(total_bytes, n) / (link_bytes_per_s * concurrent_links)
     return seconds / 2 if bidirectional else seconds
 
 
-def reduce_scatter_s(total_bytes, n, link_bytes_per_s, bidirectional=False):
-    """Ring reduce-scatter time: the same transport term as an all-gather."""
-    return all_gather_s(total_bytes, n, link_bytes_per_s, bidirectional)
+def reduce_scatter_s(total_bytes, n, link_bytes_per_s, bidirectional=False, concurrent_links=1):
+    """Reduce-scatter time: the same transport term as an all-gather."""
+    return all_gather_s(total_bytes, n, link_bytes_per_s, bidirectional, concurrent_links)
 
 
-def all_reduce_s(total_bytes, n, link_bytes_per_s, bidirectional=False):
-    """Ring all-reduce time: a reduce-scatter followed by an all-gather."""
-    return reduce_scatter_s(total_bytes, n, link_bytes_per_s, bidirectional) + all_gather_s(
-        total_bytes, n, link_bytes_per_s, bidirectional
+def all_reduce_s(total_bytes, n, link_bytes_per_s, bidirectional=False, concurrent_links=1):
+    """All-reduce time: a reduce-scatter followed by an all-gather."""
+    return reduce_scatter_s(total_bytes, n, link_bytes_per_s, bidirectional, concurrent_links) + all_gather_s(
+        total_bytes, n, link_bytes_per_s, bidirectional, concurrent_links
     )
+
+
+def hierarchical_all_reduce_s(
+    total_bytes,
+    n_inner,
+    n_outer,
+    inner_link_bytes_per_s,
+    outer_bytes_per_s,
+    inner_concurrent_links=1,
+    overlapped=False,
+):
+    """Two-tier all-reduce of a `total_bytes` buffer over n_inner × n_outer
+    devices: reduce-scatter inside each node, all-reduce of the 1/n_inner
+    piece across nodes (each device over its own `outer_bytes_per_s`, one
+    direction), all-gather inside. Serialized it pays the sum of the three
+    phases; overlapped (pipelined chunks) it cannot beat the largest, and
+    since both in-node phases use the same links it pays at least their sum:
+    max(reduce-scatter + all-gather inside, all-reduce across).
+    Ref: scale-your-model-amd (hierarchical collectives), nccl-tests-performance.
+    """
+    _validate.count("n_inner", n_inner)
+    _validate.count("n_outer", n_outer)
+    rs_inside, across, ag_inside = hierarchical_all_reduce_phases_s(
+        total_bytes, n_inner, n_outer, inner_link_bytes_per_s, outer_bytes_per_s, inner_concurrent_links
+    )
+    # the two in-node phases use the same links, so only the cross-node phase can hide under them
+    return max(rs_inside + ag_inside, across) if overlapped else rs_inside + across + ag_inside
+
+
+def hierarchical_all_reduce_phases_s(
+    total_bytes, n_inner, n_outer, inner_link_bytes_per_s, outer_bytes_per_s, inner_concurrent_links=1
+):
+    """(reduce-scatter inside, all-reduce across, all-gather inside) in
+    seconds; see hierarchical_all_reduce_s."""
+    _validate.positive("outer_bytes_per_s", outer_bytes_per_s)
+    inside = reduce_scatter_s(total_bytes, n_inner, inner_link_bytes_per_s, concurrent_links=inner_concurrent_links)
+    across = all_reduce_s(total_bytes / n_inner, n_outer, outer_bytes_per_s)
+    return (inside, across, inside)
 
 
 def all_to_all_s(local_bytes, n, egress_bytes_per_s):

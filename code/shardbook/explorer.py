@@ -11,16 +11,18 @@ Assumptions (stated on every result):
 - FSDP gathers and gradient reductions overlap perfectly with math (only the
   excess over math is exposed); TP all-reduces and EP all-to-alls sit on the
   critical path; PP adds its bubble with 4·pp microbatches;
-- collectives inside the scale-up domain run at the one-direction link rate
-  per ring hop (all-to-all: every peer link); groups larger than the domain
-  run at the scale-out rate;
+- each axis's collectives are priced by the fabric (shardbook.fabric): a
+  group no larger than the scale-up domain as if it sat inside one (every
+  peer link of a full mesh, a GPU's egress behind a switch, one wrapped
+  torus axis); a larger group over whole domains through its members'
+  NICs or DCN shares, phases perfectly pipelined;
 - persistent state only: BF16 weights and gradients, 12 bytes of optimizer
   state per parameter; activations are not counted.
 """
 
 from dataclasses import dataclass
 
-from . import _validate, collectives, hardware, memory, models, pipeline
+from . import _validate, fabric, hardware, memory, models, pipeline
 
 ASSUMPTIONS = __doc__.split("Assumptions (stated on every result):")[1].strip()
 
@@ -68,9 +70,17 @@ def factorizations(n_devices, model):
     return out
 
 
-def _bandwidth(acc, group):
-    inside = group <= acc.scale_up_domain_size
-    return acc.scale_up_link_bytes_per_s if inside else acc.scale_out_bytes_per_s
+def _collective_s(acc, kind, total_bytes, group):
+    """A collective over one mesh axis's group, priced by the fabric: inside
+    one scale-up domain when it fits, otherwise over whole domains (or one
+    device per domain when the group does not divide into them)."""
+    if group <= 1:
+        return 0.0
+    domain = int(acc.scale_up_domain_size)
+    if group <= domain:
+        return fabric.collective_s(kind, total_bytes, acc, group)
+    n_domains = group // domain if group % domain == 0 else group
+    return fabric.collective_s(kind, total_bytes, acc, group, n_domains)
 
 
 def evaluate(model, accelerator, mesh, global_tokens):
@@ -87,16 +97,15 @@ def evaluate(model, accelerator, mesh, global_tokens):
     state = memory.state_bytes_per_device(per_device_params, "dp", 1)
     math_s = 6 * active * global_tokens / (n * acc.bf16_dense_flops_per_s)
     # FSDP: gather forward and backward, reduce-scatter gradients (3 rings)
-    fsdp_s = 3 * collectives.all_gather_s(2 * per_device_params * fsdp, fsdp, _bandwidth(acc, fsdp))
+    fsdp_s = 3 * _collective_s(acc, "all_gather", 2 * per_device_params * fsdp, fsdp)
     # TP: 2 all-reduces per layer forward and 2 backward, of this replica's tokens
     tokens_per_replica = global_tokens / (fsdp * ep)
     layers_here = m.n_layers / pp
-    tp_s = 4 * layers_here * collectives.all_reduce_s(tokens_per_replica * m.d_model * 2, tp, _bandwidth(acc, tp))
+    tp_s = 4 * layers_here * _collective_s(acc, "all_reduce", tokens_per_replica * m.d_model * 2, tp)
     # EP: dispatch and combine, forward and backward, per MoE layer
     moe_layers = (m.n_layers - m.n_dense_layers) / pp if m.is_moe else 0
     routed = tokens_per_replica / tp * m.top_k * m.d_model * 2
-    egress = (ep - 1) * _bandwidth(acc, ep) if ep > 1 else 1.0
-    ep_s = 4 * moe_layers * collectives.all_to_all_s(routed, ep, egress) if ep > 1 else 0.0
+    ep_s = 4 * moe_layers * _collective_s(acc, "all_to_all", routed, ep)
     bubble_s = math_s * pipeline.bubble_overhead(pp, 4 * pp)
     step_s = max(math_s, fsdp_s) + tp_s + ep_s + bubble_s
     return Candidate(fsdp, tp, ep, pp, state, state <= acc.hbm_bytes, math_s, fsdp_s, tp_s, ep_s, bubble_s, step_s)

@@ -11,16 +11,39 @@ def _args(n_stages, n_microbatches, n_virtual):
     _validate.count("n_virtual", n_virtual)
 
 
-def bubble_overhead(n_stages, n_microbatches, n_virtual=1):
-    """Idle time relative to useful work: (p−1)/(v·m)."""
+def _closed_form_args(n_stages, n_microbatches, n_virtual):
     _args(n_stages, n_microbatches, n_virtual)
+    if n_virtual > 1 and n_microbatches < n_stages:
+        # with fewer microbatches than stages a chunk's output comes back to
+        # its device before the device has work for it: more idle time than
+        # the formula says (see schedule('interleaved', ...) for the timeline)
+        raise ValueError(
+            f"n_microbatches: interleaving (n_virtual={n_virtual}) needs at least n_stages={n_stages} "
+            f"microbatches for the closed form, got {n_microbatches}"
+        )
+
+
+def bubble_overhead(n_stages, n_microbatches, n_virtual=1):
+    """Idle time relative to useful work: (p−1)/(v·m). With v > 1 it holds
+    for m >= p (a ValueError otherwise)."""
+    _closed_form_args(n_stages, n_microbatches, n_virtual)
     return (n_stages - 1) / (n_virtual * n_microbatches)
 
 
 def bubble_fraction(n_stages, n_microbatches, n_virtual=1):
-    """Idle share of elapsed time: (p−1)/(v·m + p−1); always in [0, 1)."""
-    _args(n_stages, n_microbatches, n_virtual)
+    """Idle share of elapsed time: (p−1)/(v·m + p−1); always in [0, 1).
+    With v > 1 it holds for m >= p (a ValueError otherwise)."""
+    _closed_form_args(n_stages, n_microbatches, n_virtual)
     return (n_stages - 1) / (n_virtual * n_microbatches + n_stages - 1)
+
+
+def zb_h1_bubble_fraction(n_stages, n_microbatches):
+    """Idle share of the ZB-H1 schedule with forward, activation-gradient and
+    weight-gradient passes of equal time: its bubble is (p−1)·(T_F + T_B − T_W)
+    = (p−1) units against 3m units of work, so (p−1)/(3m + p−1), a third of
+    1F1B's idle time, at 1F1B's peak activation memory. Ref: qi2024zerobubble."""
+    _args(n_stages, n_microbatches, 1)
+    return (n_stages - 1) / (3 * n_microbatches + n_stages - 1)
 
 
 def boundary_bytes_per_token(d_model, bytes_per_element=2):
@@ -49,13 +72,11 @@ def _orders(kind, p, m, v):
                 ops += [("F", 0, warm + i), ("B", 0, i)]
             ops += [("B", 0, i) for i in range(m - warm, m)]
         else:  # interleaved: chunk c of device s is virtual stage c·p + s
-            ops = []
-            for g in range(0, m, p):
-                group = range(g, min(g + p, m))
-                ops += [("F", c, i) for c in range(v) for i in group]
-            for g in range(0, m, p):
-                group = range(g, min(g + p, m))
-                ops += [("B", c, i) for c in reversed(range(v)) for i in group]
+            # issue order follows the ideal start time c·p + i (a diagonal),
+            # so a last group of fewer than p microbatches adds no idle time
+            pairs = [(c, i) for c in range(v) for i in range(m)]
+            ops = [("F", c, i) for c, i in sorted(pairs, key=lambda ci: (ci[0] * p + ci[1], ci[0]))]
+            ops += [("B", c, i) for c, i in sorted(pairs, key=lambda ci: ((v - 1 - ci[0]) * p + ci[1], -ci[0]))]
         orders.append(ops)
     return orders
 
@@ -81,7 +102,6 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
     done = {}  # (phase, virtual stage, microbatch) -> end time
     pending_w = [[] for _ in range(p)]
     free_at = [0] * p
-    cursor = [0] * p
     ops_out = []
     t = 0
     total = sum(len(o) for o in orders) + (p * m if kind == "zero_bubble" else 0)
@@ -99,12 +119,17 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
             if free_at[s] > t:
                 continue
             op = None
-            if cursor[s] < len(orders[s]):
-                phase, c, i = orders[s][cursor[s]]
+            # interleaved: the first ready op in issue order (a chunk whose
+            # input has not arrived does not hold back later ready ones);
+            # the other schedules run strictly in issue order
+            window = len(orders[s]) if kind == "interleaved" else min(1, len(orders[s]))
+            for k in range(window):
+                phase, c, i = orders[s][k]
                 j = c * p + s
                 if ready(phase, j, i, t):
                     op = (phase, c, i, j, t_f if phase == "F" else t_b)
-                    cursor[s] += 1
+                    orders[s].pop(k)
+                    break
             if op is None and pending_w[s]:
                 c, i, j = pending_w[s][0]
                 if ready("W", j, i, t):

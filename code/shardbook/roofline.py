@@ -46,14 +46,19 @@ def tp_max_degree(d_ff, flops_per_s, bytes_per_s, n_axes=1):
     return d_ff * n_axes / intensity(flops_per_s, bytes_per_s)
 
 
-def fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1):
-    """Tokens per device needed by mixed FSDP+TP at its best split:
-    α² / (m_fsdp · m_tp · F), with m_* the torus axes each degree spans."""
+def fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1, overlap_collectives=True):
+    """Tokens per device needed by mixed FSDP+TP at its best split, with m_*
+    the torus axes each degree spans. At X_opt the weight gathers and the
+    activation collectives take equal time T; the forward math must beat
+    max(T, T) = T when the two kinds of collective overlap each other (the
+    Scaling Book's assumption): α² / (m_fsdp · m_tp · F); serialized it must
+    beat 2T, which needs four times the tokens: 4α² / (m_fsdp · m_tp · F)."""
     _validate.count("d_ff", d_ff)
     _validate.count("m_fsdp", m_fsdp)
     _validate.count("m_tp", m_tp)
     alpha = intensity(flops_per_s, bytes_per_s)
-    return alpha**2 / (m_fsdp * m_tp * d_ff)
+    factor = 1 if overlap_collectives else 4
+    return factor * alpha**2 / (m_fsdp * m_tp * d_ff)
 
 
 def fsdp_tp_optimal_fsdp(global_tokens, n_devices, d_ff, m_fsdp=2, m_tp=1):
@@ -84,12 +89,14 @@ def _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s):
 
 def dp_layer_s(global_tokens, d_model, d_ff, n_dp, flops_per_s, bytes_per_s, n_axes=1):
     """(math_s, comms_s) of one layer's backward pass under pure DP: 8BDF/(X·C)
-    of matmuls against an all-reduce of dW_in and dW_out, 8DF bytes over W·n_axes."""
+    of matmuls against an all-reduce of the 4DF-byte gradient buffer (dW_in
+    and dW_out in BF16), whose ring time is 2·4DF/(W·n_axes) = 8DF/(W·n_axes)."""
     _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s)
     _validate.count("n_dp", n_dp)
     _validate.count("n_axes", n_axes)
     math_s = 8 * global_tokens * d_model * d_ff / (n_dp * flops_per_s)
-    comms_s = 8 * d_model * d_ff / (bytes_per_s * n_axes)
+    gradient_bytes = 2 * 2 * d_model * d_ff
+    comms_s = 2 * gradient_bytes / (bytes_per_s * n_axes)
     return math_s, comms_s
 
 
@@ -100,23 +107,33 @@ def fsdp_layer_s(global_tokens, d_model, d_ff, n_fsdp, flops_per_s, bytes_per_s,
     return dp_layer_s(global_tokens, d_model, d_ff, n_fsdp, flops_per_s, bytes_per_s, n_axes)
 
 
-def tp_layer_s(global_tokens, d_model, d_ff, n_tp, flops_per_s, bytes_per_s, n_axes=1):
-    """(math_s, comms_s) of one layer's backward pass under TP: 8BDF/(Y·C)
-    against activation gathers/reduce-scatters of 8BD bytes over W·n_axes."""
+def tp_layer_s(global_tokens, d_model, d_ff, n_tp, flops_per_s, bytes_per_s, n_axes=1, regather_input=False):
+    """(math_s, comms_s) of one layer's backward pass under Megatron TP:
+    8BDF/(Y·C) of matmuls against the transposes of the forward's two
+    activation collectives, a reduce-scatter of dIn and an all-gather of
+    dOut, 2BD bytes each in BF16: 4BD over W·n_axes; 6BD when the forward
+    input is not kept and is all-gathered again for dW_in (regather_input).
+    The forward pass moves the same 4BD against half the math, so it sets
+    tp_max_degree."""
     _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s)
     _validate.count("n_tp", n_tp)
     _validate.count("n_axes", n_axes)
     math_s = 8 * global_tokens * d_model * d_ff / (n_tp * flops_per_s)
-    comms_s = 8 * global_tokens * d_model / (bytes_per_s * n_axes)
+    activation_bytes = 2 * global_tokens * d_model
+    collectives_moved = 3 if regather_input else 2
+    comms_s = collectives_moved * activation_bytes / (bytes_per_s * n_axes)
     return math_s, comms_s
 
 
-def fsdp_tp_layer_s(global_tokens, d_model, d_ff, n_fsdp, n_tp, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1):
-    """(math_s, comms_s) of one layer's forward pass on an X×Y mesh:
-    math 4BDF/(N·C); comms 2·D·F/(Y·m_fsdp·W) of weight gathers plus
-    2·B·D/(X·m_tp·W) of activation collectives. These constants are the ones
-    that give the Scaling Book's published X_opt and α²/(m_fsdp·m_tp·F)
-    threshold; at X_opt, math/comms = sqrt((B/N)/threshold)."""
+def fsdp_tp_layer_s(
+    global_tokens, d_model, d_ff, n_fsdp, n_tp, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1, overlap_collectives=True
+):
+    """(math_s, comms_s) of one layer's forward pass on an X×Y mesh: math
+    4BDF/(N·C); the FSDP all-gathers of W_in and W_out, 2·2·D·F/Y bytes
+    over W·m_fsdp; the TP all-gather of In and reduce-scatter of Out,
+    2·2·B·D/X bytes over W·m_tp. comms_s is the larger of the two when
+    they overlap each other (the Scaling Book's assumption, which gives its
+    published X_opt and α²/(m_fsdp·m_tp·F)), their sum when serialized."""
     _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s)
     _validate.count("n_fsdp", n_fsdp)
     _validate.count("n_tp", n_tp)
@@ -124,22 +141,25 @@ def fsdp_tp_layer_s(global_tokens, d_model, d_ff, n_fsdp, n_tp, flops_per_s, byt
     _validate.count("m_tp", m_tp)
     n = n_fsdp * n_tp
     math_s = 4 * global_tokens * d_model * d_ff / (n * flops_per_s)
-    weight_s = 2 * d_model * d_ff / (n_tp * m_fsdp * bytes_per_s)
-    activation_s = 2 * global_tokens * d_model / (n_fsdp * m_tp * bytes_per_s)
-    return math_s, weight_s + activation_s
+    weight_s = 4 * d_model * d_ff / (n_tp * m_fsdp * bytes_per_s)
+    activation_s = 4 * global_tokens * d_model / (n_fsdp * m_tp * bytes_per_s)
+    comms_s = max(weight_s, activation_s) if overlap_collectives else weight_s + activation_s
+    return math_s, comms_s
 
 
-def fsdp_tp_best_ratio(global_tokens, n_devices, d_ff, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1):
+def fsdp_tp_best_ratio(
+    global_tokens, n_devices, d_ff, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1, overlap_collectives=True
+):
     """math/comms of FSDP+TP at the continuous optimum X_opt (>= 1 is
     compute-bound): sqrt((B/N) / fsdp_tp_min_tokens_per_device)."""
     _validate.positive("global_tokens", global_tokens)
     _validate.count("n_devices", n_devices)
-    threshold = fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp, m_tp)
+    threshold = fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp, m_tp, overlap_collectives)
     return math.sqrt(global_tokens / n_devices / threshold)
 
 
-def fsdp_tp_max_devices(global_tokens, d_ff, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1):
+def fsdp_tp_max_devices(global_tokens, d_ff, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1, overlap_collectives=True):
     """Most devices a batch of `global_tokens` keeps compute-bound under
     FSDP+TP: B / threshold."""
     _validate.positive("global_tokens", global_tokens)
-    return global_tokens / fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp, m_tp)
+    return global_tokens / fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp, m_tp, overlap_collectives)

@@ -153,7 +153,8 @@ def _use_local_mathjax(app, config):
 STATIC = Path(__file__).parent / "static"
 # The modules the browser loads: the standard-library-only part of shardbook.
 LIVE_MODULES = ("__init__", "_validate", "units", "hardware", "models", "sharding", "collectives", "memory",
-                "roofline", "pipeline", "moe", "training", "ledger", "attention", "maxtext", "explorer", "measured")
+                "roofline", "pipeline", "moe", "training", "ledger", "attention", "maxtext", "explorer", "measured",
+                "fabric")
 PYODIDE_FILES = ("pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json", "package.json")
 
 

@@ -70,14 +70,31 @@ def _format_number(value, digits, sig, thousands):
     if isinstance(value, int):
         return f"{value:,}" if thousands else str(value)
     if sig is not None:
-        if sig < 1:
-            raise ValueError(f"sig: must be >= 1, got {sig}")
-        if value == 0:
-            return "0"
-        import math
-
-        exponent = math.floor(math.log10(abs(value)))
-        decimals = max(sig - 1 - exponent, 0)
-        rounded = round(value, decimals)
-        return f"{rounded:,.{decimals}f}" if thousands else f"{rounded:.{decimals}f}"
+        return _format_significant(value, sig, thousands)
     return f"{value:,.{digits}f}" if thousands else f"{value:.{digits}f}"
+
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079")
+
+
+def _format_significant(value, sig, thousands):
+    """`sig` significant digits and no more: 2,550 or 0.0440; values of a
+    million and above whose digits would be invented print as 6.3 × 10²⁴."""
+    import math
+
+    if not isinstance(sig, int) or isinstance(sig, bool) or sig < 1:
+        raise ValueError(f"sig: must be an integer >= 1, got {sig!r}")
+    if value == 0:
+        return "0"
+    if not math.isfinite(value):
+        raise ValueError(f"value: must be finite, got {value!r}")
+    exponent = math.floor(math.log10(abs(value)))
+    mantissa = round(value / 10**exponent, sig - 1)
+    if abs(mantissa) >= 10:  # 9.99 rounded up to 10.0
+        exponent += 1
+        mantissa = round(value / 10**exponent, sig - 1)
+    if exponent >= 6 and exponent >= sig:
+        return f"{mantissa:.{sig - 1}f} \u00d7 10{str(exponent).translate(_SUPERSCRIPT)}"
+    decimals = max(sig - 1 - exponent, 0)
+    rounded = round(mantissa * 10**exponent, decimals)
+    return f"{rounded:,.{decimals}f}" if thousands else f"{rounded:.{decimals}f}"

@@ -1,0 +1,153 @@
+"""Collective times priced by the fabric a group actually sits on.
+
+`collectives` gives the transport term for a number of links; this module
+decides how many links a group can drive, and where the bottleneck is, from
+the accelerator's fabric and the group's placement:
+
+- full mesh (MI300X, MI355X): a group of m devices inside one node has m-1
+  direct peer links per device, all usable at once;
+- switch (NVLink/NVSwitch, NVL72): any group inside the domain is limited by
+  each device's egress;
+- torus (TPU ICI): two links per torus axis the group spans when the axis has
+  wraparound, one (the end of a line) when it does not;
+- across domains: a group of n = k·m devices, m in each of k nodes (or TPU
+  slices), must bring (k-1)/k of the data into each node through its m
+  members' NICs (or DCN shares). The time is the in-domain phase and the
+  cross-domain phase, serialized (sum) or perfectly pipelined (max).
+
+All times are bandwidth terms at line rate: no latency, launch, protocol or
+contention. They are the fabric's bounds; `collectives`' defaults keep the
+single-ring illustration the sources print.
+Ref: scale-your-model-amd, scaling-book-sharding, scaling-book-gpus,
+google-tpu-v5p.
+"""
+
+from . import _validate, collectives, hardware
+
+KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
+
+
+def _torus_extents(acc, n, torus_extents):
+    if torus_extents is None:
+        return (n,)
+    extents = tuple(torus_extents)
+    if not extents or len(extents) > acc.torus_dims:
+        raise ValueError(f"torus_extents: must name 1 to {acc.torus_dims} axes for {acc.name}, got {extents!r}")
+    product = 1
+    for extent in extents:
+        _validate.count("torus_extents", extent)
+        product *= extent
+    if product != n:
+        raise ValueError(f"torus_extents: must multiply to the group size {n}, got {extents!r}")
+    return extents
+
+
+def concurrent_links(accelerator, n, torus_extents=None, wraparound=True):
+    """Disjoint scale-up links one device of an n-device group drives at once
+    inside one domain: n-1 on a full mesh; on a torus 2 per spanned axis with
+    wraparound (1 without, the bottleneck at a line's end). A switch is priced
+    by egress instead (returns 1 and see `scale_up_s`)."""
+    acc = hardware.get(accelerator)
+    _validate.count("n", n)
+    if acc.scale_up_fabric == "full_mesh":
+        return max(n - 1, 1)
+    if acc.scale_up_fabric == "torus":
+        extents = _torus_extents(acc, n, torus_extents)
+        return max(sum((2 if wraparound else 1) for extent in extents if extent > 1), 1)
+    return 1
+
+
+def _link_rate(acc):
+    """The per-link rate the fabric's concurrency multiplies (switch: egress)."""
+    if acc.scale_up_fabric == "switch":
+        return acc.scale_up_egress_bytes_per_s
+    return acc.scale_up_link_bytes_per_s
+
+
+def scale_up_s(kind, total_bytes, accelerator, n, torus_extents=None, wraparound=True):
+    """One collective over an n-device group inside one scale-up domain.
+
+    all_gather / reduce_scatter / all_reduce: `total_bytes` is the full
+    buffer; all_to_all: `total_bytes` is each device's local payload L.
+    Full mesh: total·(n-1)/n over n-1 links = total/(n·W_link).
+    Switch: total·(n-1)/n over the device's egress.
+    Torus: total·(n-1)/n over 2 links per wrapped axis (1 per unwrapped);
+    an all-to-all is also bounded by the bisection of its longest axis,
+    L·e/(4·c·W) with c = 2 with wraparound, 1 without.
+    """
+    acc = hardware.get(accelerator)
+    _validate.choice("kind", kind, KINDS)
+    _validate.non_negative("total_bytes", total_bytes)
+    _validate.count("n", n)
+    if n > acc.scale_up_domain_size:
+        raise ValueError(
+            f"n: a group inside one {acc.name} domain has at most {int(acc.scale_up_domain_size)} devices, got {n}"
+        )
+    links = concurrent_links(acc, n, torus_extents, wraparound)
+    rate = _link_rate(acc)
+    if kind == "all_to_all":
+        seconds = collectives.all_to_all_s(total_bytes, n, rate * links)
+        if acc.scale_up_fabric == "torus" and n > 1:
+            longest = max(_torus_extents(acc, n, torus_extents))
+            per_direction = 2 if wraparound else 1
+            seconds = max(seconds, total_bytes * longest / (4 * per_direction * acc.scale_up_link_bytes_per_s))
+        return seconds
+    return collectives.collective_s(kind, total_bytes, n, rate * links)
+
+
+def collective_s(kind, total_bytes, accelerator, n, n_domains=1, torus_extents=None, wraparound=True, overlapped=True):
+    """A collective over n devices spread evenly over `n_domains` scale-up
+    domains (nodes, NVL72 racks, TPU slices), priced by the fabric.
+
+    Inside one domain: `scale_up_s`. Across k domains with m = n/k members
+    each (m at most the domain size), each device uses its own scale-out
+    share W_out (its NIC, or a chip's DCN share), so a node's m members
+    bring data in at m·W_out:
+      all_gather / reduce_scatter: cross phase total·(k-1)/(k·m·W_out), then
+        the in-domain collective of the whole buffer over m devices;
+      all_reduce: reduce-scatter inside, all-reduce of total/m across k,
+        all-gather inside (collectives.hierarchical_all_reduce_s); the two
+        in-node phases use the same links, so pipelined the time is the
+        larger of their sum and the cross phase;
+      all_to_all: each device sends L·(n-m)/n off-node through W_out and
+        L·(m-1)/n inside.
+    overlapped=True gives the largest phase (perfect pipelining, the bound);
+    False the sum (a serialized implementation). Spreading a group over
+    nodes can make it faster than the same group inside one node (its
+    members gain NIC ingress beside their scale-up links); a group of k·m
+    devices over k nodes is never faster than m of them inside one.
+    """
+    acc = hardware.get(accelerator)
+    _validate.choice("kind", kind, KINDS)
+    _validate.non_negative("total_bytes", total_bytes)
+    _validate.count("n", n)
+    _validate.count("n_domains", n_domains)
+    if n % n_domains:
+        raise ValueError(f"n_domains: must divide the group size {n}, got {n_domains}")
+    if n_domains == 1:
+        return scale_up_s(kind, total_bytes, acc, n, torus_extents, wraparound)
+    m = n // n_domains
+    out_rate = acc.scale_out_bytes_per_s
+    if kind == "all_to_all":
+        inside = scale_up_s("all_to_all", total_bytes * m / n, acc, m, None, wraparound) if m > 1 else 0.0
+        across = total_bytes * (n - m) / n / out_rate
+        phases = (inside, across)
+    elif kind == "all_reduce":
+        inside = scale_up_s("reduce_scatter", total_bytes, acc, m, torus_extents, wraparound) if m > 1 else 0.0
+        across = collectives.all_reduce_s(total_bytes / m, n_domains, out_rate)
+        # the two in-node phases share the same links: only the NIC phase can hide under them
+        phases = (2 * inside, across)
+    else:
+        inside = scale_up_s(kind, total_bytes, acc, m, torus_extents, wraparound) if m > 1 else 0.0
+        across = total_bytes * (n_domains - 1) / n_domains / (m * out_rate)
+        phases = (inside, across)
+    return max(phases) if overlapped else sum(phases)
+
+
+def single_ring_s(kind, total_bytes, accelerator, n):
+    """The sources' illustration for the same group inside one domain: one
+    ring over one link, one direction (all-to-all: one link of egress, which
+    on a torus ignores the extra hops and is no upper bound)."""
+    acc = hardware.get(accelerator)
+    _validate.choice("kind", kind, KINDS)
+    return collectives.collective_s(kind, total_bytes, n, acc.scale_up_link_bytes_per_s)
