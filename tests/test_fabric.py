@@ -43,16 +43,17 @@ def test_switch_is_limited_by_egress():
 
 
 def test_torus_axes_and_wraparound():
-    """v5p, 90 GB/s per link and direction. A wrapped axis of 16: two links,
-    1e9 · 15/16 / (2 · 90e9) s; without wraparound the end chip has one link,
-    twice as long; a 4 × 4 group on two wrapped axes has four links."""
+    """v5p, 100 GB/s per link and direction (Google's table). A wrapped axis
+    of 16: two links, 1e9 · 15/16 / (2 · 100e9) s; without wraparound the end
+    chip has one link, twice as long (scaling-book-tpus: no wraparound
+    "typically doubles the time"); a 4 × 4 group on two wrapped axes has four."""
     one_axis = fabric.collective_s("all_gather", 1e9, "TPU v5p", 16)
-    assert one_axis == pytest.approx(1e9 * 15 / 16 / (2 * 90e9))
-    assert one_axis == pytest.approx(collectives.all_gather_s(1e9, 16, 90e9, bidirectional=True))
+    assert one_axis == pytest.approx(1e9 * 15 / 16 / (2 * 100e9))
+    assert one_axis == pytest.approx(collectives.all_gather_s(1e9, 16, 100e9, bidirectional=True))
     line = fabric.collective_s("all_gather", 1e9, "TPU v5p", 16, wraparound=False)
     assert line == pytest.approx(2 * one_axis)
     two_axes = fabric.collective_s("all_gather", 1e9, "TPU v5p", 16, torus_extents=(4, 4))
-    assert two_axes == pytest.approx(1e9 * 15 / 16 / (4 * 90e9))
+    assert two_axes == pytest.approx(1e9 * 15 / 16 / (4 * 100e9))
     assert fabric.concurrent_links("TPU v5p", 64, (4, 4, 4)) == 6
 
 
@@ -60,7 +61,7 @@ def test_torus_all_to_all_is_bisection_bound():
     """A wrapped ring of 16 chips, local payload L: half the chips send half
     their data across a cut of 2 links per direction: L·16/(4·2·W)."""
     seconds = fabric.collective_s("all_to_all", 1e9, "TPU v5p", 16)
-    assert seconds == pytest.approx(1e9 * 16 / (8 * 90e9))
+    assert seconds == pytest.approx(1e9 * 16 / (8 * 100e9))
 
 
 def test_across_nodes_priced_by_node_egress():

@@ -9,7 +9,7 @@ without ``bidirectional`` is one direction; vendors often print the doubled
 bidirectional figure, which lives in its own field and is never mixed in.
 """
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 from . import _validate
 from .units import GB, PFLOP, TFLOP, GiB, gbit_per_s_to_bytes_per_s
@@ -218,7 +218,13 @@ def _blackwell(name, src, flops, hbm_gb, domain, nic_gbit):
     )
 
 
-def _tpu(name, src, flops, hbm_bytes, link_one_way, pod_chips, dcn, n_links, hbm_src=None):
+def _tpu(name, src, flops, hbm_bytes, ici_chip_bidirectional, n_links, pod_chips, dcn, dcn_src, dcn_kind, dcn_note,
+         ici_src=None):
+    """A TPU from Google's tables: ICI is printed per chip, both directions of
+    all its links together; one link, one direction is that / (2 · links)."""
+    ici_src = ici_src or src
+    link = ici_chip_bidirectional / (2 * n_links)
+    per_chip = f"{ici_chip_bidirectional / GB:g} GB/s per chip, both directions, over {n_links} links"
     return Accelerator(
         name=name,
         family="tpu",
@@ -226,29 +232,32 @@ def _tpu(name, src, flops, hbm_bytes, link_one_way, pod_chips, dcn, n_links, hbm
         scale_out_layout="dcn",
         torus_dims=n_links // 2,
         bf16_dense_flops_per_s=_f(flops, src),
-        hbm_bytes=_f(hbm_bytes, hbm_src or src),
-        scale_up_link_bytes_per_s=_f(link_one_way, src, note="ICI, one link, one direction"),
-        scale_up_link_bidirectional_bytes_per_s=_f(2 * link_one_way, src, note="ICI, one link"),
-        scale_up_egress_bytes_per_s=_f(n_links * link_one_way, src, "derived", f"{n_links} ICI links x one direction"),
+        hbm_bytes=_f(hbm_bytes, src),
+        scale_up_link_bytes_per_s=_f(link, ici_src, "derived", per_chip),
+        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, ici_src, "derived", per_chip),
+        scale_up_egress_bytes_per_s=_f(n_links * link, ici_src, "derived", f"{n_links} ICI links x one direction"),
         scale_up_domain_size=_f(pod_chips, src, note="chips in one ICI-connected pod"),
-        scale_out_bytes_per_s=_f(dcn, src, note="DCN per chip, one direction"),
-        scale_out_nics_per_device=_f(1, src, note="DCN share of one chip"),
+        scale_out_bytes_per_s=_f(dcn, dcn_src, dcn_kind, dcn_note),
+        scale_out_nics_per_device=_f(1, dcn_src, note="DCN share of one chip"),
     )
 
 
 def _ironwood():
-    acc = _tpu("Ironwood", "google-tpu7x", 2307 * TFLOP, 192 * GiB, 1e11, 9216, 12.5e9, 6)
-    # ICI from Google's announcement; DCN as the choosing-a-mesh source uses it
-    # (Google's TPU7x table, as stored here, does not show a DCN figure we could check)
-    link = 1e11
-    return replace(
-        acc,
-        scale_up_link_bytes_per_s=_f(link, "google-ironwood", note="ICI, one link, one direction"),
-        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, "google-ironwood", note="ICI, one link"),
-        scale_up_egress_bytes_per_s=_f(6 * link, "google-ironwood", "derived", "6 ICI links x one direction"),
-        scale_out_bytes_per_s=_f(12.5e9, "choosing-a-mesh", note="DCN per chip, one direction"),
-        scale_out_nics_per_device=_f(1, "choosing-a-mesh", note="DCN share of one chip"),
-    )
+    # Google's TPU7x table for C, HBM and pod size; 1.2 TB/s of ICI per chip,
+    # both directions, from Google's announcement; DCN as the choosing-a-mesh
+    # source uses it (the stored copy of Google's table does not show its DCN row)
+    return _tpu("Ironwood", "google-tpu7x", 2307 * TFLOP, 192 * GiB, 1200 * GB, 6, 9216,
+                12.5e9, "choosing-a-mesh", "spec", "DCN per chip, one direction", ici_src="google-ironwood")
+
+
+# The Scaling Book's per-link ICI figures (one direction), with which its
+# published thresholds were computed (v5p: α = 4.59e14 / 1.8e11 = 2,550).
+# Google's tables, which the presets follow, give about 10 % more.
+SCALING_BOOK_ICI_LINK_BYTES_PER_S = {
+    "TPU v5e": Figure(4.5e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
+    "TPU v5p": Figure(9e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
+    "TPU v6e": Figure(9e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
+}
 
 
 _BUILDERS = {
@@ -260,10 +269,13 @@ _BUILDERS = {
     "B200": lambda: _blackwell("B200", "nvidia-dgx-b200", 2.25 * PFLOP, 180, 8, 400),
     "GB200 NVL72": lambda: _blackwell("GB200 NVL72", "nvidia-gb200-nvl72", 2.5 * PFLOP, 186, 72, 400),
     "GB300 NVL72": lambda: _blackwell("GB300 NVL72", "nvidia-gb300-nvl72", 2.5 * PFLOP, 288, 72, 800),
-    "TPU v5e": lambda: _tpu("TPU v5e", "scaling-book-tpus", 1.97e14, 16 * GB, 4.5e10, 256, 3.125e9, 4),
+    "TPU v5e": lambda: _tpu("TPU v5e", "google-tpu-v5e", 197 * TFLOP, 16 * GB, 400 * GB, 4, 256,
+                            6.4e12 / 8 / 256, "google-tpu-v5e", "derived", "6.4 Tb/s of DCN per 256-chip pod"),
     # HBM as Google's table prints it: 95 GiB a program can allocate (96 GiB physical)
-    "TPU v5p": lambda: _tpu("TPU v5p", "scaling-book-tpus", 4.59e14, 95 * GiB, 9e10, 8960, 6.25e9, 6, "google-tpu-v5p"),
-    "TPU v6e": lambda: _tpu("TPU v6e", "scaling-book-tpus", 9.18e14, 32 * GB, 9e10, 256, 12.5e9, 4),
+    "TPU v5p": lambda: _tpu("TPU v5p", "google-tpu-v5p", 459 * TFLOP, 95 * GiB, 1200 * GB, 6, 8960,
+                            gbit_per_s_to_bytes_per_s(50), "google-tpu-v5p", "spec", "50 Gb/s of DCN per chip"),
+    "TPU v6e": lambda: _tpu("TPU v6e", "google-tpu-v6e", 918 * TFLOP, 32 * GB, 800 * GB, 4, 256,
+                            2.5e10 / 8, "scaling-book-tpus", "derived", "about 2.5e10 B/s of DCN per host of 8 chips"),
     "Ironwood": _ironwood,
 }
 
@@ -290,12 +302,6 @@ def intensity(name):
     acc = get(name)
     return acc.bf16_dense_flops_per_s / acc.collective_bytes_per_s
 
-
-# Google's own table for v5p: 1,200 GB/s of ICI per chip, both directions of
-# its six links together. One link, one direction: 1,200/2/6 = 100 GB/s, the
-# same per-link rate as Ironwood's; the v5p preset keeps the Scaling Book's
-# 90 GB/s, with which its published thresholds (α = 2,550) were computed.
-TPU_V5P_ICI_PER_CHIP_BIDIRECTIONAL_GOOGLE = Figure(1200 * GB, "google-tpu-v5p", "spec", "all six ICI links, both directions")
 
 # Google's v5p page: the largest job one slice can hold is 96 cubes,
 # 16 x 16 x 24 = 6,144 chips, of the pod's 8,960; more needs Multislice over DCN.
