@@ -1,11 +1,14 @@
-"""The mesh explorer: enumeration, memory filter, ranking, and the compiled
-programs of its candidates."""
+"""The mesh explorer: enumeration, placement on the machine, memory with
+activations, ranking, the command line, and the compiled programs of its
+candidates."""
 
 import math
+import subprocess
+import sys
 
 import pytest
 
-from shardbook import explorer, hardware, memory, models
+from shardbook import collectives, explorer, hardware, memory, models, training
 
 
 def test_factorizations_respect_the_model():
@@ -15,6 +18,8 @@ def test_factorizations_respect_the_model():
     moe = explorer.factorizations(8, "Mixtral 8x22B")
     assert (1, 1, 8, 1) in moe and (2, 1, 4, 1) in moe
     assert all(models.get("Mixtral 8x22B").n_kv_heads % tp == 0 for _, tp, _, _ in moe)
+    with_cp = explorer.factorizations(8, "LLaMA-3 8B", axes=("fsdp", "cp"))
+    assert {"dp": 1, "fsdp": 4, "tp": 1, "cp": 2, "ep": 1, "pp": 1} in with_cp
 
 
 def test_ranking_puts_fitting_meshes_first_and_sorts_by_step_time():
@@ -26,7 +31,22 @@ def test_ranking_puts_fitting_meshes_first_and_sorts_by_step_time():
     # persistent state is the replicated state divided by the shards
     one = explorer.evaluate("LLaMA-3 70B", "H100", (8, 1, 1, 1), 2**20)
     assert one.state_bytes_per_device == pytest.approx(memory.state_bytes_per_device(models.param_count("LLaMA-3 70B"), "fsdp", 8))
-    assert one.fits == (one.state_bytes_per_device <= hardware.get("H100").hbm_bytes)
+    # a mesh fits only if state and activations fit together
+    assert one.fits == (one.state_bytes_per_device + one.activation_bytes_per_device <= hardware.get("H100").hbm_bytes)
+
+
+def test_activations_decide_the_recomputation_policy():
+    """LLaMA-3 8B, fsdp 8 on MI355X, 8 sequences of 8,192 per rank in one
+    microbatch: without recomputation the activations exceed HBM, so the
+    explorer picks a policy that fits and says which."""
+    cand = explorer.evaluate("LLaMA-3 8B", "MI355X", {"fsdp": 8}, 8 * 8 * 8192, seq_len=8192, micro_batch_seqs=8)
+    no_recompute = memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 8)
+    assert no_recompute > hardware.get("MI355X").hbm_bytes
+    assert cand.fits and cand.recompute in ("selective", "full")
+    assert cand.activation_bytes_per_device == pytest.approx(
+        memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 8, recompute=cand.recompute))
+    # recomputation costs math: the hardware FLOPs exceed the model FLOPs
+    assert cand.math_s > training.model_flops_per_token("LLaMA-3 8B", 8192) * 8 * 8 * 8192 / (8 * hardware.get("MI355X").bf16_dense_flops_per_s)
 
 
 def test_terms_follow_the_mesh():
@@ -37,6 +57,92 @@ def test_terms_follow_the_mesh():
     assert tp.fsdp_s == 0 and tp.tp_s > 0
     assert pp.bubble_s > 0 and pp.fsdp_s == 0
     assert explorer.predicted_collectives(fsdp) == [("all_gather", "fsdp"), ("reduce_scatter", "fsdp")]
+    for cand in (fsdp, tp, pp):
+        assert 0 < cand.mfu <= 1
+
+
+def test_a_group_that_spans_nodes_is_priced_across_nodes():
+    """16 MI355X: tp 8 innermost fills a node, so the fsdp pair spans two
+    nodes with one member each: its gather goes through the NICs. Placed
+    innermost instead, fsdp 2 sits inside one node."""
+    placed = explorer.place("MI355X", {"fsdp": 2, "tp": 8})
+    assert placed["tp"].n_domains == 1 and placed["fsdp"].n_domains == 2
+    outside = explorer.evaluate("LLaMA-3 70B", "MI355X", {"fsdp": 2, "tp": 8}, 2**21)
+    inside = explorer.evaluate("LLaMA-3 70B", "MI355X", {"fsdp": 2, "tp": 8}, 2**21,
+                               order=("fsdp", "tp", "ep", "cp", "dp", "pp"))
+    assert inside.placement["fsdp"].n_domains == 1 and inside.placement["tp"].n_domains == 2
+    assert outside.fsdp_s > inside.fsdp_s
+    assert inside.tp_s > outside.tp_s
+
+
+def test_expert_parallelism_across_nodes_is_slower_than_inside():
+    """DeepSeek-V3 on 16 MI355X: ep 16 spans two nodes and shares their NICs;
+    ep 8 × fsdp 2 keeps every exchange on xGMI."""
+    across = explorer.evaluate("DeepSeek-V3", "MI355X", {"ep": 16}, 2**22)
+    inside = explorer.evaluate("DeepSeek-V3", "MI355X", {"ep": 8, "fsdp": 2}, 2**22)
+    assert across.placement["ep"].n_domains == 2 and inside.placement["ep"].n_domains == 1
+    assert across.ep_s > inside.ep_s
+
+
+def test_tpu_fsdp_uses_both_directions_and_every_axis():
+    """64 v5p chips form a 4×4×4 cube with wraparound; fsdp 64 spans all
+    three dimensions, two links each: six links of 100 GB/s per chip."""
+    cand = explorer.evaluate("LLaMA-3 70B", "TPU v5p", {"fsdp": 64}, 64 * 5100)
+    where = cand.placement["fsdp"]
+    assert where.torus_links == 6 and all(wrap for _, _, wrap in where.torus_span)
+    gathered = 2 * models.param_count("LLaMA-3 70B")
+    one_gather = collectives.all_gather_s(gathered, 64, hardware.get("TPU v5p").scale_up_link_bytes_per_s, concurrent_links=6)
+    assert cand.fsdp_s == pytest.approx((2 * cand.n_microbatches + 1) * one_gather)
+    # a 2×2×2 slice (8 chips) has no wraparound: one link per dimension
+    small = explorer.place("TPU v5p", {"fsdp": 8})
+    assert small["fsdp"].torus_links == 3 and not any(wrap for _, _, wrap in small["fsdp"].torus_span)
+
+
+def test_bad_meshes_name_the_axis_and_the_rule():
+    cases = [
+        (dict(mesh={"fsdp": 4}, n_devices=8), "mesh: degrees multiply to 4, not to the device count 8"),
+        (dict(mesh={"zz": 2}), "mesh: unknown axis 'zz'"),
+        (dict(mesh={"tp": 16}), "mesh\\['tp'\\]: 16 must divide the KV heads of LLaMA-3 8B \\(8\\)"),
+        (dict(mesh={"pp": 3}), "mesh\\['pp'\\]: 3 must divide the layers of LLaMA-3 8B \\(32\\)"),
+        (dict(mesh={"cp": 3}), "mesh\\['cp'\\]: 3 must divide the sequence length"),
+        (dict(mesh={"ep": 2}), "mesh\\['ep'\\]: 2 must divide the experts of LLaMA-3 8B \\(1\\)"),
+        (dict(mesh={"fsdp": 0}), "mesh\\['fsdp'\\]: must be an integer >= 1, got 0"),
+        (dict(mesh={"fsdp": 8}, tokens=4), "global_tokens: 4 is below one token per device"),
+    ]
+    for kwargs, message in cases:
+        tokens = kwargs.pop("tokens", 2**20)
+        mesh = kwargs.pop("mesh")
+        with pytest.raises(ValueError, match=message):
+            explorer.evaluate("LLaMA-3 8B", "MI355X", mesh, tokens, **kwargs)
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True)
+
+
+def test_command_line_prints_a_ranked_table_with_the_assumptions():
+    result = _cli("LLaMA-3 70B", "TPU v5p", "64", "524288")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("LLaMA-3 70B on 64 × TPU v5p")
+    assert "mesh" in lines[2] and "MFU" in lines[2]
+    assert "Assumptions:" in result.stdout and "optimistic bound" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("LLaMA-9", "TPU v5p", "64", "524288"), "error: model: unknown preset 'LLaMA-9'"),
+        (("LLaMA-3 70B", "TPU v9", "64", "524288"), "error: accelerator: unknown preset 'TPU v9'"),
+        (("LLaMA-3 70B", "TPU v5p", "64", "32"), "error: tokens: 32 is below one token per device"),
+        (("LLaMA-3 70B", "TPU v5p", "3", "4096"), "error: no mesh of 3 devices"),
+    ],
+)
+def test_command_line_errors_are_one_line(args, message):
+    result = _cli(*args)
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith(message) and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
 
 
 def test_compiled_candidates_have_the_predicted_groups():

@@ -1,30 +1,77 @@
-"""The mesh explorer: enumerate, filter and rank meshes with the cost model.
+"""The mesh explorer: place a mesh on the machine, price it, rank meshes.
 
 For a model preset, an accelerator preset, a device count and a global batch
-in tokens, every factorization N = fsdp · tp · ep · pp is considered. Meshes
-whose persistent state does not fit in HBM are dropped; the rest are ranked by
-an estimated step time. Standard library only; compiling candidates is in
-shardbook.hlo.explore.
+in tokens, every mesh over the axes dp, fsdp, tp, cp, ep and pp whose
+degrees multiply to the device count and divide what they split is
+considered. Each axis is placed on the physical hierarchy, innermost first,
+and its collectives are priced by the fabric its groups span. A mesh fits
+when persistent state plus activations fit in HBM under some recomputation
+policy; the cheapest policy that fits is chosen. Standard library only;
+compiling candidates is in shardbook.hlo.explore.
 
 Assumptions (stated on every result):
-- math: 6 · active parameters · tokens / (N · C), at peak FLOP/s;
-- FSDP gathers and gradient reductions overlap perfectly with math (only the
-  excess over math is exposed); TP all-reduces and EP all-to-alls sit on the
-  critical path; PP adds its bubble with 4·pp microbatches;
-- each axis's collectives are priced by the fabric (shardbook.fabric): a
-  group no larger than the scale-up domain as if it sat inside one (every
-  peer link of a full mesh, a GPU's egress behind a switch, one wrapped
-  torus axis); a larger group over whole domains through its members'
-  NICs or DCN shares, phases perfectly pipelined;
-- persistent state only: BF16 weights and gradients, 12 bytes of optimizer
-  state per parameter; activations are not counted.
+- an optimistic bound: peak FLOP/s, collectives at line rate on every link
+  the fabric offers, perfect overlap wherever overlap is possible;
+- math: model FLOPs 6·N_active + 12·L·H·Q·s per token (attention scores
+  counted as PaLM and Megatron-LM count them), plus what the chosen
+  recomputation repeats; MFU = model FLOPs at peak / step time;
+- axes are placed innermost first (default tp, ep, cp, fsdp, dp, pp): a
+  group sits inside one scale-up domain while the product of the inner axes
+  and its degree fits in one, otherwise it spans domains and its members
+  share their NICs (or DCN); on a TPU each axis takes whole or partial torus
+  dimensions of the slice, two links per wrapped dimension, one without
+  wraparound, divided among the groups that stride the same dimension;
+- FSDP gathers weights forward and backward for every microbatch and
+  reduce-scatters gradients once; DP all-reduces gradients once; context
+  parallelism gathers K and V per layer; these hide behind the math, and the
+  step pays whichever is longest; TP (sequence-parallel gathers and
+  scatters, 4 all-reduce equivalents of the block's activations per layer)
+  and EP (dispatch and combine, forward and backward) sit on the critical
+  path; PP adds the bubble of its schedule and microbatch count;
+- memory: BF16 weights and gradients and 12 bytes of optimizer state per
+  parameter, sharded over fsdp (ZeRO-3), split over tp, pp and (experts) ep;
+  activations per memory.activation_bytes_per_device with 16-bit
+  activations and sequence parallelism when tp > 1; no allocator overhead,
+  gather buffers or logits.
 """
 
-from dataclasses import dataclass
+import argparse
+import math
+import sys
+from dataclasses import dataclass, field
 
-from . import _validate, fabric, hardware, memory, models, pipeline
+from . import _validate, collectives, fabric, hardware, memory, models, pipeline, training
 
 ASSUMPTIONS = __doc__.split("Assumptions (stated on every result):")[1].strip()
+AXES = ("dp", "fsdp", "tp", "cp", "ep", "pp")
+DEFAULT_ORDER = ("tp", "ep", "cp", "fsdp", "dp", "pp")
+TUPLE_AXES = ("fsdp", "tp", "ep", "pp")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one axis's groups sit: `n_domains` scale-up domains with
+    `members_per_domain` each; on a torus also the links each member drives
+    (fractional when groups stride a shared dimension) and the dimensions
+    spanned as (dimension, extent, wraparound)."""
+
+    degree: int
+    n_domains: int
+    members_per_domain: int
+    torus_links: float = 0.0
+    torus_span: tuple = ()
+
+    @property
+    def where(self):
+        if self.degree == 1:
+            return "-"
+        if self.torus_span:
+            dims = " × ".join(f"{e}{'' if wrap else ' (no wrap)'}" for _, e, wrap in self.torus_span)
+            across = f", across {self.n_domains} slices" if self.n_domains > 1 else ""
+            return f"torus {dims}{across}"
+        if self.n_domains == 1:
+            return "inside one domain"
+        return f"{self.n_domains} domains × {self.members_per_domain}"
 
 
 @dataclass(frozen=True)
@@ -41,79 +88,283 @@ class Candidate:
     ep_s: float
     bubble_s: float
     step_s: float
+    dp: int = 1
+    cp: int = 1
+    dp_s: float = 0.0
+    cp_s: float = 0.0
+    activation_bytes_per_device: float = 0.0
+    recompute: str = "none"
+    mfu: float = 0.0
+    n_microbatches: float = 1.0
+    placement: dict = field(default_factory=dict)
 
     @property
     def mesh(self):
-        return {"fsdp": self.fsdp, "tp": self.tp, "ep": self.ep, "pp": self.pp}
+        return {"dp": self.dp, "fsdp": self.fsdp, "tp": self.tp, "cp": self.cp, "ep": self.ep, "pp": self.pp}
 
     @property
     def label(self):
         return " × ".join(f"{k} {v}" for k, v in self.mesh.items() if v > 1) or "1 device"
 
+    @property
+    def memory_bytes_per_device(self):
+        return self.state_bytes_per_device + self.activation_bytes_per_device
 
-def factorizations(n_devices, model):
-    """(fsdp, tp, ep, pp) with product n_devices that the model can use: tp
-    divides the KV heads and F, ep divides E, pp divides L."""
-    _validate.count("n_devices", n_devices)
-    m = models.get(model)
-    divisors = [d for d in range(1, n_devices + 1) if n_devices % d == 0]
-    out = []
-    for tp in divisors:
-        for ep in divisors:
-            for pp in divisors:
-                if n_devices % (tp * ep * pp):
-                    continue
-                fsdp = n_devices // (tp * ep * pp)
-                if m.n_kv_heads % tp or m.d_ff % tp or m.n_experts % ep or m.n_layers % pp:
-                    continue
-                out.append((fsdp, tp, ep, pp))
+
+def normalize_mesh(mesh):
+    """A dict over AXES (missing axes 1) from a dict or an (fsdp, tp, ep, pp) tuple."""
+    if isinstance(mesh, (tuple, list)):
+        if len(mesh) != len(TUPLE_AXES):
+            raise ValueError(f"mesh: a tuple must give (fsdp, tp, ep, pp), got {tuple(mesh)!r}")
+        mesh = dict(zip(TUPLE_AXES, mesh))
+    if not isinstance(mesh, dict):
+        raise ValueError(f"mesh: must be a dict of axis to degree or an (fsdp, tp, ep, pp) tuple, got {mesh!r}")
+    for axis in mesh:
+        if axis not in AXES:
+            raise ValueError(f"mesh: unknown axis {axis!r}; valid: {', '.join(AXES)}")
+    out = {}
+    for axis in AXES:
+        degree = mesh.get(axis, 1)
+        if not isinstance(degree, int) or isinstance(degree, bool) or degree < 1:
+            raise ValueError(f"mesh[{axis!r}]: must be an integer >= 1, got {degree!r}")
+        out[axis] = degree
     return out
 
 
-def _collective_s(acc, kind, total_bytes, group):
-    """A collective over one mesh axis's group, priced by the fabric: inside
-    one scale-up domain when it fits, otherwise over whole domains (or one
-    device per domain when the group does not divide into them)."""
-    if group <= 1:
-        return 0.0
+def check_mesh(model, mesh, seq_len):
+    """ValueError naming the axis and the rule when a degree does not divide
+    what it splits."""
+    m = models.get(model)
+    rules = (
+        ("tp", m.n_kv_heads, "the KV heads"),
+        ("tp", m.n_heads, "the attention heads"),
+        ("tp", m.d_ff, "F"),
+        ("ep", m.n_experts, "the experts"),
+        ("pp", m.n_layers, "the layers"),
+        ("cp", seq_len, "the sequence length"),
+    )
+    for axis, total, what in rules:
+        if total % mesh[axis]:
+            raise ValueError(f"mesh[{axis!r}]: {mesh[axis]} must divide {what} of {m.name} ({total})")
+
+
+def factorizations(n_devices, model, axes=TUPLE_AXES, seq_len=4096):
+    """Every (fsdp, tp, ep, pp) tuple (or, with `axes`, every dict over those
+    axes) whose product is n_devices and that the model can use."""
+    _validate.count("n_devices", n_devices)
+    models.get(model)
+    for axis in axes:
+        _validate.choice("axes", axis, AXES)
+    divisors = [d for d in range(1, n_devices + 1) if n_devices % d == 0]
+    out = []
+
+    def rec(i, remaining, chosen):
+        if i == len(axes) - 1:
+            chosen = dict(chosen, **{axes[i]: remaining})
+            mesh = normalize_mesh(chosen)
+            try:
+                check_mesh(model, mesh, seq_len)
+            except ValueError:
+                return
+            out.append(tuple(mesh[a] for a in axes) if axes == TUPLE_AXES else mesh)
+            return
+        for d in divisors:
+            if remaining % d == 0:
+                rec(i + 1, remaining // d, dict(chosen, **{axes[i]: d}))
+
+    rec(0, n_devices, {})
+    return out
+
+
+def _slice_shape(acc, n):
+    """A slice of n chips as even as the torus allows (sides grown one prime
+    factor at a time, smallest side first)."""
+    sides = [1] * acc.torus_dims
+    factors = []
+    k, p = n, 2
+    while k > 1:
+        while k % p == 0:
+            factors.append(p)
+            k //= p
+        p += 1
+    for f in sorted(factors, reverse=True):
+        i = min(range(len(sides)), key=lambda j: sides[j])
+        sides[i] *= f
+    return tuple(sorted(sides))
+
+
+def place(accelerator, mesh, order=DEFAULT_ORDER):
+    """Placement of every axis of `mesh` (innermost first, in `order`)."""
+    acc = hardware.get(accelerator)
+    mesh = normalize_mesh(mesh)
+    if sorted(order) != sorted(AXES):
+        raise ValueError(f"order: must list each of {', '.join(AXES)} once, got {tuple(order)!r}")
+    n = math.prod(mesh.values())
     domain = int(acc.scale_up_domain_size)
-    if group <= domain:
-        return fabric.collective_s(kind, total_bytes, acc, group)
-    n_domains = group // domain if group % domain == 0 else group
-    return fabric.collective_s(kind, total_bytes, acc, group, n_domains)
+    out, inner = {}, 1
+    if acc.scale_up_fabric == "torus":
+        in_slice = min(n, domain)
+        shape = _slice_shape(acc, in_slice)
+        used = [1] * len(shape)  # chips of each torus dimension already taken by inner axes
+    for axis in order:
+        d = mesh[axis]
+        if d == 1:
+            out[axis] = Placement(1, 1, 1)
+            continue
+        if acc.scale_up_fabric == "torus":
+            out[axis] = _place_on_torus(acc, shape, used, d)
+        elif inner * d <= domain:
+            out[axis] = Placement(d, 1, d)
+        elif inner >= domain or domain % inner:
+            out[axis] = Placement(d, d, 1)
+        else:
+            members = domain // inner
+            if d % members:
+                out[axis] = Placement(d, d, 1)
+            else:
+                out[axis] = Placement(d, d // members, members)
+        inner *= d
+    return out
 
 
-def evaluate(model, accelerator, mesh, global_tokens):
-    """One Candidate for mesh (fsdp, tp, ep, pp) under the stated assumptions."""
+def _place_on_torus(acc, shape, used, d):
+    span, links, remaining = [], 0.0, d
+    for dim, side in enumerate(shape):
+        free = side // used[dim]
+        take = math.gcd(remaining, free)
+        if take > 1:
+            wrap = fabric.has_wraparound(acc, shape, dim) and take == free
+            # groups that stride a dimension an inner axis already uses share its links
+            links += (2 if wrap else 1) / used[dim]
+            span.append((dim, take, wrap))
+            used[dim] *= take
+            remaining //= take
+        if remaining == 1:
+            break
+    # what does not fit in the slice spans slices over DCN, one member per slice
+    members = d // remaining
+    return Placement(d, remaining, members, torus_links=max(links, 1.0) if span else 0.0, torus_span=tuple(span))
+
+
+def _collective_s(acc, kind, total_bytes, placement):
+    """One collective over an axis's group, priced by where it sits."""
+    d = placement.degree
+    if d == 1 or total_bytes == 0:
+        return 0.0
+    if acc.scale_up_fabric != "torus":
+        return fabric.collective_s(kind, total_bytes, acc, d, placement.n_domains)
+    members = placement.members_per_domain
+    if members > 1:
+        rate = acc.scale_up_link_bytes_per_s * placement.torus_links
+        if kind == "all_to_all":
+            inside = collectives.all_to_all_s(total_bytes * members / d, members, rate)
+        elif kind == "all_reduce":
+            inside = 2 * collectives.reduce_scatter_s(total_bytes, members, rate)
+        else:
+            inside = collectives.collective_s(kind, total_bytes, members, rate)
+    else:
+        inside = 0.0
+    if placement.n_domains == 1:
+        return inside
+    out_rate = acc.scale_out_bytes_per_s
+    k = placement.n_domains
+    if kind == "all_to_all":
+        across = total_bytes * (d - members) / d / out_rate
+    elif kind == "all_reduce":
+        across = collectives.all_reduce_s(total_bytes / members, k, out_rate)
+    else:
+        across = total_bytes * (k - 1) / k / (members * out_rate)
+    return max(inside, across)
+
+
+def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_batch_seqs=1, recompute=None,
+             order=DEFAULT_ORDER, schedule="1f1b", n_devices=None):
+    """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
+    tuple) under the stated assumptions. `recompute` None picks the cheapest
+    policy that fits ('none', then 'selective', then 'full')."""
     m, acc = models.get(model), hardware.get(accelerator)
-    fsdp, tp, ep, pp = mesh
-    n = fsdp * tp * ep * pp
+    mesh = normalize_mesh(mesh)
     _validate.positive("global_tokens", global_tokens)
-    total, active = models.param_count(m), models.active_param_count(m)
-    # every routed expert's three matrices; the rest (attention, shared experts, router) is dense
-    expert_params = 3 * m.d_model * m.d_ff * m.n_experts * (m.n_layers - m.n_dense_layers) if m.is_moe else 0
+    _validate.count("seq_len", seq_len)
+    _validate.count("micro_batch_seqs", micro_batch_seqs)
+    n = math.prod(mesh.values())
+    if n_devices is not None and n != n_devices:
+        raise ValueError(f"mesh: degrees multiply to {n}, not to the device count {n_devices}")
+    check_mesh(m, mesh, seq_len)
+    if global_tokens < n:
+        raise ValueError(f"global_tokens: {global_tokens:g} is below one token per device ({n} devices)")
+    if recompute is not None:
+        _validate.choice("recompute", recompute, memory.RECOMPUTE)
+    batch_ways = mesh["dp"] * mesh["fsdp"] * mesh["ep"]
+    seqs_per_replica = global_tokens / seq_len / batch_ways
+    if seqs_per_replica < micro_batch_seqs:
+        raise ValueError(
+            f"global_tokens: leaves {seqs_per_replica:g} sequences of {seq_len} per data-parallel rank, "
+            f"fewer than micro_batch_seqs={micro_batch_seqs}"
+        )
+    n_micro = seqs_per_replica / micro_batch_seqs
+    placement = place(acc, mesh, order)
+
+    # --- memory ---------------------------------------------------------
+    total = models.param_count(m)
+    n_moe_layers = m.n_layers - m.n_dense_layers if m.is_moe else 0
+    expert_params = 3 * m.d_model * m.d_ff * m.n_experts * n_moe_layers if m.is_moe else 0
     dense_params = total - expert_params
-    per_device_params = dense_params / (fsdp * tp * pp) + expert_params / (fsdp * tp * ep * pp)
+    shard = mesh["fsdp"] * mesh["tp"] * mesh["pp"]
+    per_device_params = dense_params / shard + expert_params / (shard * mesh["ep"])
     state = memory.state_bytes_per_device(per_device_params, "dp", 1)
-    math_s = 6 * active * global_tokens / (n * acc.bf16_dense_flops_per_s)
-    # FSDP: gather forward and backward, reduce-scatter gradients (3 rings)
-    fsdp_s = 3 * _collective_s(acc, "all_gather", 2 * per_device_params * fsdp, fsdp)
-    # TP: 2 all-reduces per layer forward and 2 backward, of this replica's tokens
-    tokens_per_replica = global_tokens / (fsdp * ep)
-    layers_here = m.n_layers / pp
-    tp_s = 4 * layers_here * _collective_s(acc, "all_reduce", tokens_per_replica * m.d_model * 2, tp)
-    # EP: dispatch and combine, forward and backward, per MoE layer
-    moe_layers = (m.n_layers - m.n_dense_layers) / pp if m.is_moe else 0
-    routed = tokens_per_replica / tp * m.top_k * m.d_model * 2
-    ep_s = 4 * moe_layers * _collective_s(acc, "all_to_all", routed, ep)
-    bubble_s = math_s * pipeline.bubble_overhead(pp, 4 * pp)
-    step_s = max(math_s, fsdp_s) + tp_s + ep_s + bubble_s
-    return Candidate(fsdp, tp, ep, pp, state, state <= acc.hbm_bytes, math_s, fsdp_s, tp_s, ep_s, bubble_s, step_s)
+    policies = memory.RECOMPUTE if recompute is None else (recompute,)
+    for policy in policies:
+        activations = memory.activation_bytes_per_device(
+            m, seq_len, micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], pp=mesh["pp"],
+            sequence_parallel=mesh["tp"] > 1, recompute=policy, n_microbatches=math.ceil(n_micro), schedule=schedule,
+        )
+        fits = state + activations <= acc.hbm_bytes
+        if fits:
+            break
+
+    # --- math -----------------------------------------------------------
+    c = acc.bf16_dense_flops_per_s
+    model_flops = training.model_flops_per_token(m, seq_len) * global_tokens
+    math_s = training.hardware_flops_per_token(m, seq_len, policy) * global_tokens / (n * c)
+
+    # --- communication --------------------------------------------------
+    gathered = 2 * per_device_params * mesh["fsdp"]  # the BF16 weights one fsdp group gathers
+    fsdp_s = (2 * n_micro + 1) * _collective_s(acc, "all_gather", gathered, placement["fsdp"])
+    dp_s = _collective_s(acc, "all_reduce", 2 * per_device_params, placement["dp"])
+    tokens_per_group = global_tokens / (batch_ways * mesh["cp"])  # the tokens one tp group works on
+    layers_here = m.n_layers / mesh["pp"]
+    kv_bytes = tokens_per_group * mesh["cp"] * 2 * m.n_kv_heads * m.head_dim * 2 / mesh["tp"]
+    cp_s = 2 * layers_here * _collective_s(acc, "all_gather", kv_bytes, placement["cp"])
+    tp_rounds = 6 if policy == "full" else 4
+    tp_s = tp_rounds * layers_here * _collective_s(acc, "all_reduce", tokens_per_group * m.d_model * 2, placement["tp"])
+    moe_layers_here = n_moe_layers / mesh["pp"]
+    routed = tokens_per_group / mesh["tp"] * m.top_k * m.d_model * 2
+    ep_s = 4 * moe_layers_here * _collective_s(acc, "all_to_all", routed, placement["ep"])
+    bubble_s = math_s * pipeline.bubble_overhead(mesh["pp"], math.ceil(n_micro)) if mesh["pp"] > 1 else 0.0
+    step_s = max(math_s, fsdp_s, dp_s, cp_s) + tp_s + ep_s + bubble_s
+    mfu = model_flops / (n * c) / step_s
+    return Candidate(
+        mesh["fsdp"], mesh["tp"], mesh["ep"], mesh["pp"], state, fits, math_s, fsdp_s, tp_s, ep_s, bubble_s, step_s,
+        dp=mesh["dp"], cp=mesh["cp"], dp_s=dp_s, cp_s=cp_s, activation_bytes_per_device=activations,
+        recompute=policy, mfu=mfu, n_microbatches=n_micro, placement=placement,
+    )
 
 
-def explore(model, accelerator, n_devices, global_tokens):
-    """Every usable mesh, fitting ones first, each group by estimated step time."""
-    found = [evaluate(model, accelerator, mesh, global_tokens) for mesh in factorizations(n_devices, model)]
+def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, **options):
+    """Every usable mesh over `axes`, fitting ones first, each group by step
+    time. Meshes that leave a data-parallel rank less than one microbatch
+    are not usable and are left out."""
+    models.get(model), hardware.get(accelerator)  # unknown presets fail here, by name
+    found = []
+    seq_len = options.get("seq_len", 4096)
+    for mesh in factorizations(n_devices, model, axes, seq_len):
+        mesh = dict(zip(TUPLE_AXES, mesh)) if isinstance(mesh, tuple) else mesh
+        try:
+            found.append(evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options))
+        except ValueError as error:
+            if "sequences of" not in str(error):
+                raise
     return sorted(found, key=lambda c: (not c.fits, c.step_s))
 
 
@@ -124,10 +375,72 @@ def predicted_collectives(candidate):
     out = []
     if candidate.fsdp > 1:
         out += [("all_gather", "fsdp"), ("reduce_scatter", "fsdp")]
+    if candidate.dp > 1:
+        out += [("all_reduce", "dp")]
     if candidate.tp > 1:
         out += [("all_reduce", "tp")]
+    if candidate.cp > 1:
+        out += [("all_gather", "cp")]
     if candidate.ep > 1:
         out += [("all_to_all", "ep")]
     if candidate.pp > 1:
         out += [("collective_permute", "pp")]
     return out
+
+
+def format_table(candidates, top=None):
+    """The ranked candidates as a plain-text table."""
+    header = ("mesh", "fits", "recompute", "memory GB", "math ms", "exposed comm ms", "bubble ms", "step ms", "MFU")
+    rows = []
+    for cand in candidates[:top] if top else candidates:
+        exposed = cand.step_s - cand.math_s - cand.bubble_s
+        rows.append((cand.label, "yes" if cand.fits else "no", cand.recompute, f"{cand.memory_bytes_per_device / 1e9:,.1f}",
+                     f"{cand.math_s * 1e3:,.0f}", f"{exposed * 1e3:,.0f}", f"{cand.bubble_s * 1e3:,.0f}",
+                     f"{cand.step_s * 1e3:,.0f}", f"{cand.mfu:.1%}"))
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+             for r in [header, *rows]]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m shardbook.explorer",
+        description="Rank the meshes of a model on a number of accelerators with the book's cost model.",
+    )
+    parser.add_argument("model", help=f"a model preset: {', '.join(models.names())}")
+    parser.add_argument("accelerator", help=f"an accelerator preset: {', '.join(hardware.names())}")
+    parser.add_argument("n_devices", type=int, help="number of devices")
+    parser.add_argument("tokens", type=float, help="global batch in tokens")
+    parser.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
+    parser.add_argument("--recompute", choices=memory.RECOMPUTE, default=None,
+                        help="activation recomputation (default: the cheapest that fits)")
+    parser.add_argument("--seq-len", type=int, default=4096, help="sequence length (default 4096)")
+    parser.add_argument("--axes", default="fsdp,tp,ep,pp",
+                        help=f"comma-separated mesh axes to search (default fsdp,tp,ep,pp; any of {','.join(AXES)})")
+    args = parser.parse_args(argv)
+    try:
+        axes = tuple(a.strip() for a in args.axes.split(",") if a.strip())
+        if args.n_devices < 1:
+            raise ValueError(f"n_devices: must be >= 1, got {args.n_devices}")
+        if args.tokens < args.n_devices:
+            raise ValueError(f"tokens: {args.tokens:g} is below one token per device ({args.n_devices} devices)")
+        found = explore(args.model, args.accelerator, args.n_devices, args.tokens, axes=axes,
+                        recompute=args.recompute, seq_len=args.seq_len)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if not found:
+        print(f"error: no mesh of {args.n_devices} devices can run {args.model} with a batch of {args.tokens:g} tokens "
+              f"(each data-parallel rank needs at least one sequence of {args.seq_len})", file=sys.stderr)
+        return 2
+    print(f"{args.model} on {args.n_devices} × {args.accelerator}, {args.tokens:,.0f} tokens per step, "
+          f"sequences of {args.seq_len}: {len(found)} meshes\n")
+    print(format_table(found, args.top))
+    print("\nAssumptions:\n" + ASSUMPTIONS)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

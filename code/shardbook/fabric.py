@@ -26,6 +26,25 @@ from . import _validate, collectives, hardware
 
 KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 
+# A slice axis has wraparound links when its length is a multiple of this:
+# training chips join 4×4×4 cubes through optical switches, inference chips
+# only close a full 16-chip axis (scaling-book-tpus). Ironwood's pod is built
+# like v5p's (google-tpu7x).
+WRAPAROUND_MULTIPLE = {"TPU v5e": 16, "TPU v6e": 16, "TPU v5p": 4, "Ironwood": 4}
+
+
+def has_wraparound(accelerator, slice_shape, axis):
+    """Whether torus axis `axis` of a slice of shape `slice_shape` closes
+    into a ring: v5p and Ironwood need a whole number of 4×4×4 cubes (every
+    side a multiple of 4), v5e and v6e a side of 16."""
+    acc = hardware.get(accelerator)
+    multiple = WRAPAROUND_MULTIPLE.get(acc.name)
+    if multiple is None:
+        raise ValueError(f"accelerator: no torus wraparound rule for {acc.name}")
+    if multiple == 4:
+        return all(side % 4 == 0 for side in slice_shape)
+    return slice_shape[axis] % multiple == 0
+
 
 def _torus_extents(acc, n, torus_extents):
     if torus_extents is None:

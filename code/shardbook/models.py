@@ -23,12 +23,15 @@ class MLA:
 
 @dataclass(frozen=True)
 class Model:
-    """A decoder-only transformer with a gated (SwiGLU) MLP.
+    """A decoder-only transformer.
 
     n_experts = 1 and top_k = 1 describe a dense model. For MoE models `d_ff`
     is one routed expert's width; `n_shared_experts` experts of the same width
     run for every token; the first `n_dense_layers` layers are dense with
-    width `d_ff_dense`.
+    width `d_ff_dense`. `gated_mlp`: a SwiGLU MLP (gate, up, down: three
+    matrices; every preset) or a plain two-matrix MLP (GPT). `dropout`:
+    dropout after attention scores and after each block (GPT as Megatron
+    trains it; LLaMA-style models have none).
     """
 
     name: str
@@ -48,6 +51,8 @@ class Model:
     tied_embeddings: bool = False
     mla: MLA | None = None
     router_bias: bool = False
+    gated_mlp: bool = True
+    dropout: bool = False
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source:
@@ -91,21 +96,21 @@ def _attention_params(m):
     return q + kv + o
 
 
-def _mlp_params(d_model, d_ff):
-    return 3 * d_model * d_ff  # gate, up and down projections
+def _mlp_params(d_model, d_ff, gated=True):
+    return (3 if gated else 2) * d_model * d_ff  # gate, up and down; or up and down
 
 
 def _layer_counts(m, active):
     attention = _attention_params(m)
     norms = 2 * m.d_model
-    dense = m.n_dense_layers * (attention + norms + _mlp_params(m.d_model, m.d_ff_dense))
+    dense = m.n_dense_layers * (attention + norms + _mlp_params(m.d_model, m.d_ff_dense, m.gated_mlp))
     n_moe = m.n_layers - m.n_dense_layers
     if m.is_moe:
         n_routed = m.top_k if active else m.n_experts
         router = m.n_experts * m.d_model + (m.n_experts if m.router_bias else 0)
-        mlp = (n_routed + m.n_shared_experts) * _mlp_params(m.d_model, m.d_ff) + router
+        mlp = (n_routed + m.n_shared_experts) * _mlp_params(m.d_model, m.d_ff, m.gated_mlp) + router
     else:
-        mlp = _mlp_params(m.d_model, m.d_ff)
+        mlp = _mlp_params(m.d_model, m.d_ff, m.gated_mlp)
     return dense + n_moe * (attention + norms + mlp)
 
 
@@ -139,6 +144,7 @@ PRESETS = {
     m.name: m
     for m in [
         Model("LLaMA-2 13B", "touvron2023llama2", 5120, 13824, 40, 40, 40, 128, 32000),
+        Model("LLaMA-2 70B", "touvron2023llama2", 8192, 28672, 80, 64, 8, 128, 32000),
         Model("LLaMA-3 8B", "dubey2024llama3", 4096, 14336, 32, 32, 8, 128, 128256),
         Model("LLaMA-3 70B", "dubey2024llama3", 8192, 28672, 80, 64, 8, 128, 128256),
         Model("LLaMA-3 405B", "dubey2024llama3", 16384, 53248, 126, 128, 8, 128, 128256),

@@ -2,8 +2,10 @@
 Ref: kaplan2020scaling (6·N FLOPs per token), scaling-book-training,
 distributed-training-notes."""
 
-from . import _validate
+from . import _validate, models
 from .units import SECONDS_PER_DAY
+
+RECOMPUTE = ("none", "selective", "full")
 
 
 def training_flops(n_params, n_tokens, flops_per_param_token=6):
@@ -62,3 +64,28 @@ def dp_loss_scale(n_replicas, global_valid_tokens):
     _validate.count("n_replicas", n_replicas)
     _validate.count("global_valid_tokens", global_valid_tokens)
     return n_replicas / global_valid_tokens
+
+
+def model_flops_per_token(model, seq_len):
+    """Model FLOPs per trained token, as PaLM and Megatron-LM count them:
+    6·N (N active parameters) plus the attention scores, 12·L·(heads ·
+    head_dim)·s (QKᵀ and the product with V, 2·2·s·H·Q per layer forward,
+    times 3 for forward and backward; the causal mask is not credited).
+    No recomputation: this is the numerator of MFU.
+    Ref: narayanan2021megatron, chowdhery2022palm."""
+    m = models.get(model)
+    _validate.count("seq_len", seq_len)
+    attention = 12 * m.n_layers * m.n_heads * m.head_dim * seq_len
+    return 6 * models.active_param_count(m) + attention
+
+
+def hardware_flops_per_token(model, seq_len, recompute="none"):
+    """FLOPs the devices actually run per token: the model FLOPs plus what
+    recomputation repeats: 'selective' the attention-score forward
+    (4·L·H·Q·s), 'full' the whole forward (2·N + 4·L·H·Q·s).
+    Ref: korthikanti2022reducing."""
+    m = models.get(model)
+    _validate.choice("recompute", recompute, RECOMPUTE)
+    scores_forward = 4 * m.n_layers * m.n_heads * m.head_dim * seq_len
+    extra = {"none": 0, "selective": scores_forward, "full": 2 * models.active_param_count(m) + scores_forward}[recompute]
+    return model_flops_per_token(m, seq_len) + extra
