@@ -12,22 +12,24 @@ compiling candidates is in shardbook.hlo.explore.
 Assumptions (stated on every result):
 - an optimistic bound: peak FLOP/s, collectives at line rate on every link
   the fabric offers, perfect overlap wherever overlap is possible;
-- math: model FLOPs 6·N_active + 12·L·H·Q·s per token (attention scores
-  counted as PaLM and Megatron-LM count them), plus what the chosen
-  recomputation repeats; MFU = model FLOPs at peak / step time;
+- math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the attention
+  scores' causal half, as MaxText counts them and block-skipping kernels
+  compute), plus what the chosen recomputation repeats; MFU = model FLOPs
+  at peak / step time;
 - axes are placed innermost first (default tp, ep, cp, fsdp, dp, pp): a
   group sits inside one scale-up domain while the product of the inner axes
   and its degree fits in one, otherwise it spans domains and its members
   share their NICs (or DCN); on a TPU each axis takes whole or partial torus
   dimensions of the slice, two links per wrapped dimension, one without
   wraparound, divided among the groups that stride the same dimension;
-- FSDP gathers weights forward and backward for every microbatch and
-  reduce-scatters gradients once; DP all-reduces gradients once; context
+- FSDP gathers weights forward and backward for every microbatch (once
+  per step if weights are kept) and reduce-scatters gradients once; DP all-reduces gradients once; context
   parallelism gathers K and V per layer; these hide behind the math, and the
   step pays whichever is longest; TP (sequence-parallel gathers and
   scatters, 4 all-reduce equivalents of the block's activations per layer)
   and EP (dispatch and combine, forward and backward) sit on the critical
-  path; PP adds the bubble of its schedule and microbatch count;
+  path unless ideal_overlap (collective matmul, DualPipe) hides them too;
+  PP adds the bubble of its schedule and microbatch count;
 - memory: BF16 weights and gradients and 12 bytes of optimizer state per
   parameter, sharded over fsdp (ZeRO-3), split over tp, pp and (experts) ep;
   activations per memory.activation_bytes_per_device with 16-bit
@@ -131,9 +133,9 @@ def normalize_mesh(mesh):
     return out
 
 
-def check_mesh(model, mesh, seq_len):
+def check_mesh(model, mesh, seq_len, uneven_pipeline=False):
     """ValueError naming the axis and the rule when a degree does not divide
-    what it splits."""
+    what it splits (pp may leave stages uneven when `uneven_pipeline`)."""
     m = models.get(model)
     rules = (
         ("tp", m.n_kv_heads, "the KV heads"),
@@ -144,11 +146,13 @@ def check_mesh(model, mesh, seq_len):
         ("cp", seq_len, "the sequence length"),
     )
     for axis, total, what in rules:
+        if uneven_pipeline and axis == "pp":
+            continue
         if total % mesh[axis]:
             raise ValueError(f"mesh[{axis!r}]: {mesh[axis]} must divide {what} of {m.name} ({total})")
 
 
-def factorizations(n_devices, model, axes=TUPLE_AXES, seq_len=4096):
+def factorizations(n_devices, model, axes=TUPLE_AXES, seq_len=4096, uneven_pipeline=False):
     """Every (fsdp, tp, ep, pp) tuple (or, with `axes`, every dict over those
     axes) whose product is n_devices and that the model can use."""
     _validate.count("n_devices", n_devices)
@@ -163,7 +167,7 @@ def factorizations(n_devices, model, axes=TUPLE_AXES, seq_len=4096):
             chosen = dict(chosen, **{axes[i]: remaining})
             mesh = normalize_mesh(chosen)
             try:
-                check_mesh(model, mesh, seq_len)
+                check_mesh(model, mesh, seq_len, uneven_pipeline)
             except ValueError:
                 return
             out.append(tuple(mesh[a] for a in axes) if axes == TUPLE_AXES else mesh)
@@ -278,10 +282,21 @@ def _collective_s(acc, kind, total_bytes, placement):
 
 
 def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_batch_seqs=1, recompute=None,
-             order=DEFAULT_ORDER, schedule="1f1b", n_devices=None):
+             order=DEFAULT_ORDER, schedule="1f1b", n_devices=None, uneven_pipeline=False,
+             keep_gathered_weights=False, ideal_overlap=False):
     """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
     tuple) under the stated assumptions. `recompute` None picks the cheapest
-    policy that fits ('none', then 'selective', then 'full')."""
+    policy that fits ('none', then 'selective', then 'full'). Each
+    data-parallel rank runs its share of the batch `micro_batch_seqs`
+    sequences at a time (pipeline microbatches, or gradient accumulation).
+    `uneven_pipeline` lets pp leave stages of unequal depth (as Llama 3's
+    126 layers on 16 stages): memory counts the deepest stage, time the
+    balanced average (optimistic). `keep_gathered_weights`: FSDP gathers each
+    weight once forward and once backward per step instead of per
+    microbatch (the gathered weights' memory is not counted).
+    `ideal_overlap`: TP and EP collectives hide behind the math too, as
+    collective matmuls and schedules such as DualPipe make them: the step is
+    the longest of math and every kind of communication, plus the bubble."""
     m, acc = models.get(model), hardware.get(accelerator)
     mesh = normalize_mesh(mesh)
     _validate.positive("global_tokens", global_tokens)
@@ -290,7 +305,7 @@ def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_bat
     n = math.prod(mesh.values())
     if n_devices is not None and n != n_devices:
         raise ValueError(f"mesh: degrees multiply to {n}, not to the device count {n_devices}")
-    check_mesh(m, mesh, seq_len)
+    check_mesh(m, mesh, seq_len, uneven_pipeline)
     if global_tokens < n:
         raise ValueError(f"global_tokens: {global_tokens:g} is below one token per device ({n} devices)")
     if recompute is not None:
@@ -314,23 +329,27 @@ def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_bat
     per_device_params = dense_params / shard + expert_params / (shard * mesh["ep"])
     state = memory.state_bytes_per_device(per_device_params, "dp", 1)
     policies = memory.RECOMPUTE if recompute is None else (recompute,)
+    deepest_stage = math.ceil(m.n_layers / mesh["pp"])
     for policy in policies:
-        activations = memory.activation_bytes_per_device(
-            m, seq_len, micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], pp=mesh["pp"],
-            sequence_parallel=mesh["tp"] > 1, recompute=policy, n_microbatches=math.ceil(n_micro), schedule=schedule,
-        )
+        per_layer = memory.activation_bytes_per_device(
+            m, seq_len, micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], pp=1,
+            sequence_parallel=mesh["tp"] > 1, recompute=policy,
+        ) / m.n_layers
+        in_flight = memory.microbatches_in_flight(mesh["pp"], math.ceil(n_micro), schedule) if mesh["pp"] > 1 else 1
+        activations = per_layer * deepest_stage * in_flight
         fits = state + activations <= acc.hbm_bytes
         if fits:
             break
 
     # --- math -----------------------------------------------------------
     c = acc.bf16_dense_flops_per_s
-    model_flops = training.model_flops_per_token(m, seq_len) * global_tokens
-    math_s = training.hardware_flops_per_token(m, seq_len, policy) * global_tokens / (n * c)
+    model_flops = training.model_flops_per_token(m, seq_len, causal=True) * global_tokens
+    math_s = training.hardware_flops_per_token(m, seq_len, policy, causal=True) * global_tokens / (n * c)
 
     # --- communication --------------------------------------------------
     gathered = 2 * per_device_params * mesh["fsdp"]  # the BF16 weights one fsdp group gathers
-    fsdp_s = (2 * n_micro + 1) * _collective_s(acc, "all_gather", gathered, placement["fsdp"])
+    gathers = 2 if keep_gathered_weights else 2 * n_micro
+    fsdp_s = (gathers + 1) * _collective_s(acc, "all_gather", gathered, placement["fsdp"])
     dp_s = _collective_s(acc, "all_reduce", 2 * per_device_params, placement["dp"])
     tokens_per_group = global_tokens / (batch_ways * mesh["cp"])  # the tokens one tp group works on
     layers_here = m.n_layers / mesh["pp"]
@@ -342,7 +361,10 @@ def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_bat
     routed = tokens_per_group / mesh["tp"] * m.top_k * m.d_model * 2
     ep_s = 4 * moe_layers_here * _collective_s(acc, "all_to_all", routed, placement["ep"])
     bubble_s = math_s * pipeline.bubble_overhead(mesh["pp"], math.ceil(n_micro)) if mesh["pp"] > 1 else 0.0
-    step_s = max(math_s, fsdp_s, dp_s, cp_s) + tp_s + ep_s + bubble_s
+    if ideal_overlap:
+        step_s = max(math_s, fsdp_s, dp_s, cp_s, tp_s, ep_s) + bubble_s
+    else:
+        step_s = max(math_s, fsdp_s, dp_s, cp_s) + tp_s + ep_s + bubble_s
     mfu = model_flops / (n * c) / step_s
     return Candidate(
         mesh["fsdp"], mesh["tp"], mesh["ep"], mesh["pp"], state, fits, math_s, fsdp_s, tp_s, ep_s, bubble_s, step_s,
@@ -366,6 +388,42 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, **
             if "sequences of" not in str(error):
                 raise
     return sorted(found, key=lambda c: (not c.fits, c.step_s))
+
+
+def _bound_options(run):
+    return dict(seq_len=run.seq_len, micro_batch_seqs=run.micro_batch_seqs, recompute=run.recompute,
+                uneven_pipeline=run.uneven_pipeline, keep_gathered_weights=True, ideal_overlap=True)
+
+
+def bound_for_run(run):
+    """The explorer's most optimistic Candidate for a published run's own
+    mesh: the run's recomputation (from below), weights gathered once per
+    step, every collective overlapped with the math (ideal_overlap)."""
+    return evaluate(run.model, run.accelerator, run.mesh, run.global_tokens, **_bound_options(run))
+
+
+def rank_of_run(run, axes=None):
+    """(rank, count): where the run's own mesh places among the explorer's
+    candidates for the same model, devices and batch (over fsdp, tp, ep, pp
+    and any other axis the run uses), ranked by the same optimistic bound
+    (1 = best); rank None if the mesh is not among them."""
+    if axes is None:
+        axes = tuple(a for a in AXES if a in TUPLE_AXES or a in run.mesh)
+    options = _bound_options(run)
+    found = []
+    for mesh in factorizations(run.n_devices, run.model, axes, run.seq_len, uneven_pipeline=run.uneven_pipeline):
+        mesh = dict(zip(TUPLE_AXES, mesh)) if isinstance(mesh, tuple) else mesh
+        try:
+            found.append(evaluate(run.model, run.accelerator, mesh, run.global_tokens, **options))
+        except ValueError as error:
+            if "sequences of" not in str(error):
+                raise
+    target = normalize_mesh(run.mesh)
+    own = next((c for c in found if c.mesh == target), None)
+    if own is None:
+        return None, len(found)
+    # ties share a rank: one plus the candidates strictly faster
+    return 1 + sum(c.step_s < own.step_s * (1 - 1e-9) for c in found), len(found)
 
 
 def predicted_collectives(candidate):

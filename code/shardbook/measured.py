@@ -67,3 +67,85 @@ def achieved_scale_up(accelerator):
         if entry.accelerator == accelerator:
             return entry
     return None
+
+
+@dataclass(frozen=True)
+class PublishedRun:
+    """A training run whose hardware, mesh, batch and measured MFU were
+    published. `mesh` uses the explorer's axes; `recompute` is the explorer
+    policy closest to the run's from below (host offloading counts as none),
+    so that the explorer's bound stays a bound; `mfu` is as published (for
+    Llama 3, TFLOP/s per GPU over the H100's 989 TFLOP/s, as the paper
+    reports it)."""
+
+    name: str
+    model: str
+    accelerator: str
+    mesh: dict
+    seq_len: int
+    sequences_per_step: int
+    micro_batch_seqs: int
+    mfu: float
+    source: str
+    recompute: str = "none"
+    tokens_per_s_per_device: float | None = None
+    uneven_pipeline: bool = False
+    note: str = ""
+
+    @property
+    def n_devices(self):
+        n = 1
+        for degree in self.mesh.values():
+            n *= degree
+        return n
+
+    @property
+    def global_tokens(self):
+        return self.sequences_per_step * self.seq_len
+
+
+# MaxText's tiering table (docs/reference/models/tiering.md) gives chips, sequence length,
+# MFU and tokens/s/device; the meshes and batches come from the benchmark configs it links
+# (benchmarks/maxtext_v5p_model_configs.py and maxtext_trillium_model_configs.py):
+# ici_fsdp_parallelism -1 is every chip; per_device_batch_size sequences per chip per step.
+PUBLISHED_RUNS = (
+    PublishedRun("MaxText Llama 2 70B, v5p-512", "LLaMA-2 70B", "TPU v5p", {"fsdp": 512}, 4096, 512 * 4, 4, 0.654,
+                 "maxtext-tiering", tokens_per_s_per_device=692, note="remat save_dot_except_mlpwi"),
+    PublishedRun("MaxText Llama 2 70B, v6e-256", "LLaMA-2 70B", "TPU v6e", {"fsdp": 256}, 4096, 256 * 4, 4, 0.438,
+                 "maxtext-tiering", recompute="full", tokens_per_s_per_device=900, note="remat full"),
+    PublishedRun("MaxText Llama 3.1 8B, v6e-256", "LLaMA-3 8B", "TPU v6e", {"fsdp": 256}, 8192, 256 * 4, 4, 0.4546,
+                 "maxtext-tiering", tokens_per_s_per_device=7207, note="activations offloaded to the host"),
+    PublishedRun("MaxText Llama 3.1 70B, v6e-256", "LLaMA-3 70B", "TPU v6e", {"fsdp": 256}, 8192, 256 * 5, 5, 0.5033,
+                 "maxtext-tiering", tokens_per_s_per_device=960, note="activations offloaded to the host"),
+    PublishedRun("MaxText Mixtral 8x7B, v6e-256", "Mixtral 8x7B", "TPU v6e", {"fsdp": 256}, 4096, 256 * 12, 12, 0.3523,
+                 "maxtext-tiering", tokens_per_s_per_device=3899, note="dropped tokens, activations offloaded"),
+    PublishedRun("MaxText Mixtral 8x22B, v6e-256", "Mixtral 8x22B", "TPU v6e", {"fsdp": 64, "ep": 4}, 4096, 256 * 8, 8,
+                 0.362, "maxtext-tiering", tokens_per_s_per_device=1326, note="capacity factor 1.25, activations offloaded"),
+    # Llama 3 405B pre-training (dubey2024llama3, Table 4): 16M tokens per step in sequences of 8,192,
+    # TP 8, PP 16, the rest data parallel (FSDP), 430 and 400 TFLOP/s per GPU; 126 layers on 16 stages.
+    PublishedRun("Llama 3 405B, 8,192 H100", "LLaMA-3 405B", "H100", {"tp": 8, "pp": 16, "fsdp": 64}, 8192, 2048, 1,
+                 0.43, "dubey2024llama3", uneven_pipeline=True, note="430 TFLOP/s per GPU"),
+    PublishedRun("Llama 3 405B, 16,384 H100", "LLaMA-3 405B", "H100", {"tp": 8, "pp": 16, "fsdp": 128}, 8192, 2048, 1,
+                 0.41, "dubey2024llama3", uneven_pipeline=True, note="400 TFLOP/s per GPU"),
+)
+
+
+def deepseek_v3_mfu():
+    """DeepSeek-V3's pre-training utilization derived from its report:
+    14.8T tokens in 2.664M H800 GPU hours (deepseek2024v3), model FLOPs per
+    token as training.model_flops_per_token (causal), over the H800's BF16
+    peak. The run computed its matmuls in FP8, so this is utilization of the
+    BF16 peak, and the GPU hours include every stall of the run."""
+    from . import hardware, training
+
+    flops = training.model_flops_per_token("DeepSeek-V3", 4096, causal=True) * 14.8e12
+    return flops / (2.664e6 * 3600 * hardware.get("H800").bf16_dense_flops_per_s)
+
+
+PUBLISHED_RUNS += (
+    # deepseek2024v3: 2,048 H800, PP 16, EP 64 (over 8 nodes), ZeRO-1 data parallelism over the
+    # remaining 2; 15,360 sequences of 4,096 per step at steady state; 61 layers on 16 stages.
+    PublishedRun("DeepSeek-V3, 2,048 H800", "DeepSeek-V3", "H800", {"pp": 16, "ep": 64, "dp": 2}, 4096, 15360, 1,
+                 deepseek_v3_mfu(), "deepseek2024v3", recompute="selective", uneven_pipeline=True,
+                 note="derived from 2.664M GPU hours for 14.8T tokens; FP8 matmuls"),
+)

@@ -66,26 +66,27 @@ def dp_loss_scale(n_replicas, global_valid_tokens):
     return n_replicas / global_valid_tokens
 
 
-def model_flops_per_token(model, seq_len):
-    """Model FLOPs per trained token, as PaLM and Megatron-LM count them:
-    6·N (N active parameters) plus the attention scores, 12·L·(heads ·
-    head_dim)·s (QKᵀ and the product with V, 2·2·s·H·Q per layer forward,
-    times 3 for forward and backward; the causal mask is not credited).
-    No recomputation: this is the numerator of MFU.
-    Ref: narayanan2021megatron, chowdhery2022palm."""
+def model_flops_per_token(model, seq_len, causal=False):
+    """Model FLOPs per trained token: 6·N (N active parameters) plus the
+    attention scores, 12·L·(heads · head_dim)·s (QKᵀ and the product with V,
+    2·2·s·H·Q per layer forward, times 3 for forward and backward), as PaLM
+    and Megatron-LM count them. `causal` halves the attention term, crediting
+    only the unmasked half as MaxText does since 2025 and as block-skipping
+    kernels compute. No recomputation: this is the numerator of MFU.
+    Ref: narayanan2021megatron, chowdhery2022palm, maxtext."""
     m = models.get(model)
     _validate.count("seq_len", seq_len)
     attention = 12 * m.n_layers * m.n_heads * m.head_dim * seq_len
-    return 6 * models.active_param_count(m) + attention
+    return 6 * models.active_param_count(m) + (attention / 2 if causal else attention)
 
 
-def hardware_flops_per_token(model, seq_len, recompute="none"):
+def hardware_flops_per_token(model, seq_len, recompute="none", causal=False):
     """FLOPs the devices actually run per token: the model FLOPs plus what
     recomputation repeats: 'selective' the attention-score forward
-    (4·L·H·Q·s), 'full' the whole forward (2·N + 4·L·H·Q·s).
+    (4·L·H·Q·s, halved when causal), 'full' the whole forward (2·N plus that).
     Ref: korthikanti2022reducing."""
     m = models.get(model)
     _validate.choice("recompute", recompute, RECOMPUTE)
-    scores_forward = 4 * m.n_layers * m.n_heads * m.head_dim * seq_len
+    scores_forward = 4 * m.n_layers * m.n_heads * m.head_dim * seq_len / (2 if causal else 1)
     extra = {"none": 0, "selective": scores_forward, "full": 2 * models.active_param_count(m) + scores_forward}[recompute]
-    return model_flops_per_token(m, seq_len) + extra
+    return model_flops_per_token(m, seq_len, causal) + extra
