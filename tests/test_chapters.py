@@ -70,6 +70,23 @@ def test_lint_catches_typed_numbers():
     assert ledger.lint("$x = 12345$ and `123456` and {glue:text}`abc_123`\n") == []
 
 
+@pytest.mark.parametrize(
+    "typed,number",
+    [("It takes 18.35ms here.", "18.35"), ("It has 4,321GB/s of egress.", "4,321"), ("It is _4,321_ bytes.", "4,321"),
+     ("It moved by -4,321 bytes.", "4,321"), ("It is 123x faster.", "123"), ("It does 4.321e12 FLOPs.", "4.321e12"),
+     ("A share of .4321 is left.", ".4321")],
+)
+def test_lint_catches_numbers_glued_to_units_and_signs(typed, number):
+    """Numbers stuck to a unit, an emphasis mark, a sign, an exponent or a
+    leading point are still numbers a reader reads as computed."""
+    assert [n for _, n, _ in ledger.lint(typed + "\n")] == [number]
+
+
+def test_lint_leaves_names_with_digits_alone():
+    text = "H100, MI355X, GB200 NVL72, TPU v5p, Llama 3.1 405B, Mixtral 8x22B, bf16, x86, 1F1B and a 16M-token batch are names.\n"
+    assert ledger.lint(text) == []
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_download_buttons_offer_ipynb_and_md(path, built_book):
     page = (built_book / "html" / "chapters" / f"{path.stem}.html").read_text()

@@ -313,7 +313,15 @@ def write(path, values):
 
 # --- lint: numbers typed into prose ----------------------------------------
 
-_NUMBER_RE = re.compile(r"(?<![\w.,/#-])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?![\w])")
+# A number in prose: grouped or plain digits with optional decimals, or a
+# leading point (.4321), with an optional exponent (4.321e12). It may stick to
+# a unit (18.35ms, 123x), a sign or an emphasis mark; digits inside names
+# (H100, v5p, 8x22B, bf16) are not numbers: no letter or digit right before;
+# nor are model and batch sizes (405B, 16M-token): a lone B, M, K or T after.
+_NUMBER_RE = re.compile(
+    r"(?<![A-Za-z0-9.,/#])(?:(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?|\.(\d+))(?:[eE][+-]?\d+(?![A-Za-z]))?"
+    r"(?![0-9])(?![BMKT](?![A-Za-z]))"
+)
 _EXEMPT_MARK = re.compile(r"<!--\s*typed-number:\s*(.+?)\s*-->")
 
 
@@ -348,7 +356,7 @@ def _strip_non_prose(markdown):
 
 
 def _significant_digits(integer, fraction):
-    digits = (integer.replace(",", "") + (fraction or "")).lstrip("0")
+    digits = ((integer or "").replace(",", "") + (fraction or "")).lstrip("0")
     if not fraction:
         digits = digits.rstrip("0")
     return len(digits)
@@ -370,7 +378,7 @@ def lint(markdown, glued_texts=()):
             continue
         for m in _NUMBER_RE.finditer(prose):
             number = m.group(0)
-            if _significant_digits(m.group(1), m.group(2)) >= 3:
+            if _significant_digits(m.group(1), m.group(2) or m.group(3)) >= 3:
                 findings.append((lineno, number, "three or more significant digits"))
             elif number in glued_numbers and not re.fullmatch(r"\d", number):
                 # single digits (byte widths, stage numbers, counts of things)
