@@ -434,3 +434,19 @@ def test_tp_backward_moves_4bd_or_6bd():
     assert math_s == pytest.approx(8 * b * d * f / (8 * c))
     assert comms_s == pytest.approx(4 * b * d / w)
     assert roofline.tp_layer_s(b, d, f, 8, c, w, regather_input=True)[1] == pytest.approx(6 * b * d / w)
+
+
+@pytest.mark.parametrize(
+    "call,message",
+    [
+        (lambda: sharding.replication_factor(("zz",), {"x": 2}), "spec: axis 'zz' \\(dimension 0\\) is not in the mesh"),
+        (lambda: sharding.replication_factor("x", {"x": 2}), "spec: must be a tuple with one entry per dimension"),
+        (lambda: sharding.local_shape((8, 8), "xy", {"x": 2, "y": 2}), "spec: must be a tuple with one entry per dimension"),
+        (lambda: sharding.matmul_communication("xy", (None, None)), "lhs_spec: must be a pair"),
+    ],
+)
+def test_specs_are_checked(call, message):
+    """A spec naming an axis the mesh lacks, or a string where a tuple of
+    entries belongs (it would be read letter by letter), is refused."""
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -29,13 +29,32 @@ def _axes_of(entry):
     raise ValueError(f"spec: each entry must be None, an axis name or a tuple of names, got {entry!r}")
 
 
+def _check_spec(spec, mesh=None):
+    """A spec is a tuple (or list) with one entry per dimension; a bare
+    string would be read letter by letter, so it is refused. Every axis it
+    names must be in the mesh."""
+    if isinstance(spec, str) or not isinstance(spec, (tuple, list)):
+        raise ValueError(
+            f"spec: must be a tuple with one entry per dimension (None, an axis name or a tuple of names), got {spec!r}"
+        )
+    spec = tuple(spec)
+    if mesh is not None:
+        for i, entry in enumerate(spec):
+            for axis in _axes_of(entry):
+                if axis not in mesh:
+                    raise ValueError(
+                        f"spec: axis {axis!r} (dimension {i}) is not in the mesh; mesh axes: {', '.join(mesh)}"
+                    )
+    return spec
+
+
 def shard_counts(global_shape, spec, mesh):
     """For each dimension, how many ways the spec splits it (q_i)."""
     _check_mesh(mesh)
     shape = tuple(global_shape)
     for i, d in enumerate(shape):
         _validate.count(f"global_shape[{i}]", d)
-    spec = tuple(spec)
+    spec = _check_spec(spec)
     if len(spec) != len(shape):
         raise ValueError(
             f"spec: has {len(spec)} entries but global_shape has {len(shape)} dimensions; give one entry per dimension"
@@ -84,6 +103,7 @@ def replication_factor(spec, mesh):
     """How many devices hold each shard: the product of the mesh axes the spec
     does not use."""
     _check_mesh(mesh)
+    spec = _check_spec(spec, mesh)
     used = {a for entry in spec for a in _axes_of(entry)}
     return math.prod(size for axis, size in mesh.items() if axis not in used)
 
@@ -100,6 +120,9 @@ def matmul_communication(lhs_spec, rhs_spec):
       dimensions, so B is all-gathered along K first.
     - otherwise no communication: C is split as I and K are.
     Ref: scaling-book-sharding, distributed-training-notes."""
+    for name, spec in (("lhs_spec", lhs_spec), ("rhs_spec", rhs_spec)):
+        if isinstance(spec, str) or not isinstance(spec, (tuple, list)) or len(spec) != 2:
+            raise ValueError(f"{name}: must be a pair (axis or None, axis or None), got {spec!r}")
     (i_axis, j_lhs), (j_rhs, k_axis) = tuple(lhs_spec), tuple(rhs_spec)
     steps = []
     if j_lhs is not None and j_lhs == j_rhs:
