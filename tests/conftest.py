@@ -20,4 +20,10 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 def built_book():
     if not (HTML / "index.html").exists() or not list(EXECUTED.rglob("*.ipynb")):
         pytest.fail("the book has not been built: run `make test` (or `make book`) first")
+    from shardbook import ledger
+
+    try:  # a failed, partial or stale build must not pass as the current one
+        ledger.check_build(EXECUTED, ROOT)
+    except ValueError as exc:
+        pytest.fail(f"the build cannot be trusted: {exc}")
     return BUILD

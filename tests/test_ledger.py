@@ -87,3 +87,56 @@ def test_live_declarations_are_checked():
         ledger.live(lambda a=1: {"x": 3}, a=ledger.number())
     with pytest.raises(ValueError, match="options: a choice needs at least one option"):
         ledger.choice([])
+
+
+def _partial_build(tmp_path, built_book, leave_out=()):
+    """A copy of the build's executed notebooks (and its fingerprint) without some chapters."""
+    import shutil
+
+    executed = tmp_path / "_build" / "jupyter_execute"
+    shutil.copytree(built_book / "jupyter_execute", executed,
+                    ignore=lambda d, names: [n for n in names if n.split(".")[0] in leave_out])
+    shutil.copy2(built_book / ledger.FINGERPRINT_FILE, executed.parent / ledger.FINGERPRINT_FILE)
+    return executed
+
+
+def test_bless_refuses_a_build_missing_a_chapter(tmp_path, built_book, capsys):
+    """Blessing a partial build once rewrote 590 expected values as 260 and
+    exited 0; now it names the missing chapter and writes nothing."""
+    executed = _partial_build(tmp_path, built_book, leave_out=("03_data_parallel",))
+    target = tmp_path / "expected.json"
+    target.write_text(EXPECTED_NUMBERS.read_text())
+    before = target.read_text()
+    assert ledger._main(["bless", "--expected", str(target), "--executed", str(executed)]) == 2
+    assert "no output for 03_data_parallel (listed in _toc.yml)" in capsys.readouterr().err
+    assert target.read_text() == before
+
+
+def test_check_and_bless_refuse_a_stale_or_unfinished_build(tmp_path, built_book, capsys):
+    executed = _partial_build(tmp_path, built_book)
+    stamp = executed.parent / ledger.FINGERPRINT_FILE
+    target = tmp_path / "expected.json"
+    target.write_text(EXPECTED_NUMBERS.read_text())
+    stamp.write_text("0" * 64 + "\n")  # a build made from other sources
+    for command in ("check", "bless"):
+        assert ledger._main([command, "--expected", str(target), "--executed", str(executed)]) == 2
+        assert "the build is older than the sources" in capsys.readouterr().err
+    stamp.unlink()  # a build that started and did not finish
+    assert ledger._main(["check", "--expected", str(target), "--executed", str(executed)]) == 2
+    assert "no record of a finished build" in capsys.readouterr().err
+    assert target.read_text() == EXPECTED_NUMBERS.read_text()
+
+
+def test_bless_never_drops_a_value_silently(tmp_path, built_book, capsys):
+    executed = _partial_build(tmp_path, built_book)
+    target = tmp_path / "expected.json"
+    values = ledger.load(EXPECTED_NUMBERS)
+    extra = dict(values[0], name="a_value_no_cell_shows_any_more")
+    ledger.write(target, values + [extra])
+    assert ledger._main(["bless", "--expected", str(target), "--executed", str(executed)]) == 2
+    err = capsys.readouterr().err
+    assert "a_value_no_cell_shows_any_more" in err and "--drop" in err
+    assert any(v["name"] == extra["name"] for v in ledger.load(target))
+    assert ledger._main(["bless", "--expected", str(target), "--executed", str(executed),
+                         "--drop", "a_value_no_cell_shows_any_more"]) == 0
+    assert not any(v["name"] == extra["name"] for v in ledger.load(target))

@@ -13,6 +13,7 @@ Standard library only (IPython is imported when a chapter displays a value).
 """
 
 import argparse
+import hashlib
 import inspect
 import json
 import math
@@ -387,6 +388,51 @@ def lint(markdown, glued_texts=()):
     return findings
 
 
+# --- build fingerprint -----------------------------------------------------
+
+FINGERPRINT_FILE = ".build-fingerprint"
+_FINGERPRINT_GLOBS = ("_toc.yml", "_config.yml", "chapters/*.md", "code/shardbook/**/*.py", "hlo_artifacts/*/meta.json")
+
+
+def source_fingerprint(root):
+    """sha256 over the sources a build reads (chapters, table of contents,
+    config, the package, the artifacts' meta.json): equal fingerprints mean
+    the build saw these exact files."""
+    root = Path(root)
+    digest = hashlib.sha256()
+    for pattern in _FINGERPRINT_GLOBS:
+        for path in sorted(root.glob(pattern)):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def toc_chapters(root):
+    """The chapter stems _toc.yml lists (chapters/NN_slug entries)."""
+    toc = Path(root) / "_toc.yml"
+    return re.findall(r"^\s*(?:-\s*file|root):\s*chapters/([0-9]{2}_[a-z0-9_]+)\s*$", toc.read_text(), re.M)
+
+
+def check_build(executed_dir, root="."):
+    """Refuse a build that cannot be trusted: one that did not finish (no
+    fingerprint), one made from older sources than the working tree, or one
+    missing a chapter of _toc.yml. Returns None; raises ValueError saying
+    what to do."""
+    executed = Path(executed_dir)
+    stamp = executed.parent / FINGERPRINT_FILE
+    if not stamp.exists():
+        raise ValueError(f"{stamp}: no record of a finished build (the last build failed or never ran); run `make book`")
+    if stamp.read_text().strip() != source_fingerprint(root):
+        raise ValueError(
+            f"{stamp}: the build is older than the sources (chapters, shardbook or the artifacts changed since); "
+            "run `make book`"
+        )
+    built = {p.name.split(".")[0] for p in list(executed.rglob("*.ipynb")) + list(executed.rglob("*.glue.json"))}
+    missing = [c for c in toc_chapters(root) if c not in built]
+    if missing:
+        raise ValueError(f"{executed}: the build has no output for {', '.join(missing)} (listed in _toc.yml); run `make book`")
+
+
 # --- command line ----------------------------------------------------------
 
 
@@ -395,18 +441,29 @@ def _main(argv=None):
     parser.add_argument("command", choices=["check", "bless", "show"])
     parser.add_argument("--executed", default="_build/jupyter_execute", help="folder of executed notebooks")
     parser.add_argument("--expected", default="tests/expected_numbers.json", help="committed expected values")
+    parser.add_argument("--root", default=".", help="the book's folder (for _toc.yml and the build fingerprint)")
+    parser.add_argument("--drop", action="append", default=[], metavar="NAME",
+                        help="with bless: let this expected value disappear (repeat for each; 'all' for every one)")
     args = parser.parse_args(argv)
     try:
+        if args.command != "show":
+            check_build(args.executed, args.root)
         got = collect(args.executed)
-    except (FileNotFoundError, ValueError) as exc:
+        expected = load(args.expected) if Path(args.expected).exists() and args.command != "show" else []
+    except (OSError, ValueError, KeyError) as exc:
         print(f"ledger: {exc}", file=sys.stderr)
         return 2
     if args.command == "show":
         print(format_rows([(g["chapter"], g["name"], "", g["text"], "", "") for g in got]))
         return 0
-    expected = load(args.expected) if Path(args.expected).exists() else []
     rows = compare(expected, got)
     if args.command == "bless":
+        gone = [r for r in rows if r[5] == "missing" and "all" not in args.drop and r[1] not in args.drop]
+        if gone:
+            print(format_rows(gone), file=sys.stderr)
+            print(f"ledger: {len(gone)} expected values are not in the build; nothing written. If they were removed "
+                  "on purpose, bless again with --drop NAME for each (or --drop all).", file=sys.stderr)
+            return 2
         write(args.expected, got)
         if rows:
             print(format_rows(rows))

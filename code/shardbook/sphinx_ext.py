@@ -62,9 +62,22 @@ def _copy_if_changed(src, dst):
     shutil.copy2(src, dst)
 
 
+def _fingerprint_file(app):
+    from .ledger import FINGERPRINT_FILE
+
+    return Path(app.outdir).parent / FINGERPRINT_FILE
+
+
+def _forget_fingerprint(app):
+    """A build that starts is not yet a build that finished: drop the record
+    so that a failed build leaves nothing that looks current."""
+    _fingerprint_file(app).unlink(missing_ok=True)
+
+
 def _finish_site(app, exc):
     """After an HTML build: the colour-mode fix, the trimmed icons, the live
-    mode's assets and the local MathJax."""
+    mode's assets and the local MathJax; then the fingerprint of the sources
+    this build read (shardbook.ledger.check_build compares it)."""
     if exc is not None or app.builder.format != "html":
         return
     static = Path(app.outdir) / "_static"
@@ -73,6 +86,10 @@ def _finish_site(app, exc):
     _copy_live_assets(app)
     for part in MATHJAX_PARTS:
         _copy_if_changed(_mathjax_source() / part, static / "mathjax" / part)
+    if app.statuscode == 0:
+        from .ledger import source_fingerprint
+
+        _fingerprint_file(app).write_text(source_fingerprint(app.srcdir) + "\n")
 
 
 FA_PACKS = {"fab": "fab", "fa-brands": "fab", "far": "far", "fa-regular": "far", "fas": "fas", "fa-solid": "fas"}
@@ -164,10 +181,20 @@ def _keyed_glue_role():
     from myst_nb.ext.glue.domain import NbGlueDomain
     from myst_nb.ext.glue.roles import PasteTextRole
 
+    from sphinx.errors import ExtensionError
+
     class KeyedPasteTextRole(PasteTextRole):
         def run(self):
             result, messages = super().run()
             key = self.text.split("::")[-1].split(":")[0]  # [doc::]key[:format]
+            if not result and "::" not in self.text:
+                # myst-nb leaves an empty span and no warning the build reports:
+                # a sentence would silently lose its number, so stop the build
+                source = self.source or "this page"
+                raise ExtensionError(
+                    f"{source}:{self.line}: glue key {key!r} is used in prose but no cell of that page glues it "
+                    "(ledger.show / ledger.live)"
+                )
             for node in result:
                 node["classes"].append(f"glue-key-{key}")
             return result, messages
@@ -195,6 +222,7 @@ def setup(app):
     app.add_css_file("shardbook-live.css")
 
     app.connect("config-inited", _use_local_mathjax)
+    app.connect("builder-inited", _forget_fingerprint)
     app.connect("build-finished", _finish_site)
     app.add_js_file(MODE_JS, priority=900)
     # before sphinx-book-theme builds its header buttons (priority 501)
