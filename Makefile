@@ -25,7 +25,11 @@ $(STAMP): requirements.txt code/pyproject.toml
 graphviz:
 	@bash .ci/install-system dot graphviz
 
-# Pyodide (pinned in package.json / package-lock.json) for the live pages.
+# Pyodide (pinned in package.json / package-lock.json) for the live pages;
+# reinstalled when its files are gone even if the stamp is still there.
+ifeq ($(wildcard node_modules/pyodide/pyodide.js),)
+.PHONY: node_modules/.installed
+endif
 node_modules/.installed: package.json package-lock.json
 	@command -v npm >/dev/null 2>&1 || bash .ci/install-system npm npm
 	@echo "==> installing package.json (Pyodide) with npm"
@@ -66,10 +70,9 @@ bless: setup
 artifacts: setup
 	@$(BIN)/python -m shardbook.hlo capture --all --out hlo_artifacts
 
+PORT ?= 8000
 serve:
-	@test -f _build/html/index.html || { echo "no site yet: run 'make book' first"; exit 1; }
-	@echo "==> serving _build/html on http://127.0.0.1:8000 (Ctrl-C to stop)"
-	@$(or $(wildcard $(BIN)/python),$(PYTHON)) -m http.server 8000 --bind 127.0.0.1 --directory _build/html
+	@$(or $(wildcard $(BIN)/python),$(PYTHON)) -m shardbook.site --port $(PORT) $(if $(STALE),--stale-ok)
 
 lab: setup
 	@$(BIN)/python -m pip install --quiet -r requirements-lab.txt

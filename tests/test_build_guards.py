@@ -36,3 +36,57 @@ def test_undefined_glue_key_fails_the_build(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode != 0
     assert "glue key 'undefined_key' is used in prose but no cell of that page glues it" in result.stderr + result.stdout
+
+
+def _fake_site(tmp_path):
+    html = tmp_path / "_build" / "html"
+    html.mkdir(parents=True)
+    (html / "index.html").write_text("<html></html>")
+    (tmp_path / "_build" / "jupyter_execute").mkdir()
+    return tmp_path / "_build"
+
+
+def test_serve_refuses_pages_of_an_unfinished_build(tmp_path):
+    build = _fake_site(tmp_path)
+    result = subprocess.run([sys.executable, "-m", "shardbook.site", "--port", "0", "--build", str(build)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "not from a finished build" in result.stderr and "STALE=1" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_serve_names_a_taken_port(tmp_path):
+    import socket
+
+    build = _fake_site(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "shardbook.site", "--port", str(port), "--build", str(build),
+                                 "--stale-ok"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"port {port} on 127.0.0.1 is taken" in result.stderr and "PORT=" in result.stderr
+
+
+def test_make_reinstalls_pyodide_when_its_files_are_gone(tmp_path):
+    """The npm stamp alone must not stand for an installed Pyodide."""
+    import os
+    import shutil
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("Makefile", "package.json", "package-lock.json"):
+        shutil.copy2(root / name, tmp_path / name)
+    stamp = tmp_path / "node_modules" / ".installed"
+    stamp.parent.mkdir()
+    stamp.touch()
+    later = time.time() + 60
+    os.utime(stamp, (later, later))
+    dry = lambda: subprocess.run(["make", "-n", "node_modules/.installed"], cwd=tmp_path,  # noqa: E731
+                                 capture_output=True, text=True, timeout=60).stdout
+    assert "npm ci" in dry()
+    (tmp_path / "node_modules" / "pyodide").mkdir()
+    (tmp_path / "node_modules" / "pyodide" / "pyodide.js").write_text("")
+    assert "npm ci" not in dry()
