@@ -203,3 +203,30 @@ def test_combined_collectives_are_listed_per_operand():
     )
     entries = inventory.inventory(text)
     assert [(e["kind"], e["operand_shape"], e["group_size"]) for e in entries] == [("all_reduce", [4, 8], 8), ("all_reduce", [8, 2], 8)]
+
+
+def _hlo_cli(*args, cwd=None):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "shardbook.hlo", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+@pytest.mark.parametrize("content,message", [("{bad", "not valid JSON"), ('{"fixture": "fsdp_matmul"}', "has no collective inventory")])
+def test_compare_names_a_damaged_meta_file_before_compiling(tmp_path, content, message):
+    folder = tmp_path / "fsdp_matmul"
+    folder.mkdir()
+    (folder / "meta.json").write_text(content)
+    result = _hlo_cli("compare", "fsdp_matmul", "--artifacts", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith(f"shardbook.hlo: {folder / 'meta.json'}: ")
+    assert message in result.stderr and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_capture_refuses_an_out_that_is_a_file(tmp_path):
+    out = tmp_path / "not-a-folder"
+    out.write_text("")
+    result = _hlo_cli("capture", "fsdp_matmul", "--out", str(out))
+    assert result.returncode == 2
+    assert f"--out: {out} is a file" in result.stderr and "Traceback" not in result.stderr

@@ -140,3 +140,38 @@ def test_bless_never_drops_a_value_silently(tmp_path, built_book, capsys):
     assert ledger._main(["bless", "--expected", str(target), "--executed", str(executed),
                          "--drop", "a_value_no_cell_shows_any_more"]) == 0
     assert not any(v["name"] == extra["name"] for v in ledger.load(target))
+
+
+@pytest.mark.parametrize(
+    "content,message",
+    [
+        (None, "no such file; `make bless` writes it"),
+        ("{bad", "not valid JSON"),
+        ("[1, 2]", "not an expected-values file"),
+        ('{"values": [{"name": "x"}]}', "not an expected-values file"),
+        ("DIR", "is a folder, not the expected-values file"),
+    ],
+)
+def test_ledger_command_names_a_bad_expected_file_in_one_line(tmp_path, built_book, capsys, content, message):
+    target = tmp_path / "expected.json"
+    if content == "DIR":
+        target.mkdir()
+    elif content is not None:
+        target.write_text(content)
+    assert ledger._main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"ledger: {target}: ") and message in err and len(err.splitlines()) == 1
+
+
+def test_bless_recreates_a_missing_expected_file(tmp_path, built_book):
+    target = tmp_path / "expected.json"
+    assert ledger._main(["bless", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
+    assert ledger.load(target) == ledger.collect(built_book / "jupyter_execute")
+
+
+def test_a_corrupt_glue_file_is_named(tmp_path, built_book, capsys):
+    executed = _partial_build(tmp_path, built_book)
+    broken = next(executed.rglob("*.ipynb"))
+    broken.write_text("{not json")
+    with pytest.raises(ValueError, match=f"{broken.name}: cannot be read as JSON"):
+        ledger.collect(executed)

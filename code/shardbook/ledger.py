@@ -237,7 +237,12 @@ def _widgets(function, inputs, defaults):
 def _outputs_of(path):
     """Outputs of an executed notebook, or of myst-nb's `<chapter>.glue.json`
     (myst-nb moves glued outputs there when it writes the build)."""
-    doc = json.loads(path.read_text())
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read as JSON ({exc.__class__.__name__}); rebuild with `make book`") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path}: not a notebook or glue file; rebuild with `make book`")
     if path.name.endswith(".glue.json"):
         return list(doc.values())
     return [out for cell in doc.get("cells", []) for out in cell.get("outputs", [])]
@@ -294,8 +299,29 @@ def format_rows(rows):
     return "\n".join(out)
 
 
+_RECORD_KEYS = {"chapter", "name", "value", "text", "rel_tol"}
+
+
 def load(path):
-    return json.loads(Path(path).read_text())["values"]
+    """The expected values, checked: ValueError naming the file when it is
+    missing, a folder, not JSON, or not a list of ledger records."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file; `make bless` writes it from a finished build") from None
+    except IsADirectoryError:
+        raise ValueError(f"{path}: is a folder, not the expected-values file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); restore it from git, "
+                         "or delete it and run `make bless`") from None
+    values = doc.get("values") if isinstance(doc, dict) else None
+    if not isinstance(values, list) or not all(isinstance(v, dict) and _RECORD_KEYS <= v.keys() for v in values):
+        raise ValueError(f"{path}: not an expected-values file (a JSON object whose 'values' is a list of records "
+                         f"with {', '.join(sorted(_RECORD_KEYS))}); restore it from git, or delete it and run `make bless`")
+    return values
 
 
 def write(path, values):
@@ -449,7 +475,8 @@ def _main(argv=None):
         if args.command != "show":
             check_build(args.executed, args.root)
         got = collect(args.executed)
-        expected = load(args.expected) if Path(args.expected).exists() and args.command != "show" else []
+        creating = args.command == "bless" and not Path(args.expected).exists()
+        expected = [] if args.command == "show" or creating else load(args.expected)
     except (OSError, ValueError, KeyError) as exc:
         print(f"ledger: {exc}", file=sys.stderr)
         return 2

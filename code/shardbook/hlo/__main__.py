@@ -73,6 +73,8 @@ def main(argv=None):
             names = list(FIXTURE_NAMES) if args.all else [check_name(n) for n in args.names]
             if not names:
                 parser.error("name the fixtures to capture, or pass --all")
+            if Path(args.out).exists() and not Path(args.out).is_dir():
+                raise ValueError(f"--out: {args.out} is a file; give a folder (one sub-folder per fixture is written there)")
             start = time.monotonic()
             for i, n in enumerate(names, 1):
                 print(f"[{i}/{len(names)}] ", end="", flush=True)
@@ -92,8 +94,9 @@ def main(argv=None):
                         print(f"{n}: no committed artifact in {committed_dir}; run `make artifacts`")
                         failed += 1
                         continue
+                    committed = load_meta(committed_dir)  # a damaged file fails here, before compiling
                     fresh = capture(n, tmp, log=lambda *_: None)
-                    diff = compare_inventories(load_meta(committed_dir), fresh)
+                    diff = compare_inventories(committed, fresh)
                     print(f"{n}: {'matches' if not diff else 'DIFFERS'}")
                     for line in diff:
                         print(line)
@@ -106,7 +109,7 @@ def main(argv=None):
 
             reports = run_mp(check_name(args.name), args.processes, args.timeout)
             return 0 if all(r["hlo_matches"] is not False for r in reports) else 1
-    except (ValueError, RuntimeError, TimeoutError) as exc:
+    except (ValueError, RuntimeError, TimeoutError, OSError) as exc:
         print(f"shardbook.hlo: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -182,7 +182,20 @@ def capture_all(names, out_root, log=print):
 
 
 def load_meta(folder):
-    return json.loads((Path(folder) / "meta.json").read_text())
+    """A fixture's meta.json, checked: ValueError naming the file when it is
+    missing, not JSON, or has no collective inventory."""
+    path = Path(folder) / "meta.json"
+    try:
+        meta = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file; run `make artifacts`") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); restore it or run `make artifacts`") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("inventory"), list):
+        raise ValueError(f"{path}: has no collective inventory (an 'inventory' list); restore it or run `make artifacts`")
+    return meta
 
 
 def compare_inventories(committed, fresh):
