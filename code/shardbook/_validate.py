@@ -4,15 +4,25 @@ Each raises ValueError naming the argument and the rule it broke, so a reader
 sees what to fix instead of a traceback from deep inside a formula.
 """
 
+import dataclasses
+import functools
 import math
+import numbers
 
 
 def _is_number(value):
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    # numbers.Real covers numpy's integers and floats too
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def number(name, value):
-    if not _is_number(value) or math.isnan(value):
+    if not _is_number(value):
+        raise ValueError(f"{name}: must be a number, got {value!r}")
+    try:
+        as_float = float(value)
+    except OverflowError:
+        raise ValueError(f"{name}: {value!r} is too large to compute with (beyond a float's range)") from None
+    if math.isnan(as_float):
         raise ValueError(f"{name}: must be a number, got {value!r}")
     return value
 
@@ -31,11 +41,17 @@ def non_negative(name, value):
     return value
 
 
+MAX_COUNT = 2**53  # the largest integer every float holds exactly
+
+
 def count(name, value, minimum=1):
-    if not isinstance(value, int) or isinstance(value, bool):
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
         raise ValueError(f"{name}: must be an integer, got {value!r}")
+    value = int(value)  # numpy integers become Python integers
     if value < minimum:
         raise ValueError(f"{name}: must be >= {minimum}, got {value}")
+    if value > MAX_COUNT:
+        raise ValueError(f"{name}: must be at most 2**53, got {value}")
     return value
 
 
@@ -51,3 +67,49 @@ def choice(name, value, options):
     if value not in options:
         raise ValueError(f"{name}: unknown value {value!r}; valid: {', '.join(options)}")
     return value
+
+
+def _finite(value):
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return True
+    if isinstance(value, numbers.Real):
+        try:
+            return math.isfinite(value)
+        except OverflowError:
+            return False
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return all(_finite(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return True
+
+
+def _guarded(function):
+    @functools.wraps(function)
+    def guarded(*args, **kwargs):
+        try:
+            result = function(*args, **kwargs)
+        except OverflowError:
+            raise ValueError(f"{function.__name__}: the inputs are too large; the result would overflow a float") from None
+        except ZeroDivisionError:
+            raise ValueError(f"{function.__name__}: an input that divides is zero; give it a positive value") from None
+        if not _finite(result):
+            raise ValueError(f"{function.__name__}: the inputs are too large; the result is not a finite number")
+        return result
+
+    return guarded
+
+
+def guard_module(namespace, exclude=()):
+    """Wrap every public function defined in a module (its globals()) so that
+    finite inputs give a finite result or a ValueError: overflow and a zero
+    divisor become ValueErrors naming the function. Called at the end of each
+    cost-model module."""
+    module = namespace["__name__"]
+    for name, value in list(namespace.items()):
+        if name.startswith("_") or name in exclude or not callable(value) or isinstance(value, type):
+            continue
+        if getattr(value, "__module__", None) == module and not hasattr(value, "__wrapped__"):
+            namespace[name] = _guarded(value)

@@ -37,10 +37,16 @@ def empty_state(value_dim):
 def block_state(scores, values):
     """The state of one block of keys: `scores` are scaled scores q·k/√d
     (−inf for masked keys), `values` one vector per key."""
+    if not isinstance(scores, (list, tuple)) or not isinstance(values, (list, tuple)):
+        raise ValueError(f"scores, values: must be sequences, got {scores!r} and {values!r}")
     if len(scores) != len(values):
         raise ValueError(f"values: need one vector per score ({len(scores)}), got {len(values)}")
     if not values:
         raise ValueError("scores: a block needs at least one key")
+    if not all(isinstance(v, (list, tuple)) and v for v in values) or len({len(v) for v in values}) != 1:
+        raise ValueError("values: every key needs a value vector of the same, non-zero width")
+    for s in scores:
+        _validate.number("scores", s)
     dim = len(values[0])
     valid = [(s, v) for s, v in zip(scores, values) if s != -math.inf]
     if not valid:  # a fully masked block contributes nothing
@@ -54,6 +60,8 @@ def block_state(scores, values):
 def merge(a, b):
     """Combine two states. An empty state is skipped (the guarded first
     block), so exp(−inf − (−inf)) is never evaluated."""
+    if not isinstance(a, State) or not isinstance(b, State):
+        raise TypeError(f"a, b: must be attention.State values, got {type(a).__name__} and {type(b).__name__}")
     if len(a.u) != len(b.u):
         raise ValueError(f"b: value width {len(b.u)} differs from a's {len(a.u)}")
     if b.empty:
@@ -69,6 +77,8 @@ def output(state, empty="zeros"):
     """u / l. A row with no valid key has no softmax: `empty` chooses the
     policy explicitly, 'zeros' (a zero vector) or 'error' (ValueError)."""
     _validate.choice("empty", empty, ("zeros", "error"))
+    if not isinstance(state, State):
+        raise TypeError(f"state: must be an attention.State, got {type(state).__name__}")
     if state.empty:
         if empty == "error":
             raise ValueError("state: the row has no valid key, so its softmax is undefined")
@@ -79,8 +89,13 @@ def output(state, empty="zeros"):
 def attend_blocks(blocks, empty="zeros"):
     """Output of one query row over key/value blocks [(scores, values), ...],
     merged in the order given."""
-    if not blocks:
-        raise ValueError("blocks: need at least one block")
+    if not isinstance(blocks, (list, tuple)) or not blocks:
+        raise ValueError("blocks: need a list of at least one (scores, values) block")
+    for i, block in enumerate(blocks):
+        if not isinstance(block, (list, tuple)) or len(block) != 2:
+            raise ValueError(f"blocks[{i}]: must be a (scores, values) pair, got {block!r}")
+        if not block[1]:
+            raise ValueError(f"blocks[{i}]: a block needs at least one key")
     state = empty_state(len(blocks[0][1][0]))
     for scores, values in blocks:
         state = merge(state, block_state(scores, values))
@@ -109,3 +124,4 @@ def causal_pairs_per_rank(n_positions, n_ranks, scheme):
     """Valid (query, key) pairs per rank under a causal mask, counting each
     query's own key: query q sees q keys."""
     return [sum(owned) for owned in causal_owners(n_positions, n_ranks, scheme)]
+

@@ -134,3 +134,6 @@ def hierarchical_s(scale_up_s, scale_out_s, overlapped=True):
     _validate.non_negative("scale_up_s", scale_up_s)
     _validate.non_negative("scale_out_s", scale_out_s)
     return max(scale_up_s, scale_out_s) if overlapped else scale_up_s + scale_out_s
+
+
+_validate.guard_module(globals())

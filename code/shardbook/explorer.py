@@ -391,6 +391,10 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, **
 
 
 def _bound_options(run):
+    from .measured import PublishedRun
+
+    if not isinstance(run, PublishedRun):
+        raise TypeError(f"run: must be a measured.PublishedRun, got {type(run).__name__}")
     return dict(seq_len=run.seq_len, micro_batch_seqs=run.micro_batch_seqs, recompute=run.recompute,
                 uneven_pipeline=run.uneven_pipeline, keep_gathered_weights=True, ideal_overlap=True)
 
@@ -399,7 +403,8 @@ def bound_for_run(run):
     """The explorer's most optimistic Candidate for a published run's own
     mesh: the run's recomputation (from below), weights gathered once per
     step, every collective overlapped with the math (ideal_overlap)."""
-    return evaluate(run.model, run.accelerator, run.mesh, run.global_tokens, **_bound_options(run))
+    options = _bound_options(run)
+    return evaluate(run.model, run.accelerator, run.mesh, run.global_tokens, **options)
 
 
 def rank_of_run(run, axes=None):
@@ -407,9 +412,9 @@ def rank_of_run(run, axes=None):
     candidates for the same model, devices and batch (over fsdp, tp, ep, pp
     and any other axis the run uses), ranked by the same optimistic bound
     (1 = best); rank None if the mesh is not among them."""
+    options = _bound_options(run)
     if axes is None:
         axes = tuple(a for a in AXES if a in TUPLE_AXES or a in run.mesh)
-    options = _bound_options(run)
     found = []
     for mesh in factorizations(run.n_devices, run.model, axes, run.seq_len, uneven_pipeline=run.uneven_pipeline):
         mesh = dict(zip(TUPLE_AXES, mesh)) if isinstance(mesh, tuple) else mesh
@@ -430,6 +435,8 @@ def predicted_collectives(candidate):
     """The collectives the cost model expects in one training step of a
     two-matmul layer on this mesh, as (kind, mesh axis) pairs; the gradient
     reduction is listed as reduce_scatter (what a GPU pipeline forms)."""
+    if not isinstance(candidate, Candidate):
+        raise TypeError(f"candidate: must be an explorer.Candidate, got {type(candidate).__name__}")
     out = []
     if candidate.fsdp > 1:
         out += [("all_gather", "fsdp"), ("reduce_scatter", "fsdp")]
@@ -448,6 +455,8 @@ def predicted_collectives(candidate):
 
 def format_table(candidates, top=None):
     """The ranked candidates as a plain-text table."""
+    if not isinstance(candidates, (list, tuple)) or not all(isinstance(c, Candidate) for c in candidates):
+        raise TypeError("candidates: must be a list of explorer.Candidate")
     header = ("mesh", "fits", "recompute", "memory GB", "math ms", "exposed comm ms", "bubble ms", "step ms", "MFU")
     rows = []
     for cand in candidates[:top] if top else candidates:
@@ -502,3 +511,6 @@ def main(argv=None):
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+_validate.guard_module(globals())

@@ -170,3 +170,6 @@ def single_ring_s(kind, total_bytes, accelerator, n):
     acc = hardware.get(accelerator)
     _validate.choice("kind", kind, KINDS)
     return collectives.collective_s(kind, total_bytes, n, acc.scale_up_link_bytes_per_s)
+
+
+_validate.guard_module(globals())

@@ -306,3 +306,6 @@ def intensity(name):
 # Google's v5p page: the largest job one slice can hold is 96 cubes,
 # 16 x 16 x 24 = 6,144 chips, of the pod's 8,960; more needs Multislice over DCN.
 TPU_V5P_LARGEST_SLICE_CHIPS = Figure(6144, "google-tpu-v5p", "spec", "16 x 16 x 24, 96 cubes")
+
+
+_validate.guard_module(globals())

@@ -24,6 +24,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+from . import _validate
 from .units import format_number
 
 GLUE_PREFIX = "application/papermill.record/"
@@ -37,6 +38,7 @@ def format_value(value, *, digits=None, sig=None, scale=1.0, unit="", trim=False
     digits (integers exactly), then the unit."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError(f"value: must be a number, got {value!r}")
+    _validate.positive("scale", scale)
     shown = value / scale if scale != 1 else value
     if isinstance(shown, float) and digits is None and sig is None:
         digits = 0 if float(shown).is_integer() else 3
@@ -507,3 +509,4 @@ def _main(argv=None):
 
 if __name__ == "__main__":
     sys.exit(_main())
+

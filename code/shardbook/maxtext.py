@@ -27,6 +27,8 @@ def mesh_from_config(ici, dcn=None):
     given are 1; ICI and DCN sizes multiply."""
     dcn = dcn or {}
     for name, table in (("ici", ici), ("dcn", dcn)):
+        if not isinstance(table, dict):
+            raise ValueError(f"{name}: must be a dict of mesh axis to size, got {table!r}")
         for axis, size in table.items():
             _validate.choice(f"{name} axis", axis, MESH_AXES)
             _validate.count(f"{name}[{axis!r}]", size)
@@ -54,3 +56,6 @@ def resolve(logical_axes, mesh, rules=None):
                 used.add(axis)
         spec.append(None if not axes else axes[0] if len(axes) == 1 else tuple(axes))
     return tuple(spec)
+
+
+_validate.guard_module(globals())

@@ -161,3 +161,6 @@ def activation_bytes_per_device(
     per_layer = _layer_bytes(m, seq_len // cp, seq_len, micro_batch_seqs, tp, sequence_parallel, recompute)
     in_flight = microbatches_in_flight(pp, n_microbatches, schedule) if pp > 1 else 1
     return per_layer * (m.n_layers // pp) * in_flight
+
+
+_validate.guard_module(globals())

@@ -8,6 +8,8 @@ configuration; `source` names the references.bib key.
 
 from dataclasses import dataclass, fields, replace
 
+from . import _validate
+
 
 
 @dataclass(frozen=True)
@@ -181,3 +183,6 @@ def get(name):
 def with_changes(name, **changes):
     """A copy of a preset with some fields changed (validated again)."""
     return replace(get(name), **changes)
+
+
+_validate.guard_module(globals())

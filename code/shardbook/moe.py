@@ -26,3 +26,6 @@ def expert_local_shape(n_experts, d_in, d_out, ep, fsdp=1):
     from .sharding import local_shape
 
     return local_shape((n_experts, d_in, d_out), ("expert", "fsdp", None), {"fsdp": fsdp, "expert": ep})
+
+
+_validate.guard_module(globals())

@@ -153,6 +153,12 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
 
 def simulated_bubble_fraction(ops, n_stages):
     """Idle share of elapsed device time in a simulated schedule."""
+    _validate.count("n_stages", n_stages)
+    if not isinstance(ops, (list, tuple)) or not ops or not all(isinstance(o, tuple) and len(o) == 6 for o in ops):
+        raise ValueError("ops: must be the non-empty list of (device, start, end, phase, chunk, microbatch) that schedule() returns")
     makespan = max(o[2] for o in ops)
     busy = sum(o[2] - o[1] for o in ops)
     return 1 - busy / (n_stages * makespan)
+
+
+_validate.guard_module(globals())

@@ -163,3 +163,6 @@ def fsdp_tp_max_devices(global_tokens, d_ff, flops_per_s, bytes_per_s, m_fsdp=2,
     FSDP+TP: B / threshold."""
     _validate.positive("global_tokens", global_tokens)
     return global_tokens / fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp, m_tp, overlap_collectives)
+
+
+_validate.guard_module(globals())

@@ -136,3 +136,6 @@ def matmul_communication(lhs_spec, rhs_spec):
         steps.append(("all-gather B along K", k_axis))
         k_axis = None
     return steps, (i_axis, k_axis)
+
+
+_validate.guard_module(globals())

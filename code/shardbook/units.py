@@ -5,6 +5,8 @@ these constants convert at the edges. Decimal prefixes (GB = 1e9) are what
 vendors print; binary ones (GiB = 2**30) are what allocators report.
 """
 
+from . import _validate
+
 KB = 1e3
 MB = 1e6
 GB = 1e9
@@ -98,3 +100,6 @@ def _format_significant(value, sig, thousands):
     decimals = max(sig - 1 - exponent, 0)
     rounded = round(mantissa * 10**exponent, decimals)
     return f"{rounded:,.{decimals}f}" if thousands else f"{rounded:.{decimals}f}"
+
+
+_validate.guard_module(globals())

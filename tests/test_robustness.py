@@ -1,0 +1,78 @@
+"""Every public function of the cost model, given finite numbers, returns a
+finite result or raises ValueError (or TypeError): no inf, nan, OverflowError,
+ZeroDivisionError, IndexError or AttributeError from inside a formula."""
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from shardbook import (attention, collectives, explorer, fabric, hardware, ledger, maxtext, memory, models, moe,
+                       pipeline, roofline, sharding, training, units)
+
+# the cost model's modules (layer 1); the ledger's display helpers are checked below
+MODULES = (units, hardware, models, collectives, memory, roofline, pipeline, moe, training, fabric, explorer, attention,
+           sharding, maxtext)
+SKIP = {"main", "live", "show", "table", "cell"}  # command line and notebook display
+
+
+def _public_functions():
+    for module in MODULES:
+        for name, function in inspect.getmembers(module, callable):
+            if name.startswith("_") or name in SKIP or inspect.isclass(function):
+                continue
+            if getattr(function, "__module__", None) == module.__name__:
+                yield f"{module.__name__}.{name}", function
+
+
+FUNCTIONS = sorted(_public_functions())
+finite_numbers = st.one_of(
+    st.integers(-3, 12),
+    st.integers(2**60, 2**2000),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([np.int64(8), np.float64(2.5), 0, 0.0, 1e-300, 1.5e307]),
+)
+
+
+def _finite(value):
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    return True
+
+
+@pytest.mark.parametrize("name,function", FUNCTIONS, ids=[n for n, _ in FUNCTIONS])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_finite_inputs_give_finite_results_or_a_value_error(name, function, data):
+    required = [p for p in inspect.signature(function).parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    args = [data.draw(finite_numbers, label=p.name) for p in required]
+    try:
+        result = function(*args)
+    except (ValueError, TypeError):
+        return
+    assert _finite(result), f"{name}{tuple(args)} returned {result!r}"
+
+
+def test_reported_cases():
+    with pytest.raises(ValueError, match="the inputs are too large"):
+        collectives.all_gather_s(1.5e307, 13, 1)
+    with pytest.raises(ValueError, match="too large"):
+        collectives.all_gather_s(2**2000, 8, 1e9)
+    with pytest.raises(ValueError, match="scale: must be a positive"):
+        ledger.format_value(1.0, scale=0)
+    with pytest.raises(ValueError, match="blocks\\[0\\]: a block needs at least one key"):
+        attention.attend_blocks([([], [])])
+    with pytest.raises(ValueError, match="mesh\\['fsdp'\\]: must be an integer >= 1, got 0"):
+        explorer.evaluate("LLaMA-3 8B", "MI355X", {"fsdp": 0}, 2**20)
+    assert units.format_number(9.9996, sig=4) == "10.00"
+    # numpy integers are integers
+    assert collectives.all_gather_s(1e9, np.int64(8), 1e9) == collectives.all_gather_s(1e9, 8, 1e9)
+    assert pipeline.bubble_fraction(np.int64(4), np.int64(8)) == pipeline.bubble_fraction(4, 8)
