@@ -63,3 +63,14 @@ def test_interleaving_refuses_the_closed_form_below_p_microbatches():
     with pytest.raises(ValueError, match="needs at least n_stages=4 microbatches"):
         pipeline.bubble_fraction(4, 3, 3)
     assert pipeline.bubble_fraction(4, 3, 1) == pytest.approx(3 / 6)
+
+
+def test_the_simulator_refuses_inputs_that_would_take_seconds():
+    """A live page passes the reader's p and m straight to the simulator: the
+    bound is stated and refused with a message, never a frozen tab."""
+    assert pipeline.MAX_SCHEDULE_SLOTS == 4096
+    pipeline.schedule("interleaved", 16, 128, 2)  # exactly the bound
+    with pytest.raises(ValueError, match="the simulator handles at most 4,096 .* got 16 × 128 × 4 = 8,192"):
+        pipeline.schedule("interleaved", 16, 128, 4)
+    with pytest.raises(ValueError, match="got 64 × 128 × 1 = 8,192"):
+        pipeline.schedule("1f1b", 64, 128)

@@ -37,14 +37,16 @@ def browser(tmp_path_factory):
         pytest.fail("Chromium is missing: install the Debian package 'chromium' (apt-get install chromium), or run `make test`, which installs it")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as pw:
+    with sync_playwright() as pw, site.sentinel_proxy() as (proxy, seen):
         context = pw.chromium.launch_persistent_context(
             str(tmp_path_factory.mktemp("chromium-profile")), executable_path=chromium, headless=True, args=site.CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 900},
+            viewport={"width": 1280, "height": 900}, proxy={"server": proxy, "bypass": site.PROXY_BYPASS},
         )
         context.set_default_timeout(30_000)
+        context.left_the_machine = seen
         yield context
         context.close()
+        assert not seen, f"Chromium tried to connect off 127.0.0.1: {seen}"
 
 
 def _visit(context, url):
@@ -236,3 +238,18 @@ def test_accessibility_basics(rel, built_book):
     assert levels and levels[0] == 1, f"{rel}: the page does not start with an h1"
     assert all(b <= a + 1 for a, b in zip(levels, levels[1:])), f"{rel}: heading levels skip: {levels}"
     assert parsed.theads == parsed.tables, f"{rel}: {parsed.tables} tables, {parsed.theads} with a header row"
+
+
+def test_no_connection_tried_to_leave_the_machine(browser, server):
+    """Everything that is not the loopback goes to a proxy that refuses and
+    records it; after every page above, it has seen nothing. The proxy does
+    see a request that tries to leave, so the check can fail."""
+    assert browser.left_the_machine == [], browser.left_the_machine
+    page = browser.new_page()
+    try:
+        page.goto("http://example.invalid/", wait_until="commit", timeout=10_000)
+    except Exception:
+        pass  # refused, as it should be
+    page.close()
+    assert any("example.invalid" in line for line in browser.left_the_machine)
+    browser.left_the_machine.clear()

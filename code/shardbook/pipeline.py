@@ -57,6 +57,10 @@ def boundary_bytes_per_token(d_model, bytes_per_element=2):
 # --- schedule timelines --------------------------------------------------------
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble")
+# The simulator's time grows with the square of its ops (an interleaved
+# device scans its queue for a ready op): a bound keeps every call, a live
+# page's included, well under a second.
+MAX_SCHEDULE_SLOTS = 4096
 
 
 def _orders(kind, p, m, v):
@@ -94,6 +98,11 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
     _args(n_stages, n_microbatches, n_virtual)
     p, m = n_stages, n_microbatches
     v = n_virtual if kind == "interleaved" else 1
+    if p * m * v > MAX_SCHEDULE_SLOTS:
+        raise ValueError(
+            f"n_stages × n_microbatches × n_virtual: the simulator handles at most {MAX_SCHEDULE_SLOTS:,} "
+            f"(its time grows with the square of the ops), got {p} × {m} × {v} = {p * m * v:,}"
+        )
     if kind != "interleaved" and n_virtual != 1:
         raise ValueError(f"n_virtual: only the interleaved schedule has virtual stages, got {n_virtual} for {kind!r}")
     t_f, t_b = (1, 2) if kind != "zero_bubble" else (1, 1)

@@ -12,9 +12,24 @@ import sys
 import threading
 from pathlib import Path
 
-# No background traffic: the machine's only network is the loopback.
+# No background traffic: the machine's only network is the loopback. Every
+# service that would call home is off (updates, sync, Safe Browsing, metrics,
+# pings, translation, hints); tests also route everything that is not the
+# loopback through sentinel_proxy(), which refuses and records it.
+# Services that a flag cannot switch off (the component updater's endpoint,
+# Google sign-in) are pointed at a closed port on the loopback.
+_NOWHERE = "http://127.0.0.1:9"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
+                  "--disable-component-update", "--disable-sync", "--safebrowsing-disable-auto-update",
+                  "--disable-client-side-phishing-detection", "--disable-domain-reliability", "--no-pings",
+                  "--disable-default-apps", "--metrics-recording-only", "--disable-breakpad", "--disable-extensions",
+                  "--disable-component-extensions-with-background-pages",
+                  "--disable-features=OptimizationHints,OptimizationHintsFetching,OptimizationGuideModelDownloading,"
+                  "MediaRouter,Translate,AutofillServerCommunication,CertificateTransparencyComponentUpdater,"
+                  "InterestFeedContentSuggestions,NetworkTimeServiceQuerying",
+                  f"--component-updater=url-source={_NOWHERE}", f"--gaia-url={_NOWHERE}"]
+# Playwright proxies the loopback too unless told; the site stays direct.
+PROXY_BYPASS = "127.0.0.1,localhost"
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -34,6 +49,31 @@ def serve(directory):
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+class _Refuse(socketserver.StreamRequestHandler):
+    def handle(self):
+        first = self.rfile.readline(4096).decode("latin-1").strip()
+        if first:  # a socket opened ahead of time and never used names no destination
+            self.server.seen.append(first)
+        self.wfile.write(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+
+@contextlib.contextmanager
+def sentinel_proxy():
+    """An HTTP proxy on 127.0.0.1 that refuses every request and records its
+    first line (CONNECT host:443 ..., GET http://...). Give it to Chromium as
+    its proxy: the loopback bypasses proxies, so anything the proxy sees is a
+    connection that tried to leave the machine. Yields (proxy URL, seen)."""
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Refuse)
+    server.daemon_threads = True
+    server.seen = []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", server.seen
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def chromium():
