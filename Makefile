@@ -11,7 +11,7 @@ export PYTHONHASHSEED := 0
 # Book builds and tests: no ipywidgets panels in executed pages (see ledger.live)
 export SHARDBOOK_BUILD := 1
 
-.PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz chromium
+.PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck
 
 setup: $(STAMP) graphviz node_modules/.installed
 
@@ -47,14 +47,19 @@ _build/.cache-stamp: $(CACHE_INPUTS)
 	@rm -rf _build/.jupyter_cache _build/.doctrees
 	@mkdir -p _build && touch $@
 
-book: setup _build/.cache-stamp
+# The build folder must be writable, and a damaged execution cache is
+# removed (one line) so the build reruns the chapters instead of failing.
+buildcheck: setup
+	@$(BIN)/python -m shardbook.buildcache _build
+
+book: setup buildcheck _build/.cache-stamp
 	@echo "==> building the book (execution cached in _build/.jupyter_cache)"
 	@$(BIN)/jupyter-book build . --path-output . -n --keep-going -q
 	@echo "==> open $(CURDIR)/_build/html/index.html"
 
 # Forced execution, nitpicky, warnings are errors; then every test,
 # including the browser test (Debian's chromium, driven by Playwright).
-test: setup chromium
+test: setup chromium buildcheck
 	@mkdir -p _build
 	@sed 's/execute_notebooks: cache/execute_notebooks: force/' _config.yml > _build/_config.force.yml
 	@status=0; \

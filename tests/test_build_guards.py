@@ -90,3 +90,51 @@ def test_make_reinstalls_pyodide_when_its_files_are_gone(tmp_path):
     (tmp_path / "node_modules" / "pyodide").mkdir()
     (tmp_path / "node_modules" / "pyodide" / "pyodide.js").write_text("")
     assert "npm ci" not in dry()
+
+
+def _small_cache(tmp_path):
+    import nbformat
+    from jupyter_cache import get_cache
+
+    notebook = tmp_path / "page.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), notebook)
+    cache_dir = tmp_path / ".jupyter_cache"
+    get_cache(cache_dir).cache_notebook_file(notebook, check_validity=False)
+    return cache_dir
+
+
+def test_a_sound_cache_is_kept(tmp_path):
+    from shardbook import buildcache
+
+    cache_dir = _small_cache(tmp_path)
+    assert buildcache.heal(cache_dir) is None and cache_dir.exists()
+
+
+def test_a_cache_missing_an_executed_notebook_is_rebuilt(tmp_path):
+    from shardbook import buildcache
+
+    cache_dir = _small_cache(tmp_path)
+    for executed in cache_dir.glob("executed/*/base.ipynb"):
+        executed.unlink()
+    message = buildcache.heal(cache_dir)
+    assert message.startswith(f"the execution cache in {cache_dir} was damaged") and "every chapter will run again" in message
+    assert not cache_dir.exists()
+
+
+def test_a_corrupt_cache_database_is_rebuilt(tmp_path):
+    from shardbook import buildcache
+
+    cache_dir = _small_cache(tmp_path)
+    (cache_dir / "global.db").write_text("not a database")
+    assert "DatabaseError" in buildcache.heal(cache_dir)
+    assert not cache_dir.exists()
+
+
+def test_an_unwritable_build_folder_is_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    result = subprocess.run([sys.executable, "-m", "shardbook.buildcache", str(blocker / "_build")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"build: {blocker / '_build'}: the build folder is not writable")

@@ -230,3 +230,29 @@ def test_capture_refuses_an_out_that_is_a_file(tmp_path):
     result = _hlo_cli("capture", "fsdp_matmul", "--out", str(out))
     assert result.returncode == 2
     assert f"--out: {out} is a file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_failing_worker_is_reported_at_once(monkeypatch):
+    """With the coordinator's port already taken, process 0 cannot start the
+    coordinator: the run stops every worker and reports it at once, long
+    before any timeout."""
+    import socket
+    import time
+
+    from shardbook.hlo import multiprocess
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        monkeypatch.setattr(multiprocess, "_free_port", lambda: taken.getsockname()[1])
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="fsdp_matmul: process 0 exited"):
+            multiprocess.run("fsdp_matmul", 2, timeout_s=200, log=lambda *_: None)
+        assert time.monotonic() - start < 60
+
+
+def test_a_local_coordinator_listens_on_the_loopback_only():
+    from shardbook.hlo.multiprocess import coordinator_bind_address
+
+    assert coordinator_bind_address("127.0.0.1:4567") == "127.0.0.1:4567"
+    assert coordinator_bind_address("node-0.cluster:1234") is None

@@ -101,33 +101,62 @@ def run(name, n_processes=2, timeout_s=240, artifacts=REPO_ROOT / "hlo_artifacts
         raise ValueError(f"processes: must divide 8 (the mesh size), got {n_processes}")
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix=f"mp-{name}-") as tmp:
-        procs = []
+        procs, logs = [], []
         for pid in range(n_processes):
             dump = Path(tmp) / f"dump{pid}"
             env = _worker_env(dump, name, n_devices=8 // n_processes)
             env["JAX_PLATFORMS"] = "cpu"  # this local run simulates the devices
             cmd = [sys.executable, "-m", "shardbook.hlo", "_process", name, "--coordinator", f"127.0.0.1:{port}",
                    "--num-processes", str(n_processes), "--process-id", str(pid), "--dump", str(dump), "--artifacts", str(artifacts)]
-            procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT))
-        deadline = time.monotonic() + timeout_s
-        reports, errors = [], []
-        for pid, p in enumerate(procs):
-            try:
-                out, err = p.communicate(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                for q in procs:
+            out, err = open(Path(tmp) / f"out{pid}", "w+"), open(Path(tmp) / f"err{pid}", "w+")
+            logs.append((out, err))
+            procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True, cwd=REPO_ROOT))
+        try:
+            reports = _wait(name, procs, logs, timeout_s)
+        finally:
+            for q in procs:
+                if q.poll() is None:
                     q.kill()
-                raise TimeoutError(f"{name}: process {pid} did not finish within {timeout_s} s; all workers were stopped")
-            if p.returncode:
-                errors.append(f"process {pid} exited {p.returncode}:\n{err[-2000:]}")
-            else:
-                reports.append(json.loads(out.strip().splitlines()[-1]))
-        if errors:
-            raise RuntimeError(f"{name}: " + "\n".join(errors))
+                    q.wait()
+            for out, err in logs:
+                out.close()
+                err.close()
     for r in reports:
         log(f"{name}: process {r['process_id']} of {r['num_processes']}: {r['local_devices']} local / {r['global_devices']} global devices, "
             f"max |error| {r['max_abs_error']:.2e}, partitioned HLO matches the capture: {r['hlo_matches']}")
     return reports
+
+
+def _read(handle):
+    handle.flush()
+    handle.seek(0)
+    return handle.read()
+
+
+def _wait(name, procs, logs, timeout_s):
+    """Wait for every worker; the first one that fails stops the rest and is
+    reported at once (its peers would otherwise wait for the coordinator
+    until their own timeouts)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        codes = [p.poll() for p in procs]
+        for pid, code in enumerate(codes):
+            if code not in (None, 0):
+                tail = _read(logs[pid][1]).strip().splitlines()[-12:]
+                raise RuntimeError(f"{name}: process {pid} exited {code}; the other workers were stopped:\n" + "\n".join(tail))
+        if all(code == 0 for code in codes):
+            return [json.loads(_read(out).strip().splitlines()[-1]) for out, _ in logs]
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{name}: the workers did not finish within {timeout_s} s; all were stopped")
+        time.sleep(0.1)
+
+
+def coordinator_bind_address(coordinator):
+    """Where the coordinator listens: a loopback coordinator (a local run)
+    binds the loopback only; any other address keeps JAX's default (every
+    interface), as a cluster needs."""
+    host = coordinator.rsplit(":", 1)[0]
+    return coordinator if host in ("127.0.0.1", "localhost") else None
 
 
 def process_main(name, coordinator, num_processes, process_id, dump, artifacts):
@@ -136,7 +165,8 @@ def process_main(name, coordinator, num_processes, process_id, dump, artifacts):
 
     if jax.config.jax_platforms in (None, "", "cpu"):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id)
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
+                               coordinator_bind_address=coordinator_bind_address(coordinator))
     worst = execute_and_check(name)
     report = {
         "fixture": name, "process_id": jax.process_index(), "num_processes": jax.process_count(),
