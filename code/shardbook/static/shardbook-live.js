@@ -44,57 +44,80 @@
     var panel = document.createElement("form");
     panel.className = "shardbook-live-panel";
     panel.addEventListener("submit", function (e) { e.preventDefault(); });
+    function markStale() {
+      // while any field is refused, the numbers on the page belong to the last good inputs
+      var bad = [].some.call(panel.querySelectorAll(".shardbook-live-error"), function (e) { return e.textContent !== ""; });
+      specs.forEach(function (spec) {
+        spec.values.forEach(function (name) {
+          [].forEach.call(spansOf(name), function (s) { s.classList.toggle("live-stale", bad); });
+        });
+      });
+      panel.classList.toggle("shardbook-live-has-error", bad);
+    }
     specs.forEach(function (spec, k) {
-      var args = {};
+      spec.args = {};
       spec.values.forEach(function (name) {
         original[name] = [].map.call(spansOf(name), function (s) { return s.textContent; });
       });
       spec.inputs.forEach(function (input) {
-        args[input.name] = input.default;
+        spec.args[input.name] = input.default;
+        var label = input.label || input.name;
         var row = document.createElement("label");
         row.className = "shardbook-live-input";
         var caption = document.createElement("span");
-        caption.textContent = input.label || input.name;
+        caption.textContent = label;
         var field;
         if (input.kind === "choice") {
           field = document.createElement("select");
           input.options.forEach(function (o) { var opt = document.createElement("option"); opt.value = o; opt.textContent = o; field.appendChild(opt); });
         } else {
           field = document.createElement("input");
-          field.type = "number";
-          field.step = input.step;
+          field.type = "text";
+          field.inputMode = input.kind === "integer" ? "numeric" : "decimal";
         }
         field.name = input.name;
         field.value = input.default;
         field.dataset.spec = String(k);
         var error = document.createElement("span");
         error.className = "shardbook-live-error";
+        error.setAttribute("role", "status");
         row.appendChild(caption); row.appendChild(field); row.appendChild(error);
         panel.appendChild(row);
         field.addEventListener("change", function () {
-          var next = Object.assign({}, args);
-          var raw = field.value;
-          next[input.name] = input.kind === "choice" ? raw : (input.kind === "integer" ? parseInt(raw, 10) : parseFloat(raw));
-          if (input.kind !== "choice" && (raw === "" || isNaN(next[input.name]))) {
-            error.textContent = "ValueError: " + input.name + ": must be a number";
+          var parsed = parseField(input, field.value);
+          if (parsed.error) {
+            error.textContent = label + ": " + parsed.error;
+            markStale();
             return;
           }
-          if (recompute(py, spec, next, error)) { args = next; }
+          var next = Object.assign({}, spec.args);
+          next[input.name] = parsed.value;
+          var message = recompute(py, spec, next);
+          if (message === null) {
+            spec.args[input.name] = parsed.value;
+            error.textContent = "";
+          } else {
+            error.textContent = label + ": " + field.value + " is not accepted (" + message + ")";
+          }
+          markStale();
         });
       });
-      spec.args = args;
     });
     var reset = document.createElement("button");
     reset.type = "button";
     reset.textContent = "Reset to the printed values";
     reset.addEventListener("click", function () {
       specs.forEach(function (spec) {
-        spec.inputs.forEach(function (input) { panel.querySelector("[name='" + input.name + "']").value = input.default; spec.args[input.name] = input.default; });
+        spec.inputs.forEach(function (input) {
+          panel.querySelector("[name='" + input.name + "']").value = input.default;
+          spec.args[input.name] = input.default;
+        });
       });
       Object.keys(original).forEach(function (name) {
         [].forEach.call(spansOf(name), function (s, j) { s.textContent = original[name][j]; s.classList.remove("live-changed"); });
       });
       [].forEach.call(panel.querySelectorAll(".shardbook-live-error"), function (e) { e.textContent = ""; });
+      markStale();
     });
     panel.appendChild(reset);
     var note = document.createElement("p");
@@ -109,20 +132,35 @@
     box.dataset.state = "ready";
   }
 
-  function recompute(py, spec, args, error) {
+  // Strict parsing: an integer field takes digits only (no 1e3, no 2.7), a
+  // number field a plain decimal; nothing is silently rounded or truncated.
+  function parseField(input, raw) {
+    var text = String(raw).trim();
+    if (input.kind === "choice") { return { value: text }; }
+    if (input.kind === "integer") {
+      if (!/^[+-]?\d+$/.test(text)) { return { error: "must be a whole number (digits only), got \"" + text + "\"" }; }
+      return { value: parseInt(text, 10) };
+    }
+    if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) { return { error: "must be a number, got \"" + text + "\"" }; }
+    var value = Number(text);
+    if (!isFinite(value)) { return { error: "must be a finite number, got \"" + text + "\"" }; }
+    return { value: value };
+  }
+
+  // Recompute one declaration's values; null on success, else the cost
+  // model's own message (the page keeps its last good numbers).
+  function recompute(py, spec, args) {
     try {
       py.globals.set("__live_args", JSON.stringify(args));
       var out = JSON.parse(py.runPython("json.dumps(ledger.evaluate(" + spec.function + ", json.loads(__live_args)))"));
-      error.textContent = "";
       Object.keys(out).forEach(function (name) {
         [].forEach.call(spansOf(name), function (s) {
           if (s.textContent !== out[name]) { s.textContent = out[name]; s.classList.add("live-changed"); }
         });
       });
-      return true;
+      return null;
     } catch (err) {
-      error.textContent = lastLine(err);  // the cost model's own message; the page keeps its last good numbers
-      return false;
+      return lastLine(err).replace(/^ValueError: /, "");
     }
   }
 
