@@ -42,7 +42,7 @@ import math
 import sys
 from dataclasses import dataclass, field
 
-from . import _validate, collectives, fabric, hardware, memory, models, pipeline, training
+from . import _validate, fabric, hardware, memory, models, pipeline, training
 
 ASSUMPTIONS = __doc__.split("Assumptions (stated on every result):")[1].strip()
 AXES = ("dp", "fsdp", "tp", "cp", "ep", "pp")
@@ -251,34 +251,16 @@ def _place_on_torus(acc, shape, used, d):
 
 
 def _collective_s(acc, kind, total_bytes, placement):
-    """One collective over an axis's group, priced by where it sits."""
+    """One collective over an axis's group, priced by the fabric where it sits."""
     d = placement.degree
     if d == 1 or total_bytes == 0:
         return 0.0
-    if acc.scale_up_fabric != "torus":
+    if not placement.torus_span:
         return fabric.collective_s(kind, total_bytes, acc, d, placement.n_domains)
-    members = placement.members_per_domain
-    if members > 1:
-        rate = acc.scale_up_link_bytes_per_s * placement.torus_links
-        if kind == "all_to_all":
-            inside = collectives.all_to_all_s(total_bytes * members / d, members, rate)
-        elif kind == "all_reduce":
-            inside = 2 * collectives.reduce_scatter_s(total_bytes, members, rate)
-        else:
-            inside = collectives.collective_s(kind, total_bytes, members, rate)
-    else:
-        inside = 0.0
-    if placement.n_domains == 1:
-        return inside
-    out_rate = acc.scale_out_bytes_per_s
-    k = placement.n_domains
-    if kind == "all_to_all":
-        across = total_bytes * (d - members) / d / out_rate
-    elif kind == "all_reduce":
-        across = collectives.all_reduce_s(total_bytes / members, k, out_rate)
-    else:
-        across = total_bytes * (k - 1) / k / (members * out_rate)
-    return max(inside, across)
+    extents = tuple(extent for _, extent, _ in placement.torus_span)
+    wraparound = all(wrap for _, _, wrap in placement.torus_span)
+    return fabric.collective_s(kind, total_bytes, acc, d, placement.n_domains, torus_extents=extents,
+                               wraparound=wraparound, links=placement.torus_links)
 
 
 def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_batch_seqs=1, recompute=None,

@@ -83,7 +83,7 @@ def _link_rate(acc):
     return acc.scale_up_link_bytes_per_s
 
 
-def scale_up_s(kind, total_bytes, accelerator, n, torus_extents=None, wraparound=True):
+def scale_up_s(kind, total_bytes, accelerator, n, torus_extents=None, wraparound=True, links=None):
     """One collective over an n-device group inside one scale-up domain.
 
     all_gather / reduce_scatter / all_reduce: `total_bytes` is the full
@@ -93,6 +93,9 @@ def scale_up_s(kind, total_bytes, accelerator, n, torus_extents=None, wraparound
     Torus: total·(n-1)/n over 2 links per wrapped axis (1 per unwrapped);
     an all-to-all is also bounded by the bisection of its longest axis,
     L·e/(4·c·W) with c = 2 with wraparound, 1 without.
+    `links` overrides the links each member drives (fractional when several
+    groups stride one torus dimension and share its links; see
+    explorer.place).
     """
     acc = hardware.get(accelerator)
     _validate.choice("kind", kind, KINDS)
@@ -102,7 +105,10 @@ def scale_up_s(kind, total_bytes, accelerator, n, torus_extents=None, wraparound
         raise ValueError(
             f"n: a group inside one {acc.name} domain has at most {int(acc.scale_up_domain_size)} devices, got {n}"
         )
-    links = concurrent_links(acc, n, torus_extents, wraparound)
+    if links is None:
+        links = concurrent_links(acc, n, torus_extents, wraparound)
+    else:
+        _validate.positive("links", links)
     rate = _link_rate(acc)
     if kind == "all_to_all":
         seconds = collectives.all_to_all_s(total_bytes, n, rate * links)
@@ -114,7 +120,8 @@ def scale_up_s(kind, total_bytes, accelerator, n, torus_extents=None, wraparound
     return collectives.collective_s(kind, total_bytes, n, rate * links)
 
 
-def collective_s(kind, total_bytes, accelerator, n, n_domains=1, torus_extents=None, wraparound=True, overlapped=True):
+def collective_s(kind, total_bytes, accelerator, n, n_domains=1, torus_extents=None, wraparound=True, overlapped=True,
+                 links=None):
     """A collective over n devices spread evenly over `n_domains` scale-up
     domains (nodes, NVL72 racks, TPU slices), priced by the fabric.
 
@@ -144,20 +151,20 @@ def collective_s(kind, total_bytes, accelerator, n, n_domains=1, torus_extents=N
     if n % n_domains:
         raise ValueError(f"n_domains: must divide the group size {n}, got {n_domains}")
     if n_domains == 1:
-        return scale_up_s(kind, total_bytes, acc, n, torus_extents, wraparound)
+        return scale_up_s(kind, total_bytes, acc, n, torus_extents, wraparound, links)
     m = n // n_domains
     out_rate = acc.scale_out_bytes_per_s
     if kind == "all_to_all":
-        inside = scale_up_s("all_to_all", total_bytes * m / n, acc, m, None, wraparound) if m > 1 else 0.0
+        inside = scale_up_s("all_to_all", total_bytes * m / n, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         across = total_bytes * (n - m) / n / out_rate
         phases = (inside, across)
     elif kind == "all_reduce":
-        inside = scale_up_s("reduce_scatter", total_bytes, acc, m, torus_extents, wraparound) if m > 1 else 0.0
+        inside = scale_up_s("reduce_scatter", total_bytes, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         across = collectives.all_reduce_s(total_bytes / m, n_domains, out_rate)
         # the two in-node phases share the same links: only the NIC phase can hide under them
         phases = (2 * inside, across)
     else:
-        inside = scale_up_s(kind, total_bytes, acc, m, torus_extents, wraparound) if m > 1 else 0.0
+        inside = scale_up_s(kind, total_bytes, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         across = total_bytes * (n_domains - 1) / n_domains / (m * out_rate)
         phases = (inside, across)
     return max(phases) if overlapped else sum(phases)
