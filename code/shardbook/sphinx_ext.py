@@ -165,6 +165,31 @@ def _use_local_mathjax(app, config):
     config.mathjax_path = MATHJAX_PATH
 
 
+REPOSITORY_ENV = "SHARDBOOK_REPOSITORY_URL"
+
+
+def repository_url(srcdir):
+    """The book's repository, from one setting: the SHARDBOOK_REPOSITORY_URL
+    environment variable if set (the publishing workflow sets it to the
+    repository it runs in), else `repository: url:` in _config.yml."""
+    import os
+    import re
+
+    if os.environ.get(REPOSITORY_ENV):
+        return os.environ[REPOSITORY_ENV]
+    config = Path(srcdir) / "_config.yml"
+    if not config.exists():  # a plain Sphinx project, not the book
+        return None
+    found = re.search(r"^repository:\s*\n\s+url:\s*(\S+)", config.read_text(), re.M)
+    return found.group(1) if found else None
+
+
+def _use_repository_url(app, config):
+    url = repository_url(app.srcdir)
+    if url:
+        config.html_theme_options = dict(config.html_theme_options, repository_url=url)
+
+
 # --- live pages -------------------------------------------------------------
 
 STATIC = Path(__file__).parent / "static"
@@ -222,6 +247,7 @@ def setup(app):
     app.add_css_file("shardbook-live.css")
 
     app.connect("config-inited", _use_local_mathjax)
+    app.connect("config-inited", _use_repository_url)
     app.connect("builder-inited", _forget_fingerprint)
     app.connect("build-finished", _finish_site)
     app.add_js_file(MODE_JS, priority=900)
