@@ -240,6 +240,36 @@ def test_accessibility_basics(rel, built_book):
     assert parsed.theads == parsed.tables, f"{rel}: {parsed.tables} tables, {parsed.theads} with a header row"
 
 
+def test_every_figure_opens_full_size(built_book):
+    """Wide plots and HLO graphs are unreadable at a phone's width: every
+    figure's image has an "Open full size" link to the image itself."""
+    for page in sorted(HTML.glob("chapters/*.html")):
+        text = page.read_text()
+        images = re.findall(r'<figure\b[^>]*>\s*<img\b[^>]*?\bsrc="([^"]+)"', text)
+        links = re.findall(r'<a class="shardbook-full-size" href="([^"]+)">Open full size</a>', text)
+        assert images == links, f"{page.name}: figures {images} but full-size links {links}"
+        for src in links:
+            assert (page.parent / src).resolve().exists(), f"{page.name}: {src} does not exist"
+
+
+@pytest.mark.parametrize("width,height,kind", [(390, 844, "phone"), (768, 1024, "tablet")])
+def test_phone_and_tablet_screenshots(server, browser, width, height, kind):
+    """Every chapter at a phone's and a tablet's width: no sideways scrolling of
+    the page itself, and a screenshot for review."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    wide = []
+    for rel in _pages():
+        page = browser.new_page()
+        page.set_viewport_size({"width": width, "height": height})
+        page.goto(f"{server}/{rel}", wait_until="networkidle")
+        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        if overflow > 1:
+            wide.append(f"{rel}: {overflow}px wider than the screen")
+        page.screenshot(path=str(SCREENSHOTS / f"{kind}_{Path(rel).stem}.png"))
+        page.close()
+    assert not wide, wide
+
+
 def test_no_connection_tried_to_leave_the_machine(browser, server):
     """Everything that is not the loopback goes to a proxy that refuses and
     records it; after every page above, it has seen nothing. The proxy does

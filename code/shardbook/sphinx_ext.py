@@ -62,6 +62,21 @@ def _copy_if_changed(src, dst):
     shutil.copy2(src, dst)
 
 
+_FIGURE_IMAGE = re.compile(r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)"[^>]*/?>)(?!\s*<a class="shardbook-full-size")')
+
+
+def _link_figures_full_size(outdir):
+    """Under every figure's image, a link that opens it full size: the HLO
+    graphs and wide plots are unreadable on a phone at page width."""
+    for page in outdir.rglob("*.html"):
+        text = page.read_text()
+        linked = _FIGURE_IMAGE.sub(
+            lambda m: f'{m.group(1)}{m.group(2)}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>', text
+        )
+        if linked != text:
+            page.write_text(linked)
+
+
 def _fingerprint_file(app):
     from .ledger import FINGERPRINT_FILE
 
@@ -86,6 +101,7 @@ def _finish_site(app, exc):
     _copy_live_assets(app)
     for part in MATHJAX_PARTS:
         _copy_if_changed(_mathjax_source() / part, static / "mathjax" / part)
+    _link_figures_full_size(Path(app.outdir))
     if app.statuscode == 0:
         from .ledger import source_fingerprint
 
@@ -244,7 +260,7 @@ def _copy_live_assets(app):
 def setup(app):
     _keyed_glue_role()
     app.add_js_file("shardbook-live.js", defer="defer")
-    app.add_css_file("shardbook-live.css")
+    app.add_css_file("shardbook.css")  # live panel, full-size links, narrow screens
 
     app.connect("config-inited", _use_local_mathjax)
     app.connect("config-inited", _use_repository_url)
