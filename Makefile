@@ -11,7 +11,7 @@ export PYTHONHASHSEED := 0
 # Book builds and tests: no ipywidgets panels in executed pages (see ledger.live)
 export SHARDBOOK_BUILD := 1
 
-.PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck
+.PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf
 
 setup: $(STAMP) graphviz node_modules/.installed
 
@@ -87,6 +87,14 @@ lab: setup
 
 bench: setup
 	@$(BIN)/python -m shardbook.bench
+
+# The whole book as one PDF: Jupyter Book's single-page build (execution
+# cached), printed by Chromium with page numbers and bookmarks.
+pdf: setup chromium buildcheck _build/.cache-stamp
+	@echo "==> building the single-page book (execution cached in _build/.jupyter_cache)"
+	@$(BIN)/jupyter-book build . --path-output . --builder singlehtml -n --keep-going -q
+	@echo "==> printing it to _build/pdf/book.pdf"
+	@$(BIN)/python -m shardbook.pdf _build/singlehtml _build/pdf/book.pdf
 
 linkcheck: setup
 	@$(BIN)/jupyter-book build . --path-output . --builder linkcheck

@@ -1,0 +1,77 @@
+"""`make pdf`: the whole book as one PDF (book machinery, layer 3).
+
+Jupyter Book's single-page build is printed by Debian's Chromium through
+Playwright, with the site's print styles, page numbers in the footer and the
+headings as PDF bookmarks. The PDF is written to a temporary file and then
+moved into place, so a failure leaves the previous PDF as it was.
+
+    python -m shardbook.pdf _build/singlehtml _build/pdf/book.pdf
+"""
+
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+from . import site
+
+FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#555">'
+          '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
+
+
+def render(singlehtml_dir, pdf_path):
+    """Print `singlehtml_dir`/index.html to `pdf_path`; returns the path."""
+    source = Path(singlehtml_dir)
+    if not (source / "index.html").exists():
+        raise ValueError(f"{source}: no single-page build (index.html); run `make pdf`, which builds it first")
+    chromium = site.chromium()
+    if chromium is None:
+        raise ValueError("Chromium is missing: install the Debian package 'chromium' (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    # Sphinx writes the single page under the root document's folder
+    # (chapters/00_introduction.html) but with links relative to the build's
+    # root: print a copy placed at the root, where those links resolve.
+    redirect = re.search(r'url=([^"]+)"', (source / "index.html").read_text())
+    page_file = source / (redirect.group(1) if redirect else "index.html")
+    printable = source / "_book.html"
+    printable.write_text(page_file.read_text())
+    target = Path(pdf_path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".book-", suffix=".pdf")
+    os.close(fd)
+    try:
+        with sync_playwright() as pw, site.serve(source) as base:
+            browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
+            page = browser.new_page()
+            page.goto(f"{base}/_book.html", wait_until="networkidle", timeout=120_000)
+            page.evaluate("window.MathJax && MathJax.startup && MathJax.startup.promise")
+            page.emulate_media(media="print")
+            page.pdf(path=tmp, format="A4", print_background=True, outline=True, tagged=True,
+                     display_header_footer=True, header_template="<span></span>", footer_template=FOOTER,
+                     margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"})
+            browser.close()
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m shardbook.pdf SINGLEHTML_DIR OUTPUT.pdf", file=sys.stderr)
+        return 2
+    try:
+        path = render(*argv)
+    except ValueError as exc:
+        print(f"pdf: {exc}", file=sys.stderr)
+        return 2
+    print(f"==> wrote {path} ({path.stat().st_size:,} bytes)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

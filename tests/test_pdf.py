@@ -1,0 +1,71 @@
+"""`make pdf`: the whole book as one PDF with every chapter, bookmarks, page
+numbers, and no code line cut off at the margin."""
+
+import re
+import subprocess
+
+import pytest
+
+from shardbook import site
+
+from conftest import BUILD, CHAPTERS, ROOT
+
+PDF = BUILD / "pdf" / "book.pdf"
+APPENDICES = sorted((ROOT / "chapters").glob("9[0-9]_*.md"))
+
+
+@pytest.fixture(scope="module")
+def book_pdf():
+    result = subprocess.run(["make", "pdf"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert PDF.exists()
+    return PDF
+
+
+def _title(path):
+    return re.search(r"^# (.+)$", path.read_text(), re.M).group(1).strip()
+
+
+def test_the_pdf_has_every_chapter_and_bookmarks(book_pdf):
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(book_pdf))
+    assert len(reader.pages) >= 50
+    text = " ".join(" ".join(page.extract_text().split()) for page in reader.pages)
+    outline = []
+
+    def walk(items):
+        for item in items:
+            if isinstance(item, list):
+                walk(item)
+            else:
+                outline.append(" ".join(item.title.split()))
+
+    walk(reader.outline)
+    squeezed = ["".join(entry.split()) for entry in outline]  # Chromium drops the space at a heading's line break
+    for path in CHAPTERS + APPENDICES:
+        title = " ".join(_title(path).split())
+        assert title in text, f"{path.name}: title {title!r} not in the PDF's text"
+        assert any("".join(title.split()) in entry for entry in squeezed), f"{path.name}: no bookmark for {title!r}"
+    # page numbers in the footer: "1 / N" on the first page, "N / N" on the last
+    n = len(reader.pages)
+    assert f"1 / {n}" in reader.pages[0].extract_text() and f"{n} / {n}" in reader.pages[-1].extract_text()
+
+
+def test_no_code_line_is_clipped_in_print(book_pdf):
+    """With the print styles every code block wraps: nothing is wider than the
+    page's column, so nothing is cut off in the PDF."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw, site.serve(BUILD / "singlehtml") as base:
+        browser = pw.chromium.launch(executable_path=site.chromium(), args=site.CHROMIUM_FLAGS)
+        page = browser.new_page()
+        page.goto(f"{base}/_book.html", wait_until="networkidle", timeout=120_000)
+        page.emulate_media(media="print")
+        clipped = page.evaluate("[...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1)"
+                                ".map(p => p.textContent.slice(0, 60))")
+        hidden_controls = page.evaluate("[...document.querySelectorAll('.shardbook-live, .shardbook-full-size')]"
+                                        ".filter(e => getComputedStyle(e).display !== 'none').length")
+        browser.close()
+    assert not clipped, clipped
+    assert hidden_controls == 0
