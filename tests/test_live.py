@@ -130,3 +130,24 @@ def test_reset_always_restores_and_later_edits_start_from_it(server, browser):  
     assert page.inner_text(".glue-key-topo_ag_across_n") == expected["topo_ag_across_n"] == printed
     assert page.inner_text(".glue-key-topo_ag_inside_ms") == expected["topo_ag_inside_ms"]
     page.close()
+
+
+def test_loading_shows_bytes_and_the_panel_summarizes_changes(server, browser):  # noqa: F811
+    """Loading counts the bytes of Pyodide's large files; once live, the panel
+    stays in view and lists each changed value as a link to where it stands;
+    Reset empties the list."""
+    page, _ = _visit(browser, f"{server}/chapters/01_topology.html")
+    _live(page)
+    sizes = sum((HTML / "_static" / "pyodide" / n).stat().st_size for n in ("pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs"))
+    assert int(page.get_attribute(".shardbook-live", "data-loaded-bytes")) == sizes
+    assert _set(page, "n_nodes", "4") == ""
+    page.evaluate("window.scrollTo(0, document.body.scrollHeight / 2)")
+    top = page.evaluate("document.querySelector('.shardbook-live-panel').getBoundingClientRect().top")
+    assert 0 <= top < 200, f"the panel scrolled out of view (top at {top}px)"
+    links = page.eval_on_selector_all(".shardbook-live-changed a", "as => as.map(a => [a.getAttribute('href'), a.textContent])")
+    assert links, "no changed values listed"
+    for href, text in links:
+        assert page.inner_text(href) == text
+    page.click("text=Reset to the printed values")
+    assert page.evaluate("document.querySelector('.shardbook-live-changed').hidden")
+    page.close()

@@ -18,6 +18,27 @@
     return lines[lines.length - 1];
   }
 
+  function megabytes(n) { return (n / 1e6).toFixed(1); }
+
+  async function prefetch(names, button, box) {
+    var base = root() + "_static/pyodide/";
+    var heads = await Promise.all(names.map(function (n) { return fetch(base + n, { method: "HEAD" }); }));
+    var total = heads.reduce(function (a, r) { return a + Number(r.headers.get("Content-Length") || 0); }, 0);
+    var loaded = 0;
+    for (var i = 0; i < names.length; i++) {
+      var response = await fetch(base + names[i]);
+      var reader = response.body.getReader();
+      for (;;) {
+        var chunk = await reader.read();
+        if (chunk.done) { break; }
+        loaded += chunk.value.length;
+        button.textContent = "Loading Python… " + megabytes(loaded) + " of " + megabytes(total) + " MB";
+      }
+    }
+    box.dataset.loadedBytes = String(loaded);
+    button.textContent = "Starting Python…";
+  }
+
   async function start(specs, box, button) {
     var t0 = performance.now();
     button.disabled = true;
@@ -29,6 +50,9 @@
           return fetch(root() + "_static/shardbook/" + name).then(function (r) { return r.text(); }).then(function (text) { return [name, text]; });
         }));
       });
+      // fetch Pyodide's large files first, counting bytes for the reader; the
+      // loader then finds them in the browser's cache
+      await prefetch(["pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs"], button, box);
       await loadScript(root() + "_static/pyodide/pyodide.js");
       var py = await loadPyodide({ indexURL: root() + "_static/pyodide/" });
       py.FS.mkdirTree("/home/pyodide/shardbook");
@@ -100,6 +124,7 @@
             error.textContent = label + ": " + field.value + " is not accepted (" + message + ")";
           }
           markStale();
+          summarize(panel, specs, original);
         });
       });
     });
@@ -118,8 +143,14 @@
       });
       [].forEach.call(panel.querySelectorAll(".shardbook-live-error"), function (e) { e.textContent = ""; });
       markStale();
+      summarize(panel, specs, original);
     });
     panel.appendChild(reset);
+    var changed = document.createElement("div");
+    changed.className = "shardbook-live-changed";
+    changed.setAttribute("aria-label", "Values that changed");
+    changed.hidden = true;
+    panel.appendChild(changed);
     var note = document.createElement("p");
     note.className = "shardbook-live-note";
     var n = specs.reduce(function (a, spec) { return a + spec.values.length; }, 0);
@@ -145,6 +176,30 @@
     var value = Number(text);
     if (!isFinite(value)) { return { error: "must be a finite number, got \"" + text + "\"" }; }
     return { value: value };
+  }
+
+  // The panel stays in view and lists the values that now differ from the
+  // printed page, each a link to where it appears.
+  function summarize(panel, specs, original) {
+    var list = panel.querySelector(".shardbook-live-changed");
+    list.textContent = "";
+    var n = 0;
+    specs.forEach(function (spec) {
+      spec.values.forEach(function (name) {
+        [].forEach.call(spansOf(name), function (s, j) {
+          if (s.textContent === original[name][j]) { return; }
+          if (!s.id) { s.id = "live-" + name + "-" + j; }
+          var a = document.createElement("a");
+          a.href = "#" + s.id;
+          a.textContent = s.textContent;
+          a.title = name;
+          list.appendChild(a);
+          n += 1;
+        });
+      });
+    });
+    list.hidden = n === 0;
+    list.dataset.count = String(n);
   }
 
   // Recompute one declaration's values; null on success, else the cost
