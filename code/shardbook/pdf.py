@@ -52,6 +52,7 @@ def render(singlehtml_dir, pdf_path):
                      display_header_footer=True, header_template="<span></span>", footer_template=FOOTER,
                      margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"})
             browser.close()
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the book is for reading
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):
