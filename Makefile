@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed
 export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export JAX_PLATFORMS := cpu
 export PYTHONHASHSEED := 0
-# Book builds and tests: no ipywidgets panels in executed pages (see ledger.live)
-export SHARDBOOK_BUILD := 1
+# Book builds, tests, the PDF and the benchmark: no ipywidgets panels in
+# executed pages (see ledger.live). Only these targets: `make lab` must show them.
+book test pdf bench bless: export SHARDBOOK_BUILD := 1
 
 .PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf
 
@@ -83,7 +84,7 @@ serve:
 
 lab: setup
 	@$(BIN)/python -m pip install --quiet -r requirements-lab.txt
-	@$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ContentsManager.default_jupytext_formats=md:myst chapters
+	@$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ContentsManager.default_jupytext_formats=md:myst $(if $(filter 0,$(shell id -u)),--allow-root) chapters
 
 bench: setup
 	@$(BIN)/python -m shardbook.bench

@@ -163,3 +163,27 @@ def test_the_repository_url_comes_from_one_setting(tmp_path, monkeypatch):
     assert repository_url(tmp_path) == "https://example.org/one/book"
     monkeypatch.setenv(REPOSITORY_ENV, "https://example.org/a/fork")
     assert repository_url(tmp_path) == "https://example.org/a/fork"
+
+
+def _make(*args):
+    import os
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if k not in ("SHARDBOOK_BUILD", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    return subprocess.run(["make", *args], cwd=Path(__file__).resolve().parents[1], env=env,
+                          capture_output=True, text=True, timeout=120).stdout
+
+
+def test_the_build_only_environment_does_not_leak_into_lab():
+    """SHARDBOOK_BUILD=1 (no widgets in executed pages) belongs to book, test,
+    pdf, bench and bless only; any other target, `make lab` above all, runs
+    without it (it used to be exported for every target)."""
+    assert _make("--eval", 'probe: ; @echo "[$$SHARDBOOK_BUILD]"', "probe").strip() == "[]"
+
+
+def test_make_lab_runs_as_root():
+    import os
+
+    command = _make("-n", "lab").strip().splitlines()[-1]
+    assert "jupyter lab" in command
+    assert ("--allow-root" in command) == (os.geteuid() == 0)
