@@ -127,7 +127,7 @@ def test_command_line_prints_a_ranked_table_with_the_assumptions():
     lines = result.stdout.splitlines()
     assert lines[0].startswith("LLaMA-3 70B on 64 × TPU v5p")
     assert "mesh" in lines[2] and "MFU" in lines[2]
-    assert "Assumptions:" in result.stdout and "optimistic bound" in result.stdout
+    assert "Assumptions:" in result.stdout and "optimistic: peak FLOP/s" in result.stdout
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ policy; the cheapest policy that fits is chosen. Standard library only;
 compiling candidates is in shardbook.hlo.explore.
 
 Assumptions (stated on every result):
-- an optimistic bound: peak FLOP/s, collectives at line rate on every link
-  the fabric offers, perfect overlap wherever overlap is possible;
+- optimistic: peak FLOP/s, collectives at line rate on every link the
+  fabric offers, perfect overlap for the collectives that can hide (below);
 - math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the attention
   scores' causal half, as MaxText counts them and block-skipping kernels
   compute), plus what the chosen recomputation repeats; MFU = model FLOPs
@@ -23,9 +23,9 @@ Assumptions (stated on every result):
   dimensions of the slice, two links per wrapped dimension, one without
   wraparound, divided among the groups that stride the same dimension;
 - FSDP gathers weights forward and backward for every microbatch (once
-  per step if weights are kept) and reduce-scatters gradients once; DP all-reduces gradients once; context
-  parallelism gathers K and V per layer; these hide behind the math, and the
-  step pays whichever is longest; TP (sequence-parallel gathers and
+  per step if weights are kept) and reduce-scatters gradients once; DP
+  all-reduces gradients once; context parallelism gathers K and V per
+  layer; these hide behind the math, and the step pays whichever is longest; TP (sequence-parallel gathers and
   scatters, 4 all-reduce equivalents of the block's activations per layer)
   and EP (dispatch and combine, forward and backward) sit on the critical
   path unless ideal_overlap (collective matmul, DualPipe) hides them too;
