@@ -50,6 +50,11 @@ DEFAULT_ORDER = ("tp", "ep", "cp", "fsdp", "dp", "pp")
 TUPLE_AXES = ("fsdp", "tp", "ep", "pp")
 
 
+class TooFewSequences(ValueError):
+    """The batch leaves a data-parallel rank less than one microbatch: the
+    mesh is not usable for it (the search skips such meshes)."""
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where one axis's groups sit: `n_domains` scale-up domains with
@@ -295,7 +300,7 @@ def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_bat
     batch_ways = mesh["dp"] * mesh["fsdp"] * mesh["ep"]
     seqs_per_replica = global_tokens / seq_len / batch_ways
     if seqs_per_replica < micro_batch_seqs:
-        raise ValueError(
+        raise TooFewSequences(
             f"global_tokens: leaves {seqs_per_replica:g} sequences of {seq_len} per data-parallel rank, "
             f"fewer than micro_batch_seqs={micro_batch_seqs}"
         )
@@ -305,19 +310,20 @@ def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_bat
     # --- memory ---------------------------------------------------------
     total = models.param_count(m)
     n_moe_layers = m.n_layers - m.n_dense_layers if m.is_moe else 0
-    expert_params = 3 * m.d_model * m.d_ff * m.n_experts * n_moe_layers if m.is_moe else 0
+    expert_params = models.routed_expert_param_count(m)
     dense_params = total - expert_params
     shard = mesh["fsdp"] * mesh["tp"] * mesh["pp"]
     per_device_params = dense_params / shard + expert_params / (shard * mesh["ep"])
     state = memory.state_bytes_per_device(per_device_params, "dp", 1)
     policies = memory.RECOMPUTE if recompute is None else (recompute,)
     deepest_stage = math.ceil(m.n_layers / mesh["pp"])
+    in_flight = memory.microbatches_in_flight(mesh["pp"], math.ceil(n_micro), schedule) if mesh["pp"] > 1 else 1
     for policy in policies:
+        # per layer: memory.activation_bytes_per_device requires pp to divide L, an uneven pipeline does not
         per_layer = memory.activation_bytes_per_device(
             m, seq_len, micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], pp=1,
             sequence_parallel=mesh["tp"] > 1, recompute=policy,
         ) / m.n_layers
-        in_flight = memory.microbatches_in_flight(mesh["pp"], math.ceil(n_micro), schedule) if mesh["pp"] > 1 else 1
         activations = per_layer * deepest_stage * in_flight
         fits = state + activations <= acc.hbm_bytes
         if fits:
@@ -360,16 +366,22 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, **
     time. Meshes that leave a data-parallel rank less than one microbatch
     are not usable and are left out."""
     models.get(model), hardware.get(accelerator)  # unknown presets fail here, by name
+    found = _usable(model, accelerator, n_devices, global_tokens, axes, options)
+    return sorted(found, key=lambda c: (not c.fits, c.step_s))
+
+
+def _usable(model, accelerator, n_devices, global_tokens, axes, options):
+    """A Candidate for every mesh over `axes` that leaves each data-parallel
+    rank at least one microbatch."""
     found = []
-    seq_len = options.get("seq_len", 4096)
-    for mesh in factorizations(n_devices, model, axes, seq_len):
+    for mesh in factorizations(n_devices, model, axes, options.get("seq_len", 4096),
+                               options.get("uneven_pipeline", False)):
         mesh = dict(zip(TUPLE_AXES, mesh)) if isinstance(mesh, tuple) else mesh
         try:
             found.append(evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options))
-        except ValueError as error:
-            if "sequences of" not in str(error):
-                raise
-    return sorted(found, key=lambda c: (not c.fits, c.step_s))
+        except TooFewSequences:
+            pass
+    return found
 
 
 def _bound_options(run):
@@ -397,14 +409,7 @@ def rank_of_run(run, axes=None):
     options = _bound_options(run)
     if axes is None:
         axes = tuple(a for a in AXES if a in TUPLE_AXES or a in run.mesh)
-    found = []
-    for mesh in factorizations(run.n_devices, run.model, axes, run.seq_len, uneven_pipeline=run.uneven_pipeline):
-        mesh = dict(zip(TUPLE_AXES, mesh)) if isinstance(mesh, tuple) else mesh
-        try:
-            found.append(evaluate(run.model, run.accelerator, mesh, run.global_tokens, **options))
-        except ValueError as error:
-            if "sequences of" not in str(error):
-                raise
+    found = _usable(run.model, run.accelerator, run.n_devices, run.global_tokens, axes, options)
     target = normalize_mesh(run.mesh)
     own = next((c for c in found if c.mesh == target), None)
     if own is None:

@@ -136,6 +136,15 @@ def active_param_count(model):
     return _embedding_params(m) + _layer_counts(m, active=True) + m.d_model
 
 
+def routed_expert_param_count(model):
+    """Parameters of the routed experts over every MoE layer (0 for a dense
+    model): the part of param_count that expert parallelism splits."""
+    m = get(model)
+    if not m.is_moe:
+        return 0
+    return (m.n_layers - m.n_dense_layers) * m.n_experts * _mlp_params(m.d_model, m.d_ff, m.gated_mlp)
+
+
 def mlp_flops_width(model):
     """k·F: the MLP width one token multiplies through (F for a dense model)."""
     m = get(model)
