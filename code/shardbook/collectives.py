@@ -86,7 +86,7 @@ def hierarchical_all_reduce_s(
         total_bytes, n_inner, n_outer, inner_link_bytes_per_s, outer_bytes_per_s, inner_concurrent_links
     )
     # the two in-node phases use the same links, so only the cross-node phase can hide under them
-    return max(rs_inside + ag_inside, across) if overlapped else rs_inside + across + ag_inside
+    return hierarchical_s(rs_inside + ag_inside, across, overlapped)
 
 
 def hierarchical_all_reduce_phases_s(

@@ -157,17 +157,15 @@ def collective_s(kind, total_bytes, accelerator, n, n_domains=1, torus_extents=N
     if kind == "all_to_all":
         inside = scale_up_s("all_to_all", total_bytes * m / n, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         across = total_bytes * (n - m) / n / out_rate
-        phases = (inside, across)
     elif kind == "all_reduce":
         inside = scale_up_s("reduce_scatter", total_bytes, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         across = collectives.all_reduce_s(total_bytes / m, n_domains, out_rate)
         # the two in-node phases share the same links: only the NIC phase can hide under them
-        phases = (2 * inside, across)
+        inside *= 2
     else:
         inside = scale_up_s(kind, total_bytes, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         across = total_bytes * (n_domains - 1) / n_domains / (m * out_rate)
-        phases = (inside, across)
-    return max(phases) if overlapped else sum(phases)
+    return collectives.hierarchical_s(inside, across, overlapped)
 
 
 def single_ring_s(kind, total_bytes, accelerator, n):

@@ -509,4 +509,3 @@ def _main(argv=None):
 
 if __name__ == "__main__":
     sys.exit(_main())
-

@@ -2,10 +2,8 @@
 Ref: kaplan2020scaling (6·N FLOPs per token), scaling-book-training,
 distributed-training-notes."""
 
-from . import _validate, models
+from . import _validate, memory, models
 from .units import SECONDS_PER_DAY
-
-RECOMPUTE = ("none", "selective", "full")
 
 
 def training_flops(n_params, n_tokens, flops_per_param_token=6):
@@ -86,7 +84,7 @@ def hardware_flops_per_token(model, seq_len, recompute="none", causal=False):
     (4·L·H·Q·s, halved when causal), 'full' the whole forward (2·N plus that).
     Ref: korthikanti2022reducing."""
     m = models.get(model)
-    _validate.choice("recompute", recompute, RECOMPUTE)
+    _validate.choice("recompute", recompute, memory.RECOMPUTE)
     scores_forward = 4 * m.n_layers * m.n_heads * m.head_dim * seq_len / (2 if causal else 1)
     extra = {"none": 0, "selective": scores_forward, "full": 2 * models.active_param_count(m) + scores_forward}[recompute]
     return model_flops_per_token(m, seq_len, causal) + extra
