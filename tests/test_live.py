@@ -151,3 +151,66 @@ def test_loading_shows_bytes_and_the_panel_summarizes_changes(server, browser): 
     page.click("text=Reset to the printed values")
     assert page.evaluate("document.querySelector('.shardbook-live-changed').hidden")
     page.close()
+
+
+def test_wording_follows_the_numbers(server, browser):  # noqa: F811
+    """Chapter 7's sentence about the bound is chosen by the live function:
+    with a batch large enough the step turns compute-bound and the sentence
+    says so; the browser shows what CPython chooses."""
+    rel = "chapters/07_choosing_a_mesh.html"
+    spec = next(s for r, specs in _live_pages() if r == rel for s in specs if "mesh_iw_bound" in s["values"])
+    assert set(spec["phrases"]["mesh_iw_bound"]) >= {"the step is compute-bound"}
+    page, log = _visit(browser, f"{server}/{rel}")
+    printed = page.inner_text(".glue-key-mesh_iw_bound")
+    assert printed == "the step is communication-bound by about a factor of two"
+    _live(page)
+    arguments = {i["name"]: i["default"] for i in spec["inputs"]}
+    arguments["batch_tokens"] = 64 * 2**20
+    expected = _cpython(spec, arguments)
+    assert expected["mesh_iw_bound"] == "the step is compute-bound"
+    assert float(expected["mesh_iw_ratio"]) >= 1
+    assert _set(page, "batch_tokens", str(arguments["batch_tokens"])) == ""
+    for name in ("mesh_iw_bound", "mesh_iw_ratio", "mesh_iw_versus_v5p"):
+        assert page.inner_text(f".glue-key-{name}") == expected[name]
+    assert not log["console"], log["console"]
+    page.close()
+
+
+def test_second_live_page_starts_from_the_cache(browser):  # noqa: F811
+    """Pyodide's files (about 13 MB) travel once per visit: the second page
+    made live finds them in the browser's cache, as from any static host
+    that sends Cache-Control (shardbook.site serves like one)."""
+    from shardbook import site
+
+    requests = []
+    with site.serve(HTML, requests=requests) as base:
+        page, _ = _visit(browser, f"{base}/chapters/06_pipeline.html")
+        _live(page)
+        page.close()
+        first = [r for r in requests if "/_static/pyodide/" in r]
+        assert any(r.endswith("pyodide.asm.wasm") for r in first), first
+        requests.clear()
+        page, _ = _visit(browser, f"{base}/chapters/07_choosing_a_mesh.html")
+        _live(page)
+        page.close()
+    again = [r for r in requests if "/_static/pyodide/" in r and not r.endswith("sizes.json")]
+    assert not again, f"the second live page fetched Pyodide again: {again}"
+
+
+def test_refusal_text_is_readable_in_dark_mode(server, browser):  # noqa: F811
+    """axe-core on the live panel with a refused input, dark and light: the
+    error text keeps 4.5:1 contrast."""
+    from test_site import AXE
+
+    for scheme in ("dark", "light"):
+        page = browser.new_page()
+        page.add_init_script(f"localStorage.setItem('mode', '{scheme}'); localStorage.setItem('theme', '{scheme}');")
+        page.goto(f"{server}/chapters/01_topology.html", wait_until="networkidle")
+        _live(page)
+        assert _set(page, "n_nodes", "0") != ""
+        page.add_script_tag(content=AXE.read_text())
+        found = page.evaluate(
+            "axe.run('.shardbook-live', {runOnly: ['color-contrast']}).then(r => r.violations.map(v => v.nodes.map(n => n.target.join(' '))))"
+        )
+        assert not found, f"{scheme}: low contrast in the live panel: {found}"
+        page.close()

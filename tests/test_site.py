@@ -17,6 +17,9 @@ from shardbook import site
 from conftest import BUILD, HTML
 
 PAGE_BUDGET_BYTES = 1.5e6  # a chapter's own content: HTML, figures, SVGs, data
+FIRST_VISIT_BUDGET_BYTES = 1_000_000  # everything a first visit loads, raw (the reader's-side issue)
+LAYOUT_SHIFT_LIMIT = 0.05  # Lighthouse's CLS, "good" below 0.1; the book aims at 0.05
+AXE = Path(__file__).resolve().parents[1] / "node_modules" / "axe-core" / "axe.min.js"
 SCREENSHOTS = BUILD / "screenshots"
 
 
@@ -55,6 +58,7 @@ def _visit(context, url):
     page = context.new_page()
     log = {"console": [], "failed": [], "offsite": [], "paths": []}
     page.on("console", lambda m: log["console"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: log["console"].append(f"uncaught: {e}"))
     page.on("requestfailed", lambda r: log["failed"].append(r.url))
     page.on("response", lambda r: log["failed"].append(f"{r.status} {r.url}") if r.status >= 400 else None)
 
@@ -69,7 +73,6 @@ def _visit(context, url):
 
     page.on("request", on_request)
     page.goto(url, wait_until="networkidle")
-    page.evaluate("window.MathJax && MathJax.startup ? MathJax.startup.promise : null")
     return page, log
 
 
@@ -90,7 +93,7 @@ def _bytes(paths):
 
 def test_every_page_in_a_browser(server, browser):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    problems, weights = [], {}
+    problems, weights, first_visits = [], {}, {}
     for rel in _pages():
         page, log = _visit(browser, f"{server}/{rel}")
         name = Path(rel).stem
@@ -104,6 +107,20 @@ def test_every_page_in_a_browser(server, browser):
         raw = re.findall(r"\\\(|\\\[|\$\$", text)
         if raw:
             problems.append(f"{rel}: math not typeset ({len(raw)} raw delimiters)")
+        runtimes = [p for p in log["paths"] if re.search(r"mathjax|katex(\.min)?\.js|auto-render", p, re.I)]
+        if runtimes:
+            problems.append(f"{rel}: a math runtime is loaded ({runtimes}); math is rendered at build time")
+        if page.evaluate("document.querySelectorAll('main .math').length") != page.evaluate(
+            "document.querySelectorAll('main .math .katex').length"
+        ):
+            problems.append(f"{rel}: a formula is not rendered by KaTeX at build time")
+        shift = page.evaluate(site.LAYOUT_SHIFT_JS)
+        if shift > LAYOUT_SHIFT_LIMIT:
+            problems.append(f"{rel}: layout shift {shift:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
+        raw_bytes, _ = site.loaded_bytes(page, HTML)
+        if raw_bytes > FIRST_VISIT_BUDGET_BYTES:
+            problems.append(f"{rel}: a first visit loads {raw_bytes:,} bytes (budget {FIRST_VISIT_BUDGET_BYTES:,})")
+        first_visits[rel] = raw_bytes
         broken = page.evaluate("[...document.images].filter(i => !i.complete || i.naturalWidth === 0 || i.getBoundingClientRect().width === 0).map(i => i.src)")
         if broken:
             problems.append(f"{rel}: images not shown {broken}")
@@ -120,12 +137,37 @@ def test_every_page_in_a_browser(server, browser):
     first_visit = sum(w[0] for w in weights.values()) + max(w[1] for w in weights.values())
     print(f"\nheaviest page: {heaviest} {weights[heaviest][0]:,} bytes own content; "
           f"theme assets {max(w[1] for w in weights.values()):,} bytes; first visit of every page {first_visit:,} bytes")
+    print(f"first visit, raw bytes: {min(first_visits.values()):,} to {max(first_visits.values()):,}")
     icon_script = HTML / "_static" / "scripts" / "fontawesome.js"
     assert icon_script.stat().st_size < 20_000, "the theme's full icon bundle is back; shardbook.sphinx_ext trims it"
     over = {r: w[0] for r, w in weights.items() if w[0] > PAGE_BUDGET_BYTES}
     assert not over, f"pages over the {PAGE_BUDGET_BYTES:,.0f}-byte budget: {over}"
     assert not problems, "\n".join(problems)
     assert all((SCREENSHOTS / f"{Path(rel).stem}.png").stat().st_size > 0 for rel in weights)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_no_serious_violations(server, browser, scheme):
+    """axe-core (pinned in package.json) on every page in light and dark
+    mode: no serious or critical violation; the others are printed."""
+    script = AXE.read_text()
+    serious, other = [], []
+    for rel in _pages() + ["search.html"]:
+        page = browser.new_page()
+        page.add_init_script(f"localStorage.setItem('mode', '{scheme}'); localStorage.setItem('theme', '{scheme}');")
+        page.goto(f"{server}/{rel}", wait_until="networkidle")
+        assert page.evaluate("document.documentElement.dataset.theme") == scheme
+        page.add_script_tag(content=script)
+        found = page.evaluate(
+            "axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map(v => "
+            "({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))"
+        )
+        for v in found:
+            (serious if v["impact"] in ("serious", "critical") else other).append(f"{rel}: {v['impact']} {v['id']} {v['nodes']}")
+        page.close()
+    if other:
+        print("\n".join(["", f"axe ({scheme}), below serious:"] + other))
+    assert not serious, "\n".join(serious)
 
 
 def test_search_finds_the_chapters(server, browser):
@@ -265,6 +307,9 @@ def test_phone_and_tablet_screenshots(server, browser, width, height, kind):
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
         if overflow > 1:
             wide.append(f"{rel}: {overflow}px wider than the screen")
+        shift = page.evaluate(site.LAYOUT_SHIFT_JS)
+        if shift > LAYOUT_SHIFT_LIMIT:
+            wide.append(f"{rel}: layout shift {shift:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
         page.screenshot(path=str(SCREENSHOTS / f"{kind}_{Path(rel).stem}.png"))
         page.close()
     assert not wide, wide

@@ -1,20 +1,35 @@
-"""`make bench`: build timings, page weight and live-mode start-up. A
-benchmark, not a test.
+"""`make bench`: build timings, page weight, Lighthouse and live-mode
+start-up. A benchmark, not a test.
 
 Prints seconds for a clean build (cache and output removed), seconds for a
 no-change rebuild (`make book` again), bytes per built page (its HTML plus
 the images and SVGs it loads from the site itself), and, where Chromium is
-installed, the seconds from pressing "Make this page live" to a live page.
+installed: each chapter's first visit in a fresh browser (every byte it
+loads: HTML, CSS, scripts, fonts, images; raw and as sent gzip-compressed),
+Lighthouse's scores and metrics for three chapters on a phone and a desktop
+(the site served as a static host serves it: shardbook.site), and the
+seconds from pressing "Make this page live" to a live page.
 """
 
+import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+LIGHTHOUSE = ROOT / "node_modules" / "lighthouse" / "cli" / "index.js"
+LIGHTHOUSE_PAGES = ("chapters/02_sharding.html", "chapters/06_pipeline.html", "chapters/07_choosing_a_mesh.html")
+LIGHTHOUSE_CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
+LIGHTHOUSE_METRICS = {"first-contentful-paint": "FCP", "largest-contentful-paint": "LCP",
+                      "total-blocking-time": "TBT", "cumulative-layout-shift": "CLS", "speed-index": "SI"}
+# aims from the reader's-side issue: mobile performance >= 90, desktop >= 98, the rest 100
+LIGHTHOUSE_AIMS = {("mobile", "performance"): 90, ("desktop", "performance"): 98}
+FIRST_VISIT_BUDGET_BYTES = 1_000_000
 
 
 def _timed(cmd):
@@ -39,6 +54,72 @@ def page_weights(html_root):
                 total += target.stat().st_size
         rows.append((str(page.relative_to(html_root)), total))
     return rows
+
+
+def first_visit_bytes(base, browser, page):
+    """(raw bytes, bytes sent) of everything a fresh browser loads for `page`."""
+    from . import site
+
+    context = browser.new_context()
+    tab = context.new_page()
+    tab.goto(f"{base}/{page}", wait_until="networkidle")
+    sizes = site.loaded_bytes(tab, ROOT / "_build" / "html")
+    context.close()
+    return sizes
+
+
+def lighthouse(url, form_factor, chromium):
+    """{category: score 0-100} and {metric: display value} from one
+    Lighthouse run (the pinned npm package) in headless Chromium."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report.json"
+        cmd = ["node", str(LIGHTHOUSE), url, "--quiet", "--output=json", f"--output-path={report}",
+               f"--only-categories={','.join(LIGHTHOUSE_CATEGORIES)}",
+               "--chrome-flags=--headless=new --no-sandbox --disable-gpu"]
+        if form_factor == "desktop":
+            cmd.append("--preset=desktop")
+        result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "CHROME_PATH": chromium})
+        if result.returncode or not report.exists():
+            raise RuntimeError(f"lighthouse failed on {url}: {result.stderr.strip()[-400:]}")
+        data = json.loads(report.read_text())
+    scores = {c: round(100 * data["categories"][c]["score"]) for c in LIGHTHOUSE_CATEGORIES}
+    metrics = {short: data["audits"][audit]["displayValue"] for audit, short in LIGHTHOUSE_METRICS.items()}
+    return scores, metrics
+
+
+def browser_figures():
+    """First-visit weights of every chapter and Lighthouse for three."""
+    from . import site
+
+    chromium = site.chromium()
+    if chromium is None:
+        print("\nfirst visit and Lighthouse: skipped (no chromium; apt-get install chromium)")
+        return
+    from playwright.sync_api import sync_playwright
+
+    pages = sorted(p.relative_to(ROOT / "_build" / "html").as_posix() for p in (ROOT / "_build" / "html").glob("chapters/*.html"))
+    with site.serve(ROOT / "_build" / "html") as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
+        print(f"\nfirst visit of each chapter, fresh browser (aim: raw under {FIRST_VISIT_BUDGET_BYTES:,} bytes):")
+        print(f"  {'raw bytes':>10}  {'sent (gzip)':>11}  page")
+        for page in pages:
+            raw, sent = first_visit_bytes(base, browser, page)
+            flag = "" if raw <= FIRST_VISIT_BUDGET_BYTES else "   OVER"
+            print(f"  {raw:>10,}  {sent:>11,}  {page}{flag}", flush=True)
+        browser.close()
+        if not LIGHTHOUSE.exists():
+            print("\nLighthouse: skipped (node_modules/lighthouse missing: run `make book`)")
+            return
+        print("\nLighthouse 12.2.3 (aims: mobile performance >= 90, desktop >= 98, the rest 100):")
+        print(f"  {'page':34} {'form':8} " + " ".join(f"{c[:4]:>5}" for c in LIGHTHOUSE_CATEGORIES) + "   " +
+              " ".join(f"{m:>7}" for m in LIGHTHOUSE_METRICS.values()))
+        for page in LIGHTHOUSE_PAGES:
+            for form in ("mobile", "desktop"):
+                scores, metrics = lighthouse(f"{base}/{page}", form, chromium)
+                missed = [c for c in LIGHTHOUSE_CATEGORIES if scores[c] < LIGHTHOUSE_AIMS.get((form, c), 100)]
+                print(f"  {page:34} {form:8} " + " ".join(f"{scores[c]:>5}" for c in LIGHTHOUSE_CATEGORIES) + "   " +
+                      " ".join(f"{metrics[m]:>7}" for m in LIGHTHOUSE_METRICS.values()) +
+                      (f"   missed: {', '.join(missed)}" if missed else ""), flush=True)
 
 
 def live_seconds(page="chapters/01_topology.html"):
@@ -73,6 +154,7 @@ def main():
     print("\nbytes per page (HTML + images and SVGs it loads):")
     for name, size in page_weights(ROOT / "_build" / "html"):
         print(f"  {size:>10,}  {name}")
+    browser_figures()
     seconds = live_seconds()
     if seconds is None:
         print("\nlive mode: skipped (no chromium; apt-get install chromium)")

@@ -155,9 +155,35 @@ def number(label=None, integer=False, step=None):
     return {"kind": "integer" if integer else "number", "label": label, "step": step or (1 if integer else "any")}
 
 
+def phrase(text, options):
+    """A live wording that depends on the numbers: the function picks `text`
+    from `options`, every wording the sentence can take, so that a reader
+    who changes the inputs never reads a sentence the new numbers
+    contradict ("compute-bound" next to a ratio below one)."""
+    options = list(options)
+    if not options or not all(isinstance(o, str) and o for o in options):
+        raise ValueError(f"options: a phrase needs one or more non-empty strings, got {options!r}")
+    if text not in options:
+        raise ValueError(f"text: {text!r} is not one of the phrase's options {options}")
+    return {"phrase": text, "options": options}
+
+
+def _is_phrase(v):
+    return isinstance(v, dict) and "phrase" in v
+
+
 def _texts(results):
-    return {name: format_value(v["value"], digits=v["digits"], sig=v["sig"], scale=v["scale"], unit=v["unit"], trim=v["trim"])
+    return {name: v["phrase"] if _is_phrase(v) else
+            format_value(v["value"], digits=v["digits"], sig=v["sig"], scale=v["scale"], unit=v["unit"], trim=v["trim"])
             for name, v in results.items()}
+
+
+def show_phrase(name, text):
+    """Glue a live wording under `name` for ``{glue:text}`name```. Words are
+    not numbers: the ledger keeps the numbers that choose them."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(f"name: must be lower-case letters, digits and underscores, got {name!r}")
+    _display({GLUE_PREFIX + "text/plain": repr(text)}, {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}})
 
 
 def evaluate(function, arguments):
@@ -171,8 +197,9 @@ def live(function, **inputs):
     `function` takes the inputs as keyword arguments whose defaults are the
     page's printed inputs, imports what it needs inside its body (it is also
     run by Python in the reader's browser, so it may use only the standard
-    library and shardbook's cost-model modules) and returns {name: value(...)}.
-    Every value is shown with :func:`show` as a live value; the function's
+    library and shardbook's cost-model modules) and returns {name: value(...)
+    or phrase(...)}. Every value is shown with :func:`show` as a live value,
+    every phrase with :func:`show_phrase`; the function's
     source and the input specs are embedded in the page for its live mode; in
     Jupyter (outside the book build) the inputs appear as ipywidgets."""
     if not callable(function):
@@ -189,16 +216,20 @@ def live(function, **inputs):
     defaults = {name: p.default for name, p in params.items()}
     results = function(**defaults)
     for name, v in results.items():
-        if not (isinstance(v, dict) and "value" in v):
-            raise ValueError(f"function: {name!r} must be returned as ledger.value(...), got {v!r}")
+        if not (isinstance(v, dict) and ("value" in v or _is_phrase(v))):
+            raise ValueError(f"function: {name!r} must be returned as ledger.value(...) or ledger.phrase(...), got {v!r}")
     texts = _texts(results)
     for name, v in results.items():
-        show(name, v["value"], v["unit"], scale=v["scale"], text=texts[name], rel_tol=v["rel_tol"], live=True)
+        if _is_phrase(v):
+            show_phrase(name, texts[name])
+        else:
+            show(name, v["value"], v["unit"], scale=v["scale"], text=texts[name], rel_tol=v["rel_tol"], live=True)
     payload = {
         "function": function.__name__,
         "source": textwrap.dedent(inspect.getsource(function)),
         "inputs": [dict(spec, name=name, default=defaults[name]) for name, spec in inputs.items()],
         "values": list(results),
+        "phrases": {name: v["options"] for name, v in results.items() if _is_phrase(v)},
     }
     blob = json.dumps(payload).replace("</", "<\\/")
     _display({"text/html": f'<script type="application/json" class="shardbook-live">{blob}</script>'}, {})

@@ -46,7 +46,6 @@ def render(singlehtml_dir, pdf_path):
             browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
             page = browser.new_page()
             page.goto(f"{base}/_book.html", wait_until="networkidle", timeout=120_000)
-            page.evaluate("window.MathJax && MathJax.startup && MathJax.startup.promise")
             page.emulate_media(media="print")
             page.pdf(path=tmp, format="A4", print_background=True, outline=True, tagged=True,
                      display_header_footer=True, header_template="<span></span>", footer_template=FOOTER,

@@ -3,9 +3,12 @@ the browser tests and `make bench`. Standard library only."""
 
 import argparse
 import contextlib
+import email.utils
 import errno
-import functools
+import gzip
 import http.server
+import io
+import os
 import shutil
 import socketserver
 import sys
@@ -32,17 +35,81 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run
 PROXY_BYPASS = "127.0.0.1,localhost"
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
+# As a static host serves a site (GitHub Pages among them): text, scripts and
+# WebAssembly gzip-compressed when the browser accepts it, and a ten-minute
+# freshness so that a second page reuses what the first one loaded.
+COMPRESSED_SUFFIXES = frozenset({".html", ".css", ".js", ".mjs", ".json", ".svg", ".txt", ".py", ".wasm", ".map", ".xml"})
+CACHE_CONTROL = "max-age=600"
+
+
+class StaticHandler(http.server.SimpleHTTPRequestHandler):
+    """A quiet static file handler with gzip and Cache-Control, keeping
+    connections open (HTTP/1.1) as a real host does."""
+
+    protocol_version = "HTTP/1.1"
+
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".mjs": "text/javascript", ".wasm": "application/wasm", ".woff2": "font/woff2"}
+    _compressed = {}  # (path, mtime_ns) -> gzip bytes, shared by the server's threads
+
     def log_message(self, *args):
         pass
 
+    def end_headers(self):
+        self.send_header("Cache-Control", CACHE_CONTROL)
+        super().end_headers()
+
+    def send_head(self):
+        path = self.translate_path(self.path)
+        if os.path.isdir(path) and self.path.split("?")[0].endswith("/"):
+            path = os.path.join(path, "index.html")
+        accepts = "gzip" in self.headers.get("Accept-Encoding", "")
+        if not accepts or not os.path.isfile(path) or os.path.splitext(path)[1] not in COMPRESSED_SUFFIXES:
+            return super().send_head()
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns)
+        body = self._compressed.get(key)
+        if body is None:
+            with open(path, "rb") as f:
+                body = gzip.compress(f.read(), compresslevel=6, mtime=0)
+            self._compressed[key] = body
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(path))
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Last-Modified", email.utils.formatdate(stat.st_mtime, usegmt=True))
+        self.send_header("Vary", "Accept-Encoding")
+        self.end_headers()
+        return io.BytesIO(body)
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+
+def _handler(directory, requests=None):
+    """A StaticHandler class for `directory`; `requests`, if given, is a list
+    that receives each request's path (the tests count what reached the server)."""
+
+    class Handler(StaticHandler):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, directory=str(directory), **kwargs)
+
+        def send_head(self):
+            if requests is not None:
+                requests.append(self.path)
+            return super().send_head()
+
+    return Handler
+
 
 @contextlib.contextmanager
-def serve(directory):
-    """Serve `directory` on a free port of 127.0.0.1; yields the base URL and
-    stops the server on exit."""
-    httpd = socketserver.ThreadingTCPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(directory)))
-    httpd.daemon_threads = True
+def serve(directory, requests=None):
+    """Serve `directory` on a free port of 127.0.0.1, compressed and cacheable
+    as a static host serves it; yields the base URL and stops the server on
+    exit. `requests`, if a list, receives the path of every request served."""
+    httpd = _Server(("127.0.0.1", 0), _handler(directory, requests))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
@@ -76,6 +143,39 @@ def sentinel_proxy():
         server.server_close()
 
 
+# Sum of the layout shifts a page has had so far (CLS as Lighthouse counts a
+# page load: shifts not caused by the reader's input).
+LAYOUT_SHIFT_JS = """() => new Promise(resolve => {
+  let total = 0;
+  const observer = new PerformanceObserver(list => {
+    for (const entry of list.getEntries()) { if (!entry.hadRecentInput) total += entry.value; }
+  });
+  observer.observe({type: 'layout-shift', buffered: true});
+  setTimeout(() => { observer.disconnect(); resolve(total); }, 200);
+})"""
+
+
+def loaded_bytes(tab, html_root):
+    """(raw bytes, bytes sent) of everything a loaded page fetched from the
+    site: the document and every resource in its resource timing (HTML, CSS,
+    scripts, fonts, images, cached or not); raw from the files themselves."""
+    from urllib.parse import unquote, urlparse
+
+    urls = tab.evaluate("[location.href, ...performance.getEntriesByType('resource').map(e => e.name)]")
+    sent = tab.evaluate("performance.getEntriesByType('navigation')[0].encodedBodySize"
+                        " + performance.getEntriesByType('resource').reduce((s, e) => s + e.encodedBodySize, 0)")
+    raw = 0
+    for url in set(urls):
+        if urlparse(url).hostname != "127.0.0.1":
+            continue
+        target = Path(html_root) / unquote(urlparse(url).path).lstrip("/")
+        if target.is_dir():
+            target = target / "index.html"
+        if target.is_file():
+            raw += target.stat().st_size
+    return raw, sent
+
+
 def chromium():
     """Path of the chromium binary, or None when it is not installed."""
     return shutil.which("chromium")
@@ -106,14 +206,14 @@ def main(argv=None):
         print(f"serve: PORT must be between 1 and 65535, got {args.port}", file=sys.stderr)
         return 2
     try:
-        httpd = socketserver.ThreadingTCPServer(("127.0.0.1", args.port), functools.partial(_Quiet, directory=str(html)))
+        httpd = _Server(("127.0.0.1", args.port), _handler(html))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             print(f"serve: port {args.port} on 127.0.0.1 is taken; choose another with `make serve PORT=8001`",
                   file=sys.stderr)
             return 2
         raise
-    print(f"==> serving {html} on http://127.0.0.1:{args.port} (Ctrl-C to stop)")
+    print(f"==> serving {html} on http://127.0.0.1:{args.port}, gzip-compressed as a static host would (Ctrl-C to stop)")
     with httpd:
         try:
             httpd.serve_forever()

@@ -7,25 +7,37 @@
   set) is replaced, in the built site only, by a script of the few icons the
   pages use, with the same file name; the paths come from the theme's own
   copy of Font Awesome Free, so the icons look the same.
-- MathJax is served from the site itself (the book reads offline): the files
-  come from the pinned `sphinx-mathjax-offline` package (MathJax 3.2.2), and
-  only what `tex-chtml.js` loads is copied: the component, its TeX
-  extensions, the CommonHTML fonts and the menu.
+- Math is rendered to HTML at build time by KaTeX (sphinxcontrib-katex with
+  `katex_prerender`, run by node): pages carry no math runtime, only KaTeX's
+  stylesheet and the WOFF2 fonts it names, copied from the pinned npm package
+  into `_static/katex/`. The book reads offline.
+- The theme's large stylesheets (pydata-sphinx-theme's 397 kB of Bootstrap,
+  sphinx-design's, myst-nb's, Sphinx's basic.css) keep only the rules whose
+  selectors the pages and scripts name (PurgeCSS, pinned in package.json).
+- sphinx-thebe's assets are left out of every page: the book's live mode is
+  its own, and Thebe's config script was declared twice per page.
+- The theme's icon fonts are cut down, in the built site only, to the glyphs
+  its stylesheets and pages use (fontTools), under the same file names.
 """
 
-import importlib.util
 import json
 import re
 import shutil
 from pathlib import Path
 
-MATHJAX_PATH = "mathjax/tex-chtml.js"
+KATEX_CSS = "katex/katex.min.css"
 # pydata-sphinx-theme reads the colour mode from localStorage and, on a
 # reader's first visit, finds "" and logs a console error; start from "auto".
 MODE_JS = "shardbook-mode.js"
-MODE_SOURCE = 'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }\n'
+# It also marks the page as scripted (html.shardbook-js), so that the
+# stylesheet can fold the answer dropdowns before sphinx-togglebutton does
+# (which would otherwise move the page as it loads); without scripts they stay open.
+MODE_SOURCE = ('if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }\n'
+               'document.documentElement.classList.add("shardbook-js");\n')
+# The two KaTeX fonts nearly every formula uses, preloaded on pages with math:
+# text set before they arrive would reflow when they do.
+KATEX_PRELOAD = ("KaTeX_Main-Regular.woff2", "KaTeX_Math-Italic.woff2")
 
-MATHJAX_PARTS = ("tex-chtml.js", "input/tex/extensions", "output/chtml/fonts/woff-v2", "ui", "a11y")
 
 
 def _add_ipynb_download(app, pagename, templatename, context, doctree):
@@ -42,11 +54,38 @@ def _add_ipynb_download(app, pagename, templatename, context, doctree):
     context["ipynb_source"] = f"{pagename}.ipynb"
 
 
-def _mathjax_source():
-    spec = importlib.util.find_spec("sphinx-mathjax-offline")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the pinned package sphinx-mathjax-offline is missing: run `make book` to install requirements.txt")
-    return Path(list(spec.submodule_search_locations)[0]) / "static" / "mathjax"
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+
+
+def node_package(srcdir, name, needed):
+    """The folder of an npm package of package.json: in the project being
+    built, else in the book's repository (a test's small Sphinx project)."""
+    for root in (Path(srcdir), REPOSITORY_ROOT):
+        folder = root / "node_modules" / name
+        if (folder / needed).exists():
+            return folder
+    raise RuntimeError(f"{name} is missing from node_modules/: run `make book`, which installs package.json with npm")
+
+
+def _katex_dist(srcdir):
+    return node_package(srcdir, "katex", "dist/katex.min.js") / "dist"
+
+
+def _use_katex(app, config):
+    """Math rendered at build time by the pinned npm KaTeX (the same version
+    as the stylesheet the pages load)."""
+    config.html_math_renderer = "katex"
+    config.katex_prerender = True
+    config.katex_css_path = KATEX_CSS
+    config.katex_js_path = str(_katex_dist(app.srcdir) / "katex.min.js")
+
+
+def _copy_katex_assets(app):
+    dist = _katex_dist(app.srcdir)
+    out = Path(app.outdir) / "_static" / "katex"
+    _copy_if_changed(dist / "katex.min.css", out / "katex.min.css")
+    for font in (dist / "fonts").glob("*.woff2"):  # every browser the theme supports reads WOFF2
+        _copy_if_changed(font, out / "fonts" / font.name)
 
 
 def _copy_if_changed(src, dst):
@@ -64,17 +103,47 @@ def _copy_if_changed(src, dst):
 
 _FIGURE_IMAGE = re.compile(r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)"[^>]*/?>)(?!\s*<a class="shardbook-full-size")')
 
+# (pattern, replacement): fixes to the theme's and Sphinx's markup that axe-core
+# reports as serious or critical, applied to every built page.
+PAGE_FIXES = (
+    # the search buttons are labelled "Search" but show "Search Ctrl + K": a
+    # speech-input user says what they see, so the name comes from the text
+    (re.compile(r'(<button class="btn search-button-field[^"]*"[^>]*?) aria-label="Search"'), r"\1"),
+    # the same for the "Show code cell output" toggles, labelled "Toggle hidden content"
+    (re.compile(r'<summary aria-label="Toggle hidden content">'), "<summary>"),
+    # a role="list" whose children are citations and back-links is not a list
+    (re.compile(r'<div role="list" class="citation-list">'), '<div class="citation-list">'),
+    (re.compile(r' role="doc-biblioentry"'), ""),
+    # the sidebar's title and search sit outside any landmark: name the sidebar
+    (re.compile(r'(<div id="pst-primary-sidebar" class="bd-sidebar-primary bd-sidebar")(?! role=)'),
+     r'\1 role="region" aria-label="Book navigation"'),
+)
 
-def _link_figures_full_size(outdir):
-    """Under every figure's image, a link that opens it full size: the HLO
-    graphs and wide plots are unreadable on a phone at page width."""
+
+_ARTICLE_TITLE_END = re.compile(r'(<article class="bd-article".*?</h1>)', re.S)
+LIVE_BOX = ('<div class="shardbook-live"><button type="button" class="shardbook-live-start" disabled>'
+            "Make this page live</button></div>")
+
+
+def _rewrite_pages(outdir):
+    """Every page: under each figure's image, a link that opens it full size
+    (HLO graphs and wide plots are unreadable on a phone at page width); the
+    accessibility fixes of PAGE_FIXES; and, on a page with live values, the
+    live button's box under the title, so that the page does not move when
+    shardbook-live.js enables it."""
     for page in outdir.rglob("*.html"):
+        if "_static" in page.parts:
+            continue
         text = page.read_text()
-        linked = _FIGURE_IMAGE.sub(
+        fixed = _FIGURE_IMAGE.sub(
             lambda m: f'{m.group(1)}{m.group(2)}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>', text
         )
-        if linked != text:
-            page.write_text(linked)
+        for pattern, replacement in PAGE_FIXES:
+            fixed = pattern.sub(replacement, fixed)
+        if 'class="shardbook-live">' in fixed and 'div class="shardbook-live"' not in fixed:
+            fixed = _ARTICLE_TITLE_END.sub(lambda m: m.group(1) + "\n" + LIVE_BOX, fixed, count=1)
+        if fixed != text:
+            page.write_text(fixed)
 
 
 def _fingerprint_file(app):
@@ -90,18 +159,19 @@ def _forget_fingerprint(app):
 
 
 def _finish_site(app, exc):
-    """After an HTML build: the colour-mode fix, the trimmed icons, the live
-    mode's assets and the local MathJax; then the fingerprint of the sources
+    """After an HTML build: the colour-mode fix, the trimmed icons and icon
+    fonts, the live mode's assets and KaTeX's stylesheet and fonts; then the fingerprint of the sources
     this build read (shardbook.ledger.check_build compares it)."""
     if exc is not None or app.builder.format != "html":
         return
     static = Path(app.outdir) / "_static"
     (static / MODE_JS).write_text(MODE_SOURCE)
     _trim_icons(app)
+    _subset_icon_fonts(app)
+    _purge_stylesheets(app)
     _copy_live_assets(app)
-    for part in MATHJAX_PARTS:
-        _copy_if_changed(_mathjax_source() / part, static / "mathjax" / part)
-    _link_figures_full_size(Path(app.outdir))
+    _copy_katex_assets(app)
+    _rewrite_pages(Path(app.outdir))
     if app.statuscode == 0:
         from .ledger import source_fingerprint
 
@@ -177,8 +247,136 @@ def _trim_icons(app):
     (scripts / "fontawesome.js.map").unlink(missing_ok=True)
 
 
-def _use_local_mathjax(app, config):
-    config.mathjax_path = MATHJAX_PATH
+_ICON_CHAR = re.compile(r'\\(f[0-9a-f]{3}|e[0-9a-f]{3})|([\ue000-\uf8ff])', re.I)
+_CSS_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
+_FA_CLASS_RULE = re.compile(r"^\.fa-([a-z0-9-]+)(?:::?(?:before|after))?$")
+
+
+def _icon_codepoints(css, used_names):
+    """Code points of the icon-font glyphs a stylesheet can show: those in
+    its own rules (admonition and link icons, the theme's variables) and
+    those of the `.fa-NAME` classes the pages use; the other two thousand
+    `.fa-NAME` rules are left out."""
+    points = set()
+    for selectors, body in _CSS_RULE.findall(css):
+        names = [_FA_CLASS_RULE.match(sel.strip()) for sel in selectors.split(",")]
+        if all(names) and not any(m.group(1) in used_names for m in names):
+            continue
+        for escaped, literal in _ICON_CHAR.findall(body):
+            points.add(int(escaped, 16) if escaped else ord(literal))
+    return points
+
+
+PURGED_STYLESHEETS = ("styles/pydata-sphinx-theme.css", "sphinx-design.min.css", "mystnb.*.css", "basic.css")
+
+
+def _purge_stylesheets(app):
+    """Keep the rules of the big stylesheets whose classes, ids and elements
+    occur in the built pages or the scripts that change them; Sphinx copies
+    the theme's originals at every build, so this never purges a purged file."""
+    import subprocess
+    import tempfile
+
+    out = Path(app.outdir)
+    static = out / "_static"
+    sheets = [str(p) for pattern in PURGED_STYLESHEETS for p in static.glob(pattern)]
+    purgecss = node_package(app.srcdir, "purgecss", "bin/purgecss.js") / "bin" / "purgecss.js"
+    scripts = [str(p) for p in static.rglob("*.js") if not {"pyodide", "shardbook"} & set(p.relative_to(static).parts)]
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(__file__).parent / "purgecss.config.cjs"
+        cmd = ["node", str(purgecss), "--config", str(config), "--css", *sheets, "--content", str(out / "**" / "*.html"), *scripts, "--output", tmp]
+        result = subprocess.run(cmd, capture_output=True, text=True)
+        if result.returncode:
+            raise RuntimeError(f"PurgeCSS failed on the built stylesheets: {result.stderr.strip()[-500:]}")
+        for sheet in sheets:
+            purged = Path(tmp) / Path(sheet).name
+            partial = Path(sheet + ".part")
+            shutil.copyfile(purged, partial)
+            partial.replace(sheet)
+
+
+def _preload_math_fonts(app, pagename, templatename, context, doctree):
+    from docutils import nodes
+
+    if doctree is None or not any(True for _ in doctree.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block)))):
+        return
+    links = "".join(
+        f'<link rel="preload" href="{context["pathto"]("_static/katex/fonts/" + font, 1)}" as="font" type="font/woff2" crossorigin>\n'
+        for font in KATEX_PRELOAD
+    )
+    context["metatags"] = context.get("metatags", "") + links
+
+
+DESCRIPTION_CHARS = 160
+
+
+def page_description(doctree, limit=DESCRIPTION_CHARS):
+    """The page's first paragraph as plain text, cut at a word boundary to
+    at most `limit` characters: the summary search engines show."""
+    from docutils import nodes
+
+    for paragraph in doctree.findall(nodes.paragraph):
+        text = " ".join(paragraph.astext().split())
+        if len(text) >= 40:
+            break
+    else:
+        return None
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
+def _describe_page(app, pagename, templatename, context, doctree):
+    import html
+
+    description = page_description(doctree) if doctree is not None else None
+    if description:
+        context["metatags"] = context.get("metatags", "") + f'<meta name="description" content="{html.escape(description)}">\n'
+
+
+THEBE_ASSETS = ("sphinx-thebe.js", "sphinx-thebe.css")
+
+
+def _drop_thebe(app, pagename, templatename, context, doctree):
+    """sphinx-thebe (loaded by Jupyter Book whatever the settings) adds a
+    config script, declared twice, and its own files to every page."""
+    for key in ("script_files", "css_files"):
+        if key in context:
+            context[key] = [
+                asset for asset in context[key]
+                if str(getattr(asset, "filename", asset) or "").split("?")[0].rsplit("/", 1)[-1] not in THEBE_ASSETS
+                and "THEBE_JS_URL" not in str(getattr(asset, "attributes", {}).get("body", ""))
+            ]
+
+
+def _subset_icon_fonts(app):
+    """Replace the theme's Font Awesome webfonts (157 kB and 118 kB) by
+    subsets holding only the glyphs this site can show, same file names.
+    Runs on the theme's originals each build, so it never subsets a subset."""
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+    import pydata_sphinx_theme
+
+    theme_static = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
+    css = (theme_static / "styles" / "pydata-sphinx-theme.css").read_text()
+    used_names = {name for _, name in _icons_used(app.outdir)}
+    points = _icon_codepoints(css, used_names)
+    fonts_out = Path(app.outdir) / "_static" / "vendor" / "fontawesome" / "webfonts"
+    for original in sorted((theme_static / "vendor" / "fontawesome" / "webfonts").glob("*.woff2")):
+        target = fonts_out / original.name
+        if not target.exists():
+            continue
+        font = TTFont(original)
+        present = set(font.getBestCmap()) & points
+        options = subset.Options()
+        options.flavor = "woff2"
+        options.layout_features = ["*"]
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=sorted(present) or [0x20])
+        subsetter.subset(font)
+        partial = target.with_suffix(".woff2.part")
+        font.save(partial)
+        partial.replace(target)
 
 
 REPOSITORY_ENV = "SHARDBOOK_REPOSITORY_URL"
@@ -250,23 +448,27 @@ def _copy_live_assets(app):
     for name in LIVE_MODULES:
         _copy_if_changed(package / f"{name}.py", out / "shardbook" / f"{name}.py")
     (out / "shardbook" / "manifest.json").write_text(json.dumps([f"{n}.py" for n in LIVE_MODULES]))
-    pyodide = Path(app.srcdir) / "node_modules" / "pyodide"
-    if not (pyodide / "pyodide.js").exists():
-        raise RuntimeError("Pyodide is missing from node_modules/: run `make book`, which installs package.json with npm")
+    pyodide = node_package(app.srcdir, "pyodide", "pyodide.js")
     for name in PYODIDE_FILES:
         _copy_if_changed(pyodide / name, out / "pyodide" / name)
+    sizes = {name: (pyodide / name).stat().st_size for name in PYODIDE_FILES}
+    (out / "pyodide" / "sizes.json").write_text(json.dumps(sizes))
 
 
 def setup(app):
+    app.setup_extension("sphinxcontrib.katex")
     _keyed_glue_role()
     app.add_js_file("shardbook-live.js", defer="defer")
     app.add_css_file("shardbook.css")  # live panel, full-size links, narrow screens
 
-    app.connect("config-inited", _use_local_mathjax)
+    app.connect("config-inited", _use_katex)
     app.connect("config-inited", _use_repository_url)
     app.connect("builder-inited", _forget_fingerprint)
     app.connect("build-finished", _finish_site)
     app.add_js_file(MODE_JS, priority=900)
     # before sphinx-book-theme builds its header buttons (priority 501)
     app.connect("html-page-context", _add_ipynb_download, priority=500)
+    app.connect("html-page-context", _drop_thebe)
+    app.connect("html-page-context", _preload_math_fonts)
+    app.connect("html-page-context", _describe_page)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -22,8 +22,10 @@
 
   async function prefetch(names, button, box) {
     var base = root() + "_static/pyodide/";
-    var heads = await Promise.all(names.map(function (n) { return fetch(base + n, { method: "HEAD" }); }));
-    var total = heads.reduce(function (a, r) { return a + Number(r.headers.get("Content-Length") || 0); }, 0);
+    // sizes written by the build: a compressing host's Content-Length is the
+    // compressed size, while the reader counts decompressed bytes
+    var sizes = await (await fetch(base + "sizes.json")).json();
+    var total = names.reduce(function (a, n) { return a + (sizes[n] || 0); }, 0);
     var loaded = 0;
     for (var i = 0; i < names.length; i++) {
       var response = await fetch(base + names[i]);
@@ -223,17 +225,20 @@
     var blocks = document.querySelectorAll("script.shardbook-live");
     if (!blocks.length) { return; }
     var specs = [].map.call(blocks, function (b) { return JSON.parse(b.textContent); });
-    var h1 = document.querySelector("article.bd-article h1") || document.querySelector("article h1") || document.querySelector("main h1");
-    if (!h1) { return; }
-    var box = document.createElement("div");
-    box.className = "shardbook-live";
-    var button = document.createElement("button");
-    button.type = "button";
-    button.className = "shardbook-live-start";
-    button.textContent = "Make this page live";
+    // the build puts the box and a disabled button under the title (so
+    // nothing moves when this script runs); older pages get them here
+    var box = document.querySelector("div.shardbook-live");
+    if (!box) {
+      var h1 = document.querySelector("article.bd-article h1") || document.querySelector("article h1") || document.querySelector("main h1");
+      if (!h1) { return; }
+      box = document.createElement("div");
+      box.className = "shardbook-live";
+      box.innerHTML = '<button type="button" class="shardbook-live-start">Make this page live</button>';
+      h1.parentNode.insertBefore(box, h1.nextSibling);
+    }
+    var button = box.querySelector("button.shardbook-live-start");
     button.title = "Load Python in your browser and recompute this page's numbers for other inputs";
-    box.appendChild(button);
-    h1.parentNode.insertBefore(box, h1.nextSibling);
+    button.disabled = false;
     button.addEventListener("click", function () { start(specs, box, button); }, { once: true });
   }
   if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", init); } else { init(); }
