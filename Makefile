@@ -82,9 +82,12 @@ PORT ?= 8000
 serve:
 	@$(or $(wildcard $(BIN)/python),$(PYTHON)) -m shardbook.site --port $(PORT) $(if $(STALE),--stale-ok)
 
+# JupyterLab on the chapters: each .md opens as a notebook (jupytext), rendered
+# as MyST (jupyterlab-myst), with the prose numbers shown (shardbook.lab).
+LAB_FLAGS := --ServerApp.ip=127.0.0.1 --ServerApp.contents_manager_class=shardbook.lab.ChapterContentsManager \
+	--LabApp.app_settings_dir=$(CURDIR)/code/shardbook/lab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup
-	@$(BIN)/python -m pip install --quiet -r requirements-lab.txt
-	@$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ContentsManager.default_jupytext_formats=md:myst $(if $(filter 0,$(shell id -u)),--allow-root) chapters
+	@$(BIN)/jupyter lab $(LAB_FLAGS) chapters
 
 bench: setup
 	@$(BIN)/python -m shardbook.bench

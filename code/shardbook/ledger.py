@@ -63,6 +63,19 @@ def _display(bundle, metadata):
     display(bundle, raw=True, metadata=metadata)
 
 
+# Texts shown in this Python session, for JupyterLab's inline expressions
+# (shardbook.lab turns {glue:text}`name` into {eval}`ledger.glued("name")`).
+_SHOWN = {}
+
+
+def glued(name):
+    """The text this session last showed under `name` (with :func:`show`,
+    :func:`live` or :func:`show_phrase`), for prose in JupyterLab."""
+    if name not in _SHOWN:
+        return f"[{name}: run the cell that computes it]"
+    return _SHOWN[name]
+
+
 def show(name, value, unit="", *, digits=None, sig=None, scale=1.0, rel_tol=DEFAULT_REL_TOL, text=None, live=False):
     """Glue `value` under `name` for ``{glue:text}`name``` and record it.
 
@@ -73,6 +86,7 @@ def show(name, value, unit="", *, digits=None, sig=None, scale=1.0, rel_tol=DEFA
         text = format_value(value, digits=digits, sig=sig, scale=scale, unit=unit)
     entry = record(name, value, unit=unit, text=text, rel_tol=rel_tol, live=live)
     entry["scale"] = scale
+    _SHOWN[name] = text
     # repr(): myst-nb literal-evaluates text/plain, which would turn "2,550"
     # into the tuple (2, 550); a quoted string evaluates back to itself.
     _display(
@@ -183,6 +197,7 @@ def show_phrase(name, text):
     not numbers: the ledger keeps the numbers that choose them."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(f"name: must be lower-case letters, digits and underscores, got {name!r}")
+    _SHOWN[name] = text
     _display({GLUE_PREFIX + "text/plain": repr(text)}, {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}})
 
 

@@ -1,0 +1,188 @@
+"""The Jupyter route: `make lab`'s contents manager (shardbook.lab) shows
+each chapter's numbers instead of its glue keys, restores the source on save,
+and a chapter runs through a headless Jupyter server's kernel API with the
+book's printed numbers and its live widgets; JupyterLab itself is
+screenshotted with a chapter open."""
+
+import asyncio
+import copy
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import jupytext
+import pytest
+
+from shardbook import lab
+
+from conftest import BUILD, CHAPTERS, ROOT
+from test_site import SCREENSHOTS, browser  # noqa: F401  (shared fixture)
+
+TOKEN = "shardbook-test"
+CHAPTER = "00_introduction.md"
+
+
+def _glue_keys(path):
+    return re.findall(r"\{glue:text\}`([a-z0-9_]+)`", path.read_text())
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_lab_view_shows_numbers_and_saves_the_source_back(path, built_book):
+    notebook = jupytext.read(path)
+    original = [c.source for c in notebook.cells]
+    shown = copy.deepcopy(notebook)
+    lab.to_lab(shown, lab.printed_texts(path.stem))
+    markdown = "\n".join(c.source for c in shown.cells if c.cell_type == "markdown")
+    assert not re.search(r"\{(glue:text|cite|ref)\}`", markdown), f"{path.name}: a role JupyterLab cannot render is left"
+    results = {r["expression"]: r["result"]["data"]["text/plain"]
+               for c in shown.cells for r in c.metadata.get(lab.METADATA_KEY, [])}
+    missing = [k for k in _glue_keys(path) if lab.expression(k) not in results]
+    assert not missing, f"{path.name}: no printed text for {missing}"
+    lab.to_source(shown)
+    assert [c.source for c in shown.cells] == original
+    assert not any(lab.METADATA_KEY in c.metadata for c in shown.cells)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def jupyter(tmp_path_factory):
+    """JupyterLab as `make lab` starts it, headless, on a copy of the
+    chapters, with the environment a reader has (no SHARDBOOK_BUILD)."""
+    root = tmp_path_factory.mktemp("lab") / "chapters"
+    shutil.copytree(ROOT / "chapters", root)
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "SHARDBOOK_BUILD"}
+    cmd = [sys.executable, "-m", "jupyterlab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+           f"--IdentityProvider.token={TOKEN}", "--ServerApp.open_browser=False", "--allow-root",
+           "--ServerApp.contents_manager_class=shardbook.lab.ChapterContentsManager",
+           f"--LabApp.app_settings_dir={ROOT / 'code' / 'shardbook' / 'lab_settings'}",
+           f"--LabApp.workspaces_dir={root.parent / 'workspaces'}", f"--LabApp.user_settings_dir={root.parent / 'settings'}",
+           str(root)]
+    log = open(root.parent / "server.log", "w")
+    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(f"{base}/api/status?token={TOKEN}", timeout=2)
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"the Jupyter server did not start: {(root.parent / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.3)
+    yield base, root
+    server.terminate()
+    server.wait(timeout=20)
+    log.close()
+
+
+def _api(base, path, method="GET", body=None):
+    request = urllib.request.Request(f"{base}{path}{'&' if '?' in path else '?'}token={TOKEN}", method=method,
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.loads(response.read() or b"null")
+
+
+async def _execute(ws, session, code, user_expressions=None):
+    """Run `code` on the kernel; returns (reply content, iopub outputs)."""
+    msg_id = uuid.uuid4().hex
+    await ws.write_message(json.dumps({
+        "header": {"msg_id": msg_id, "username": "test", "session": session, "msg_type": "execute_request",
+                   "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+        "content": {"code": code, "silent": False, "store_history": False, "allow_stdin": False,
+                    "user_expressions": user_expressions or {}},
+    }))
+    reply, outputs, idle = None, [], False
+    while reply is None or not idle:
+        message = json.loads(await asyncio.wait_for(ws.read_message(), timeout=300))
+        if message.get("parent_header", {}).get("msg_id") != msg_id:
+            continue
+        kind = message["header"]["msg_type"]
+        if message["channel"] == "shell" and kind == "execute_reply":
+            reply = message["content"]
+        elif kind in ("display_data", "execute_result", "stream", "error"):
+            outputs.append(message["content"])
+        elif kind == "status" and message["content"]["execution_state"] == "idle":
+            idle = True
+    return reply, outputs
+
+
+async def _run_chapter(base, cells, keys):
+    from tornado.websocket import websocket_connect
+
+    kernel = _api(base, "/api/kernels", "POST", {"name": "python3"})
+    session = uuid.uuid4().hex
+    ws = await websocket_connect(f"{base.replace('http', 'ws')}/api/kernels/{kernel['id']}/channels"
+                                 f"?session_id={session}&token={TOKEN}")
+    try:
+        outputs = []
+        for cell in cells:
+            reply, out = await _execute(ws, session, cell)
+            assert reply["status"] == "ok", f"a cell failed in the kernel: {reply}\n{cell[:300]}"
+            outputs += out
+        expressions = {str(i): lab.expression(k) for i, k in enumerate(keys)}
+        reply, _ = await _execute(ws, session, "", expressions)
+        return outputs, {keys[int(i)]: r for i, r in reply["user_expressions"].items()}
+    finally:
+        ws.close()
+        _api(base, f"/api/kernels/{kernel['id']}", "DELETE")
+
+
+def test_a_chapter_runs_through_the_server_with_its_numbers(jupyter):
+    base, root = jupyter
+    model = _api(base, f"/api/contents/{CHAPTER}?content=1")
+    assert model["type"] == "notebook"
+    cells = model["content"]["cells"]
+    prose = "\n".join(c["source"] for c in cells if c["cell_type"] == "markdown")
+    assert "{glue:text}" not in prose and "{eval}`ledger.glued(" in prose
+    code = [c["source"] for c in cells if c["cell_type"] == "code"]
+    keys = list(dict.fromkeys(_glue_keys(ROOT / "chapters" / CHAPTER)))
+    outputs, results = asyncio.run(_run_chapter(base, code, keys))
+    printed = lab.printed_texts(Path(CHAPTER).stem)
+    for key in keys:
+        assert results[key]["status"] == "ok", results[key]
+        assert results[key]["data"]["text/plain"] == repr(printed[key]), f"{key}: the kernel and the book differ"
+    widgets = [o for o in outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+    assert widgets, "the chapter's live inputs did not appear as widgets (is SHARDBOOK_BUILD leaking into Jupyter?)"
+    # saving what JupyterLab holds writes the book's source back, not numbers
+    _api(base, f"/api/contents/{CHAPTER}", "PUT", {"type": "notebook", "format": "json", "content": model["content"]})
+    saved = jupytext.read(root / CHAPTER)
+    assert [c.source for c in saved.cells] == [c.source for c in jupytext.read(ROOT / "chapters" / CHAPTER).cells]
+
+
+def test_jupyterlab_screenshot_with_a_chapter_open(jupyter, browser):  # noqa: F811
+    base, _ = jupyter
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page()
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{base}/lab?token={TOKEN}", wait_until="networkidle", timeout=90_000)
+    page.wait_for_selector(f".jp-DirListing-item[title*='{Path(CHAPTER).stem}']", timeout=60_000)
+    page.click(f".jp-DirListing-item[title*='{Path(CHAPTER).stem}']", button="right")
+    page.hover("text=Open With")
+    page.locator(".lm-Menu-item", has_text="Jupytext Notebook").last.click()
+    page.wait_for_selector(".jp-MarkdownCell .myst", timeout=60_000)
+    page.wait_for_timeout(2000)
+    text = page.inner_text(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
+    printed = lab.printed_texts(Path(CHAPTER).stem)
+    assert printed["intro_params"] in text and printed["intro_d_model"] in text
+    assert not re.search(r"\{(glue:text|cite|ref|eval)\}", text), "raw MyST roles in JupyterLab"
+    assert "Austin et al., 2025a" in text  # a citation, as a reader sees it
+    page.get_by_text(printed["intro_params"]).first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SCREENSHOTS / "jupyterlab_00_introduction.png"))
+    page.close()
