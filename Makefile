@@ -12,7 +12,7 @@ export PYTHONHASHSEED := 0
 # executed pages (see ledger.live). Only these targets: `make lab` must show them.
 book test pdf bench bless: export SHARDBOOK_BUILD := 1
 
-.PHONY: book test serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf
+.PHONY: book test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf
 
 setup: $(STAMP) graphviz node_modules/.installed
 
@@ -58,9 +58,24 @@ book: setup buildcheck _build/.cache-stamp
 	@$(BIN)/jupyter-book build . --path-output . -n --keep-going -q
 	@echo "==> open $(CURDIR)/_build/html/index.html"
 
-# Forced execution, nitpicky, warnings are errors; then every test,
-# including the browser test (Debian's chromium, driven by Playwright).
-test: setup chromium buildcheck
+# ruff (settings in code/pyproject.toml): lint and format check of the package
+# and the tests. `make format` applies the formatter.
+RUFF := $(BIN)/ruff --config code/pyproject.toml
+lint: setup
+	@echo "==> ruff: lint and format check"
+	@$(RUFF) check code/shardbook tests && $(RUFF) format --check --quiet code/shardbook tests
+
+format: setup
+	@$(RUFF) check --fix code/shardbook tests; $(RUFF) format code/shardbook tests
+
+# The fast tier, no build and no browser (about 20 s): the package, the
+# ledger's logic, the presets, the explorer and the build guards.
+check: setup
+	@$(BIN)/python -m pytest -q -m "not build and not browser and not jax"
+
+# Lint first; then forced execution, nitpicky, warnings are errors; then
+# every test, including the browser test (Debian's chromium, Playwright).
+test: setup chromium buildcheck lint
 	@mkdir -p _build
 	@sed 's/execute_notebooks: cache/execute_notebooks: force/' _config.yml > _build/_config.force.yml
 	@status=0; \

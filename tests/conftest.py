@@ -13,6 +13,11 @@ EXECUTED = BUILD / "jupyter_execute"
 HTML = BUILD / "html"
 EXPECTED_NUMBERS = ROOT / "tests" / "expected_numbers.json"
 
+# As the Makefile does, so that any single test file runs with plain pytest:
+# eight simulated CPU devices, set before anything imports JAX.
+from shardbook.devices import xla_flags_with_device_count  # noqa: E402
+
+os.environ["XLA_FLAGS"] = xla_flags_with_device_count(os.environ.get("XLA_FLAGS", ""), 8)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 
@@ -27,3 +32,22 @@ def built_book():
     except ValueError as exc:
         pytest.fail(f"the build cannot be trusted: {exc}")
     return BUILD
+
+
+# Markers from what a test needs, so that `make check` (-m "not build and not
+# browser and not jax") selects the fast tier without a list kept by hand.
+BROWSER_FIXTURES = {"browser", "server", "jupyter"}
+JAX_MODULES = {"test_hlo", "test_notebooks"}
+PRINT_MODULES = {"test_pdf"}  # builds the single-page book and prints it with Chromium
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        printing = item.module.__name__ in PRINT_MODULES
+        if "built_book" in names or names & BROWSER_FIXTURES or printing:
+            item.add_marker(pytest.mark.build)
+        if names & BROWSER_FIXTURES or printing:
+            item.add_marker(pytest.mark.browser)
+        if item.module.__name__ in JAX_MODULES:
+            item.add_marker(pytest.mark.jax)

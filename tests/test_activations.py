@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from shardbook import memory, models
 
 # Their GPT models: F = 4h, a·head_dim = h, no GQA, dropout, plain (non-gated) MLP.
-GPT_175B = models.Model("GPT-3 175B", "korthikanti2022reducing", 12288, 4 * 12288, 96, 96, 96, 128, 51200,
-                        gated_mlp=False, dropout=True)
+GPT_175B = models.Model(
+    "GPT-3 175B", "korthikanti2022reducing", 12288, 4 * 12288, 96, 96, 96, 128, 51200, gated_mlp=False, dropout=True
+)
 S, B, H, A = 2048, 1, 12288, 96
 
 
@@ -32,7 +33,9 @@ S, B, H, A = 2048, 1, 12288, 96
     ],
 )
 def test_korthikanti_formulas(tp, sequence_parallel, recompute, formula):
-    got = memory.activation_bytes_per_layer(GPT_175B, S, B, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute)
+    got = memory.activation_bytes_per_layer(
+        GPT_175B, S, B, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
+    )
     assert got == pytest.approx(formula(tp), rel=1e-12)
 
 
@@ -47,12 +50,24 @@ def test_llama_style_layer_by_hand():
 
 
 def test_per_device_counts_layers_stages_and_microbatches():
-    per_layer = memory.activation_bytes_per_layer("LLaMA-3 8B", 4096, 2, tp=2, sequence_parallel=True, recompute="selective")
-    got = memory.activation_bytes_per_device("LLaMA-3 8B", 4096, 2, tp=2, pp=4, sequence_parallel=True,
-                                             recompute="selective", n_microbatches=16)
+    per_layer = memory.activation_bytes_per_layer(
+        "LLaMA-3 8B", 4096, 2, tp=2, sequence_parallel=True, recompute="selective"
+    )
+    got = memory.activation_bytes_per_device(
+        "LLaMA-3 8B", 4096, 2, tp=2, pp=4, sequence_parallel=True, recompute="selective", n_microbatches=16
+    )
     assert got == pytest.approx(per_layer * (32 // 4) * 4)  # 1F1B: the first stage holds p microbatches
-    gpipe = memory.activation_bytes_per_device("LLaMA-3 8B", 4096, 2, tp=2, pp=4, sequence_parallel=True,
-                                               recompute="selective", n_microbatches=16, schedule="gpipe")
+    gpipe = memory.activation_bytes_per_device(
+        "LLaMA-3 8B",
+        4096,
+        2,
+        tp=2,
+        pp=4,
+        sequence_parallel=True,
+        recompute="selective",
+        n_microbatches=16,
+        schedule="gpipe",
+    )
     assert gpipe == pytest.approx(per_layer * 8 * 16)
 
 
@@ -65,8 +80,12 @@ def test_context_parallel_splits_tokens_but_not_keys():
     assert got == pytest.approx(32 * (selective / 2 + (full - selective) / 2))
 
 
-@given(st.sampled_from(["LLaMA-3 8B", "LLaMA-3 70B", "Mixtral 8x7B"]), st.integers(1, 8192), st.integers(1, 8),
-       st.sampled_from([1, 2, 4, 8]))
+@given(
+    st.sampled_from(["LLaMA-3 8B", "LLaMA-3 70B", "Mixtral 8x7B"]),
+    st.integers(1, 8192),
+    st.integers(1, 8),
+    st.sampled_from([1, 2, 4, 8]),
+)
 @settings(max_examples=60, deadline=None)
 def test_recomputation_and_parallelism_only_ever_reduce_memory(model, s, b, tp):
     none = memory.activation_bytes_per_layer(model, s, b, tp=tp)

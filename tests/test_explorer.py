@@ -30,7 +30,9 @@ def test_ranking_puts_fitting_meshes_first_and_sorts_by_step_time():
     assert fitting == sorted(fitting)
     # persistent state is the replicated state divided by the shards
     one = explorer.evaluate("LLaMA-3 70B", "H100", (8, 1, 1, 1), 2**20)
-    assert one.state_bytes_per_device == pytest.approx(memory.state_bytes_per_device(models.param_count("LLaMA-3 70B"), "fsdp", 8))
+    assert one.state_bytes_per_device == pytest.approx(
+        memory.state_bytes_per_device(models.param_count("LLaMA-3 70B"), "fsdp", 8)
+    )
     # a mesh fits only if state and activations fit together
     assert one.fits == (one.state_bytes_per_device + one.activation_bytes_per_device <= hardware.get("H100").hbm_bytes)
 
@@ -44,9 +46,16 @@ def test_activations_decide_the_recomputation_policy():
     assert no_recompute > hardware.get("MI355X").hbm_bytes
     assert cand.fits and cand.recompute in ("selective", "full")
     assert cand.activation_bytes_per_device == pytest.approx(
-        memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 8, recompute=cand.recompute))
+        memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 8, recompute=cand.recompute)
+    )
     # recomputation costs math: the hardware FLOPs exceed the model FLOPs
-    model_s = training.model_flops_per_token("LLaMA-3 8B", 8192, causal=True) * 8 * 8 * 8192 / (8 * hardware.get("MI355X").bf16_dense_flops_per_s)
+    model_s = (
+        training.model_flops_per_token("LLaMA-3 8B", 8192, causal=True)
+        * 8
+        * 8
+        * 8192
+        / (8 * hardware.get("MI355X").bf16_dense_flops_per_s)
+    )
     assert cand.math_s > model_s and cand.mfu < 1
 
 
@@ -69,8 +78,9 @@ def test_a_group_that_spans_nodes_is_priced_across_nodes():
     placed = explorer.place("MI355X", {"fsdp": 2, "tp": 8})
     assert placed["tp"].n_domains == 1 and placed["fsdp"].n_domains == 2
     outside = explorer.evaluate("LLaMA-3 70B", "MI355X", {"fsdp": 2, "tp": 8}, 2**21)
-    inside = explorer.evaluate("LLaMA-3 70B", "MI355X", {"fsdp": 2, "tp": 8}, 2**21,
-                               order=("fsdp", "tp", "ep", "cp", "dp", "pp"))
+    inside = explorer.evaluate(
+        "LLaMA-3 70B", "MI355X", {"fsdp": 2, "tp": 8}, 2**21, order=("fsdp", "tp", "ep", "cp", "dp", "pp")
+    )
     assert inside.placement["fsdp"].n_domains == 1 and inside.placement["tp"].n_domains == 2
     assert outside.fsdp_s > inside.fsdp_s
     assert inside.tp_s > outside.tp_s
@@ -92,7 +102,9 @@ def test_tpu_fsdp_uses_both_directions_and_every_axis():
     where = cand.placement["fsdp"]
     assert where.torus_links == 6 and all(wrap for _, _, wrap in where.torus_span)
     gathered = 2 * models.param_count("LLaMA-3 70B")
-    one_gather = collectives.all_gather_s(gathered, 64, hardware.get("TPU v5p").scale_up_link_bytes_per_s, concurrent_links=6)
+    one_gather = collectives.all_gather_s(
+        gathered, 64, hardware.get("TPU v5p").scale_up_link_bytes_per_s, concurrent_links=6
+    )
     assert cand.fsdp_s == pytest.approx((2 * cand.n_microbatches + 1) * one_gather)
     # a 2×2×2 slice (8 chips) has no wraparound: one link per dimension
     small = explorer.place("TPU v5p", {"fsdp": 8})
@@ -147,9 +159,9 @@ def test_command_line_errors_are_one_line(args, message):
 
 
 def test_compiled_candidates_have_the_predicted_groups():
-    from shardbook.hlo import explore
+    from shardbook.hlo import candidates
 
-    compiled = explore.compiled_collectives(4, 2)
+    compiled = candidates.compiled_collectives(4, 2)
     kinds = {(k, g) for k, g in compiled}
     assert ("all_gather", 4) in kinds and ("all_reduce", 2) in kinds
     # CPU backend: the gradient reduction over fsdp is an all-reduce

@@ -82,7 +82,9 @@ def test_hierarchical_all_reduce_has_three_phases():
     assert [p * 1e3 for p in phases] == pytest.approx([1.6276, 3.75, 1.6276], abs=1e-4)
     serial = collectives.hierarchical_all_reduce_s(1e9, 8, 4, MI355X_LINK, 50e9, 7)
     assert serial == pytest.approx(sum(phases))
-    assert collectives.hierarchical_all_reduce_s(1e9, 8, 4, MI355X_LINK, 50e9, 7, overlapped=True) == pytest.approx(3.75e-3)
+    assert collectives.hierarchical_all_reduce_s(1e9, 8, 4, MI355X_LINK, 50e9, 7, overlapped=True) == pytest.approx(
+        3.75e-3
+    )
     assert fabric.collective_s("all_reduce", 1e9, "MI355X", 32, 4, overlapped=False) == pytest.approx(serial)
 
 

@@ -10,11 +10,10 @@ import sys
 
 import pytest
 
+from conftest import ROOT
 from shardbook import hlo
 from shardbook.hlo import capture, dot, inventory
 from shardbook.hlo import predict as predict_module
-
-from conftest import ROOT
 
 ARTIFACTS = ROOT / "hlo_artifacts"
 
@@ -37,8 +36,20 @@ def test_artifact_folder_is_complete_and_clean(name):
         text = data.decode()
         assert not re.search(r"/(work|tmp|root|home)/", text), f"{name}/{f} holds an absolute path"
         assert not re.search(r"\b20\d\d-\d\d-\d\d[T ]\d\d:\d\d", text), f"{name}/{f} holds a timestamp"
-    for key in ("fixture", "mesh", "specs", "global_shapes", "local_shapes", "dtype", "jax_version", "jaxlib_version",
-                "platform", "xla_flags", "command", "inventory"):
+    for key in (
+        "fixture",
+        "mesh",
+        "specs",
+        "global_shapes",
+        "local_shapes",
+        "dtype",
+        "jax_version",
+        "jaxlib_version",
+        "platform",
+        "xla_flags",
+        "command",
+        "inventory",
+    ):
         assert key in meta, key
     svg = (folder / "after_partitioning.svg").read_text()
     assert "@import" not in svg and "stylesheet" not in svg and "fonts.googleapis" not in svg
@@ -116,7 +127,12 @@ def test_replica_group_notations():
     assert inventory.parse_replica_groups("replica_groups={{0,2},{1,3}}", 4) == [[0, 2], [1, 3]]
     assert inventory.parse_replica_groups("replica_groups=[4,2]<=[8]", 8) == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert inventory.parse_replica_groups("replica_groups=[2,4]<=[4,2]T(1,0)", 8) == [[0, 2, 4, 6], [1, 3, 5, 7]]
-    assert inventory.parse_replica_groups("replica_groups=mesh['a'=2,'b'=4] {'a'}", 8) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    assert inventory.parse_replica_groups("replica_groups=mesh['a'=2,'b'=4] {'a'}", 8) == [
+        [0, 4],
+        [1, 5],
+        [2, 6],
+        [3, 7],
+    ]
     assert inventory.parse_replica_groups("replica_groups={}", 4) == [[0, 1, 2, 3]]
 
 
@@ -140,8 +156,13 @@ def test_planted_artifact_change_is_caught(tmp_path):
     meta["inventory"][0]["group_size"] = 4
     meta["inventory"][0]["replica_groups"] = [[0, 1, 2, 3], [4, 5, 6, 7]]
     meta_path.write_text(json.dumps(meta))
-    result = subprocess.run([sys.executable, "-m", "shardbook.hlo", "compare", "fsdp_ep_linear", "--artifacts", str(tmp_path)],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.hlo", "compare", "fsdp_ep_linear", "--artifacts", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     assert "fsdp_ep_linear: DIFFERS" in result.stdout
     assert "over 4 [[0, 1, 2, 3], [4, 5, 6, 7]]" in result.stdout and "over 2 [[0, 4]" in result.stdout
@@ -158,7 +179,9 @@ def test_two_processes_agree_with_one(name):
 
 
 def test_unknown_fixture_lists_known():
-    result = subprocess.run([sys.executable, "-m", "shardbook.hlo", "capture", "nope"], capture_output=True, text=True, cwd=ROOT)
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.hlo", "capture", "nope"], capture_output=True, text=True, cwd=ROOT
+    )
     assert result.returncode == 2
     assert "unknown fixture 'nope'; known: dp_matmul, fsdp_matmul" in result.stderr
     assert "Traceback" not in result.stderr
@@ -172,8 +195,10 @@ def test_missing_dot_names_the_debian_package(monkeypatch):
 
 def test_capture_that_finds_no_module_names_the_fixture(tmp_path):
     (tmp_path / "module_0001.jit_other.before_optimizations.txt").write_text("")
-    with pytest.raises(capture.CaptureError, match="fixture fsdp_matmul: expected one HLO module named jit_fsdp_matmul, found 0"):
-        capture._find(tmp_path, "fsdp_matmul")
+    with pytest.raises(
+        capture.CaptureError, match="fixture fsdp_matmul: expected one HLO module named jit_fsdp_matmul, found 0"
+    ):
+        capture.find_dumps(tmp_path, "fsdp_matmul")
 
 
 def test_failed_capture_leaves_artifacts_untouched(tmp_path, monkeypatch):
@@ -202,17 +227,24 @@ def test_combined_collectives_are_listed_per_operand():
         "}\n"
     )
     entries = inventory.inventory(text)
-    assert [(e["kind"], e["operand_shape"], e["group_size"]) for e in entries] == [("all_reduce", [4, 8], 8), ("all_reduce", [8, 2], 8)]
+    assert [(e["kind"], e["operand_shape"], e["group_size"]) for e in entries] == [
+        ("all_reduce", [4, 8], 8),
+        ("all_reduce", [8, 2], 8),
+    ]
 
 
 def _hlo_cli(*args, cwd=None):
     import subprocess
     import sys
 
-    return subprocess.run([sys.executable, "-m", "shardbook.hlo", *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "shardbook.hlo", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
 
 
-@pytest.mark.parametrize("content,message", [("{bad", "not valid JSON"), ('{"fixture": "fsdp_matmul"}', "has no collective inventory")])
+@pytest.mark.parametrize(
+    "content,message", [("{bad", "not valid JSON"), ('{"fixture": "fsdp_matmul"}', "has no collective inventory")]
+)
 def test_compare_names_a_damaged_meta_file_before_compiling(tmp_path, content, message):
     folder = tmp_path / "fsdp_matmul"
     folder.mkdir()
@@ -256,3 +288,58 @@ def test_a_local_coordinator_listens_on_the_loopback_only():
 
     assert coordinator_bind_address("127.0.0.1:4567") == "127.0.0.1:4567"
     assert coordinator_bind_address("node-0.cluster:1234") is None
+
+
+def test_a_new_fixture_is_one_declaration(monkeypatch):
+    """A throwaway fixture declared in the registry, and nothing else: the
+    package lists it, predicts its collectives, compiles it, finds those
+    collectives in its partitioned HLO, and checks its result against its
+    reference; what `make artifacts` then captures reads the same declaration."""
+    import jax
+
+    from shardbook.hlo import check_name, fixtures, multiprocess, registry
+
+    throwaway = registry.Fixture(
+        "throwaway_dp_tp",
+        {"data": 4, "tp": 2},
+        {"x": ("data", "tp"), "w": ("tp", None), "out": ("data", None)},
+        {"x": (256, 128), "w": (128, 64)},
+        "float32",
+        "A data × tensor matmul declared only in a test.",
+        program="matmul",
+        predict=predict_module.all_reduce_partial_sums,
+        reference=registry.matmul,
+    )
+    monkeypatch.setitem(registry.FIXTURES, throwaway.name, throwaway)
+    assert check_name(throwaway.name) == throwaway.name
+    predicted = predict_module.predict(
+        throwaway.name, throwaway.mesh_axes, throwaway.specs, throwaway.shapes, "float32"
+    )
+    assert [(p["kind"], p["group_size"], p["operand_shape"]) for p in predicted] == [("all_reduce", 2, [64, 64])]
+    mesh = fixtures.make_mesh(throwaway.mesh_axes)
+    lowered = fixtures.jitted(throwaway, mesh).lower(*fixtures.abstract_args(throwaway, mesh))
+    compiled_text = lowered.compile().as_text()
+    found = inventory.summary(inventory.inventory(compiled_text))
+    assert [(c["kind"], c["group_size"], c["operand_shape"]) for c in found] == [("all_reduce", 2, [64, 64])]
+    assert multiprocess.execute_and_check(throwaway.name, jax.devices()[:8]) < 1e-4
+
+
+def test_registry_refuses_a_duplicate_or_incomplete_declaration():
+    from shardbook.hlo import registry
+
+    existing = registry.get("dp_matmul")
+    with pytest.raises(ValueError, match="already declared"):
+        registry.register(existing)
+    incomplete = registry.Fixture(
+        "incomplete",
+        {"data": 8},
+        {"x": ("data",)},
+        {"x": (8,), "w": (8,)},
+        "float32",
+        "",
+        program="matmul",
+        predict=predict_module.no_collective,
+        reference=registry.matmul,
+    )
+    with pytest.raises(ValueError, match="missing"):
+        registry.register(incomplete)

@@ -21,9 +21,8 @@ from pathlib import Path
 import jupytext
 import pytest
 
+from conftest import CHAPTERS, ROOT
 from shardbook import lab
-
-from conftest import BUILD, CHAPTERS, ROOT
 from test_site import SCREENSHOTS, browser  # noqa: F401  (shared fixture)
 
 TOKEN = "shardbook-test"
@@ -41,9 +40,14 @@ def test_lab_view_shows_numbers_and_saves_the_source_back(path, built_book):
     shown = copy.deepcopy(notebook)
     lab.to_lab(shown, lab.printed_texts(path.stem))
     markdown = "\n".join(c.source for c in shown.cells if c.cell_type == "markdown")
-    assert not re.search(r"\{(glue:text|cite|ref)\}`", markdown), f"{path.name}: a role JupyterLab cannot render is left"
-    results = {r["expression"]: r["result"]["data"]["text/plain"]
-               for c in shown.cells for r in c.metadata.get(lab.METADATA_KEY, [])}
+    assert not re.search(r"\{(glue:text|cite|ref)\}`", markdown), (
+        f"{path.name}: a role JupyterLab cannot render is left"
+    )
+    results = {
+        r["expression"]: r["result"]["data"]["text/plain"]
+        for c in shown.cells
+        for r in c.metadata.get(lab.METADATA_KEY, [])
+    }
     missing = [k for k in _glue_keys(path) if lab.expression(k) not in results]
     assert not missing, f"{path.name}: no printed text for {missing}"
     lab.to_source(shown)
@@ -65,12 +69,21 @@ def jupyter(tmp_path_factory):
     shutil.copytree(ROOT / "chapters", root)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "SHARDBOOK_BUILD"}
-    cmd = [sys.executable, "-m", "jupyterlab", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-           f"--IdentityProvider.token={TOKEN}", "--ServerApp.open_browser=False", "--allow-root",
-           "--ServerApp.contents_manager_class=shardbook.lab.ChapterContentsManager",
-           f"--LabApp.app_settings_dir={ROOT / 'code' / 'shardbook' / 'lab_settings'}",
-           f"--LabApp.workspaces_dir={root.parent / 'workspaces'}", f"--LabApp.user_settings_dir={root.parent / 'settings'}",
-           str(root)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--ServerApp.ip=127.0.0.1",
+        f"--ServerApp.port={port}",
+        f"--IdentityProvider.token={TOKEN}",
+        "--ServerApp.open_browser=False",
+        "--allow-root",
+        "--ServerApp.contents_manager_class=shardbook.lab.ChapterContentsManager",
+        f"--LabApp.app_settings_dir={ROOT / 'code' / 'shardbook' / 'lab_settings'}",
+        f"--LabApp.workspaces_dir={root.parent / 'workspaces'}",
+        f"--LabApp.user_settings_dir={root.parent / 'settings'}",
+        str(root),
+    ]
     log = open(root.parent / "server.log", "w")
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root)
     base = f"http://127.0.0.1:{port}"
@@ -91,9 +104,12 @@ def jupyter(tmp_path_factory):
 
 
 def _api(base, path, method="GET", body=None):
-    request = urllib.request.Request(f"{base}{path}{'&' if '?' in path else '?'}token={TOKEN}", method=method,
-                                     data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    request = urllib.request.Request(
+        f"{base}{path}{'&' if '?' in path else '?'}token={TOKEN}",
+        method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         return json.loads(response.read() or b"null")
 
@@ -101,13 +117,31 @@ def _api(base, path, method="GET", body=None):
 async def _execute(ws, session, code, user_expressions=None):
     """Run `code` on the kernel; returns (reply content, iopub outputs)."""
     msg_id = uuid.uuid4().hex
-    await ws.write_message(json.dumps({
-        "header": {"msg_id": msg_id, "username": "test", "session": session, "msg_type": "execute_request",
-                   "version": "5.3", "date": ""},
-        "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-        "content": {"code": code, "silent": False, "store_history": False, "allow_stdin": False,
-                    "user_expressions": user_expressions or {}},
-    }))
+    await ws.write_message(
+        json.dumps(
+            {
+                "header": {
+                    "msg_id": msg_id,
+                    "username": "test",
+                    "session": session,
+                    "msg_type": "execute_request",
+                    "version": "5.3",
+                    "date": "",
+                },
+                "parent_header": {},
+                "metadata": {},
+                "channel": "shell",
+                "buffers": [],
+                "content": {
+                    "code": code,
+                    "silent": False,
+                    "store_history": False,
+                    "allow_stdin": False,
+                    "user_expressions": user_expressions or {},
+                },
+            }
+        )
+    )
     reply, outputs, idle = None, [], False
     while reply is None or not idle:
         message = json.loads(await asyncio.wait_for(ws.read_message(), timeout=300))
@@ -128,8 +162,9 @@ async def _run_chapter(base, cells, keys):
 
     kernel = _api(base, "/api/kernels", "POST", {"name": "python3"})
     session = uuid.uuid4().hex
-    ws = await websocket_connect(f"{base.replace('http', 'ws')}/api/kernels/{kernel['id']}/channels"
-                                 f"?session_id={session}&token={TOKEN}")
+    ws = await websocket_connect(
+        f"{base.replace('http', 'ws')}/api/kernels/{kernel['id']}/channels?session_id={session}&token={TOKEN}"
+    )
     try:
         outputs = []
         for cell in cells:

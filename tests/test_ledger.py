@@ -3,14 +3,13 @@ values, and a planted change is caught and named."""
 
 import json
 
+import jupytext
 import nbformat
 import pytest
 from nbclient import NotebookClient
-import jupytext
-
-from shardbook import ledger
 
 from conftest import EXPECTED_NUMBERS, ROOT
+from shardbook import ledger
 
 
 def test_built_values_match_the_committed_ledger(built_book):
@@ -21,7 +20,10 @@ def test_built_values_match_the_committed_ledger(built_book):
 
 
 def test_compare_reports_moved_missing_and_new():
-    base = [ledger.record("a", 1.0, text="1.0") | {"chapter": "c"}, ledger.record("b", 2.0, text="2") | {"chapter": "c"}]
+    base = [
+        ledger.record("a", 1.0, text="1.0") | {"chapter": "c"},
+        ledger.record("b", 2.0, text="2") | {"chapter": "c"},
+    ]
     assert ledger.compare(base, base) == []
     moved = [dict(base[0], value=1.1, text="1.1"), ledger.record("z", 3.0, text="3") | {"chapter": "c"}]
     rows = {r[1]: r for r in ledger.compare(base, moved)}
@@ -35,7 +37,9 @@ def test_compare_reports_moved_missing_and_new():
 def _execute_chapter(stem, planted_source, tmp_path):
     nb = jupytext.read(ROOT / "chapters" / f"{stem}.md")
     nb.cells.insert(1, nbformat.v4.new_code_cell(planted_source))
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "chapters")}}
+    ).execute()
     out = tmp_path / "executed"
     out.mkdir()
     nbformat.write(nb, out / f"{stem}.ipynb")
@@ -50,7 +54,7 @@ def test_planted_constant_change_fails_the_check_and_names_the_value(tmp_path):
         "from shardbook import hardware\n"
         "mi = hardware.PRESETS['MI355X']\n"
         "link = mi.scale_up_link_bytes_per_s\n"
-        "hardware.PRESETS['MI355X'] = replace(mi, scale_up_link_bytes_per_s=hardware.Figure(0.9 * link, link.source))\n"
+        "hardware.PRESETS['MI355X'] = replace(mi, scale_up_link_bytes_per_s=hardware.Sourced(0.9 * link, link.source))\n"
     )
     got = _execute_chapter("91_numbers", plant, tmp_path)
     expected = [e for e in ledger.load(EXPECTED_NUMBERS) if e["chapter"] == "91_numbers"]
@@ -76,17 +80,17 @@ def test_live_declarations_are_checked():
     def ok(a=1.0, b=2):
         return {"x": ledger.value(a * b, "GB", digits=1)}
 
-    assert ledger.evaluate(ok, {"a": 2.0, "b": 3}) == {"x": "6.0 GB"}
+    assert ledger.evaluate_live(ok, {"a": 2.0, "b": 3}) == {"x": "6.0 GB"}
     with pytest.raises(ValueError, match="parameter 'a' needs a default"):
-        ledger.live(lambda a: {}, a=ledger.number())
+        ledger.live(lambda a: {}, a=ledger.number_input())
     with pytest.raises(ValueError, match="no input spec for parameter 'b'"):
-        ledger.live(ok, a=ledger.number())
+        ledger.live(ok, a=ledger.number_input())
     with pytest.raises(ValueError, match=r"inputs: \['c'\] are not parameters"):
-        ledger.live(ok, a=ledger.number(), b=ledger.number(), c=ledger.number())
+        ledger.live(ok, a=ledger.number_input(), b=ledger.number_input(), c=ledger.number_input())
     with pytest.raises(ValueError, match="must be returned as ledger.value"):
-        ledger.live(lambda a=1: {"x": 3}, a=ledger.number())
+        ledger.live(lambda a=1: {"x": 3}, a=ledger.number_input())
     with pytest.raises(ValueError, match="options: a choice needs at least one option"):
-        ledger.choice([])
+        ledger.choice_input([])
 
 
 def _partial_build(tmp_path, built_book, leave_out=()):
@@ -94,8 +98,11 @@ def _partial_build(tmp_path, built_book, leave_out=()):
     import shutil
 
     executed = tmp_path / "_build" / "jupyter_execute"
-    shutil.copytree(built_book / "jupyter_execute", executed,
-                    ignore=lambda d, names: [n for n in names if n.split(".")[0] in leave_out])
+    shutil.copytree(
+        built_book / "jupyter_execute",
+        executed,
+        ignore=lambda d, names: [n for n in names if n.split(".")[0] in leave_out],
+    )
     shutil.copy2(built_book / ledger.FINGERPRINT_FILE, executed.parent / ledger.FINGERPRINT_FILE)
     return executed
 
@@ -137,8 +144,20 @@ def test_bless_never_drops_a_value_silently(tmp_path, built_book, capsys):
     err = capsys.readouterr().err
     assert "a_value_no_cell_shows_any_more" in err and "--drop" in err
     assert any(v["name"] == extra["name"] for v in ledger.load(target))
-    assert ledger._main(["bless", "--expected", str(target), "--executed", str(executed),
-                         "--drop", "a_value_no_cell_shows_any_more"]) == 0
+    assert (
+        ledger._main(
+            [
+                "bless",
+                "--expected",
+                str(target),
+                "--executed",
+                str(executed),
+                "--drop",
+                "a_value_no_cell_shows_any_more",
+            ]
+        )
+        == 0
+    )
     assert not any(v["name"] == extra["name"] for v in ledger.load(target))
 
 

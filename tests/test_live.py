@@ -9,16 +9,17 @@ import time
 
 import pytest
 
-from shardbook import ledger
-
 from conftest import HTML
+from shardbook import ledger
 from test_site import _visit, browser, server  # noqa: F401  (shared fixtures)
 
 
 def _live_pages():
     pages = []
     for page in sorted(HTML.glob("chapters/*.html")):
-        blocks = re.findall(r'<script type="application/json" class="shardbook-live">(.*?)</script>', page.read_text(), re.S)
+        blocks = re.findall(
+            r'<script type="application/json" class="shardbook-live">(.*?)</script>', page.read_text(), re.S
+        )
         if blocks:
             pages.append((page.relative_to(HTML).as_posix(), [json.loads(b.replace("<\\/", "</")) for b in blocks]))
     return pages
@@ -27,7 +28,7 @@ def _live_pages():
 def _cpython(spec, arguments):
     namespace = {}
     exec(spec["source"], namespace)
-    return ledger.evaluate(namespace[spec["function"]], arguments)
+    return ledger.evaluate_live(namespace[spec["function"]], arguments)
 
 
 def _changed(value, input_):
@@ -50,7 +51,9 @@ def test_live_values_match_cpython(rel, specs, server, browser):  # noqa: F811
     start = time.monotonic()
     page.click("button.shardbook-live-start")
     page.wait_for_selector(".shardbook-live[data-state=ready]", timeout=120_000)
-    print(f"\n{rel}: live in {time.monotonic() - start:.1f} s (page's own timer {page.get_attribute('.shardbook-live', 'data-ready-ms')} ms)")
+    print(
+        f"\n{rel}: live in {time.monotonic() - start:.1f} s (page's own timer {page.get_attribute('.shardbook-live', 'data-ready-ms')} ms)"
+    )
     for spec in specs:
         arguments = {i["name"]: i["default"] for i in spec["inputs"]}
         for input_ in spec["inputs"][:2]:  # change two inputs
@@ -138,13 +141,18 @@ def test_loading_shows_bytes_and_the_panel_summarizes_changes(server, browser): 
     Reset empties the list."""
     page, _ = _visit(browser, f"{server}/chapters/01_topology.html")
     _live(page)
-    sizes = sum((HTML / "_static" / "pyodide" / n).stat().st_size for n in ("pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs"))
+    sizes = sum(
+        (HTML / "_static" / "pyodide" / n).stat().st_size
+        for n in ("pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs")
+    )
     assert int(page.get_attribute(".shardbook-live", "data-loaded-bytes")) == sizes
     assert _set(page, "n_nodes", "4") == ""
     page.evaluate("window.scrollTo(0, document.body.scrollHeight / 2)")
     top = page.evaluate("document.querySelector('.shardbook-live-panel').getBoundingClientRect().top")
     assert 0 <= top < 200, f"the panel scrolled out of view (top at {top}px)"
-    links = page.eval_on_selector_all(".shardbook-live-changed a", "as => as.map(a => [a.getAttribute('href'), a.textContent])")
+    links = page.eval_on_selector_all(
+        ".shardbook-live-changed a", "as => as.map(a => [a.getAttribute('href'), a.textContent])"
+    )
     assert links, "no changed values listed"
     for href, text in links:
         assert page.inner_text(href) == text
@@ -210,7 +218,8 @@ def test_refusal_text_is_readable_in_dark_mode(server, browser):  # noqa: F811
         assert _set(page, "n_nodes", "0") != ""
         page.add_script_tag(content=AXE.read_text())
         found = page.evaluate(
-            "axe.run('.shardbook-live', {runOnly: ['color-contrast']}).then(r => r.violations.map(v => v.nodes.map(n => n.target.join(' '))))"
+            "axe.run('.shardbook-live', {runOnly: ['color-contrast']})"
+            ".then(r => r.violations.map(v => v.nodes.map(n => n.target.join(' '))))"
         )
         assert not found, f"{scheme}: low contrast in the live panel: {found}"
         page.close()

@@ -18,7 +18,9 @@ def _run(path):
         nb = jupytext.read(path)
     except Exception as exc:  # jupytext's own errors (bad YAML in a cell's options, say) do not name the file
         return 0, f"{path.name}: cannot be read as a notebook: {exc.__class__.__name__}: {exc}"
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "chapters")}})
+    client = NotebookClient(
+        nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "chapters")}}
+    )
     try:
         client.execute()
     except Exception as exc:
@@ -29,7 +31,7 @@ def _run(path):
 @pytest.fixture(scope="module")
 def executed_chapters():
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip((p.stem for p in CHAPTERS), pool.map(_run, CHAPTERS)))
+        return dict(zip((p.stem for p in CHAPTERS), pool.map(_run, CHAPTERS), strict=True))
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

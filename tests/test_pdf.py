@@ -6,9 +6,8 @@ import subprocess
 
 import pytest
 
-from shardbook import site
-
 from conftest import BUILD, CHAPTERS, ROOT
+from shardbook import site
 
 PDF = BUILD / "pdf" / "book.pdf"
 APPENDICES = sorted((ROOT / "chapters").glob("9[0-9]_*.md"))
@@ -62,10 +61,14 @@ def test_no_code_line_is_clipped_in_print(book_pdf):
         page = browser.new_page()
         page.goto(f"{base}/_book.html", wait_until="networkidle", timeout=120_000)
         page.emulate_media(media="print")
-        clipped = page.evaluate("[...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1)"
-                                ".map(p => p.textContent.slice(0, 60))")
-        hidden_controls = page.evaluate("[...document.querySelectorAll('.shardbook-live, .shardbook-full-size')]"
-                                        ".filter(e => getComputedStyle(e).display !== 'none').length")
+        clipped = page.evaluate(
+            "[...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1)"
+            ".map(p => p.textContent.slice(0, 60))"
+        )
+        hidden_controls = page.evaluate(
+            "[...document.querySelectorAll('.shardbook-live, .shardbook-full-size')]"
+            ".filter(e => getComputedStyle(e).display !== 'none').length"
+        )
         browser.close()
     assert not clipped, clipped
     assert hidden_controls == 0

@@ -6,21 +6,40 @@ from dataclasses import replace
 
 import pytest
 
-from shardbook import hardware, models
-from shardbook.hardware import Figure
-from shardbook.units import GB
-
 from conftest import ROOT
+from shardbook import hardware, models
+from shardbook.hardware import Sourced
+from shardbook.units import GB
 
 BIB_KEYS = set(re.findall(r"@\w+\{([^,]+),", (ROOT / "references.bib").read_text()))
 
 
 def test_required_presets_exist():
-    for name in ["MI355X", "MI300X", "H100", "H200", "H800", "B200", "GB200 NVL72", "GB300 NVL72",
-                 "TPU v5e", "TPU v5p", "TPU v6e", "Ironwood"]:
+    for name in [
+        "MI355X",
+        "MI300X",
+        "H100",
+        "H200",
+        "H800",
+        "B200",
+        "GB200 NVL72",
+        "GB300 NVL72",
+        "TPU v5e",
+        "TPU v5p",
+        "TPU v6e",
+        "Ironwood",
+    ]:
         assert name in hardware.names()
-    for name in ["LLaMA-2 13B", "LLaMA-3 8B", "LLaMA-3 70B", "LLaMA-3 405B", "Mixtral 8x7B",
-                 "Mixtral 8x22B", "DeepSeek-V2-Lite", "DeepSeek-V3"]:
+    for name in [
+        "LLaMA-2 13B",
+        "LLaMA-3 8B",
+        "LLaMA-3 70B",
+        "LLaMA-3 405B",
+        "Mixtral 8x7B",
+        "Mixtral 8x22B",
+        "DeepSeek-V2-Lite",
+        "DeepSeek-V3",
+    ]:
         assert name in models.names()
 
 
@@ -28,9 +47,9 @@ def test_required_presets_exist():
 def test_accelerator_values_are_positive_and_sourced(name):
     acc = hardware.get(name)
     for field, fig in acc.figures():
-        assert isinstance(fig, Figure), field
+        assert isinstance(fig, Sourced), field
         assert float(fig) > 0, field
-        assert fig.kind in hardware.KINDS, field
+        assert fig.kind in hardware.SOURCE_KINDS, field
         assert fig.source in BIB_KEYS, f"{name}.{field}: source {fig.source!r} is not in references.bib"
 
 
@@ -80,17 +99,17 @@ def test_unknown_preset_lists_known_names():
 def test_bad_preset_values_name_the_field():
     mi = hardware.get("MI355X")
     with pytest.raises(ValueError, match="hbm_bytes: must be positive"):
-        replace(mi, hbm_bytes=Figure(0, "amd-mi355x-datasheet"))
+        replace(mi, hbm_bytes=Sourced(0, "amd-mi355x-datasheet"))
     with pytest.raises(ValueError, match="scale_out_bytes_per_s: missing value"):
         replace(mi, scale_out_bytes_per_s=None)
-    with pytest.raises(ValueError, match="bf16_dense_flops_per_s: must be a Figure with a source"):
+    with pytest.raises(ValueError, match=r"bf16_dense_flops_per_s: must be a hardware\.Sourced \(a value with its source\)"):
         replace(mi, bf16_dense_flops_per_s=2.5e15)
     with pytest.raises(ValueError, match="d_ff: must be an integer >= 1"):
         models.with_changes("LLaMA-3 8B", d_ff=0)
     with pytest.raises(ValueError, match="n_kv_heads: must divide n_heads"):
         models.with_changes("LLaMA-3 8B", n_kv_heads=5)
     with pytest.raises(ValueError, match="source: every figure needs"):
-        Figure(1.0, "")
+        Sourced(1.0, "")
 
 
 # Published totals, each from the model's own release: Hugging Face

@@ -10,12 +10,41 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shardbook import (attention, collectives, explorer, fabric, hardware, ledger, maxtext, memory, models, moe,
-                       pipeline, roofline, sharding, training, units)
+from shardbook import (
+    attention,
+    collectives,
+    explorer,
+    fabric,
+    hardware,
+    ledger,
+    maxtext,
+    memory,
+    models,
+    moe,
+    pipeline,
+    roofline,
+    sharding,
+    training,
+    units,
+)
 
 # the cost model's modules (layer 1); the ledger's display helpers are checked below
-MODULES = (units, hardware, models, collectives, memory, roofline, pipeline, moe, training, fabric, explorer, attention,
-           sharding, maxtext)
+MODULES = (
+    units,
+    hardware,
+    models,
+    collectives,
+    memory,
+    roofline,
+    pipeline,
+    moe,
+    training,
+    fabric,
+    explorer,
+    attention,
+    sharding,
+    maxtext,
+)
 SKIP = {"main", "live", "show", "table", "cell"}  # command line and notebook display
 
 
@@ -51,8 +80,11 @@ def _finite(value):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_finite_inputs_give_finite_results_or_a_value_error(name, function, data):
-    required = [p for p in inspect.signature(function).parameters.values()
-                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [
+        p
+        for p in inspect.signature(function).parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
     args = [data.draw(finite_numbers, label=p.name) for p in required]
     try:
         result = function(*args)

@@ -6,15 +6,15 @@ Screenshots of every page go to _build/screenshots/ for review.
 """
 
 import html.parser
+import itertools
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
 
-from shardbook import site
-
 from conftest import BUILD, HTML
+from shardbook import site
 
 PAGE_BUDGET_BYTES = 1.5e6  # a chapter's own content: HTML, figures, SVGs, data
 FIRST_VISIT_BUDGET_BYTES = 1_000_000  # everything a first visit loads, raw (the reader's-side issue)
@@ -37,13 +37,19 @@ def server(built_book):
 def browser(tmp_path_factory):
     chromium = site.chromium()
     if chromium is None:
-        pytest.fail("Chromium is missing: install the Debian package 'chromium' (apt-get install chromium), or run `make test`, which installs it")
+        pytest.fail(
+            "Chromium is missing: install the Debian package 'chromium' (apt-get install chromium), or run `make test`, which installs it"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw, site.sentinel_proxy() as (proxy, seen):
         context = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")), executable_path=chromium, headless=True, args=site.CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 900}, proxy={"server": proxy, "bypass": site.PROXY_BYPASS},
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=chromium,
+            headless=True,
+            args=site.CHROMIUM_FLAGS,
+            viewport={"width": 1280, "height": 900},
+            proxy={"server": proxy, "bypass": site.PROXY_BYPASS},
         )
         context.set_default_timeout(30_000)
         context.left_the_machine = seen
@@ -91,52 +97,74 @@ def _bytes(paths):
     return own, shared
 
 
+def _math_problems(page, log):
+    """Formulas left as TeX, a math runtime loaded, or math not from KaTeX."""
+    problems = []
+    text = page.evaluate("document.querySelector('main').innerText")
+    raw = re.findall(r"\\\(|\\\[|\$\$", text)
+    if raw:
+        problems.append(f"math not typeset ({len(raw)} raw delimiters)")
+    runtimes = [p for p in log["paths"] if re.search(r"mathjax|katex(\.min)?\.js|auto-render", p, re.I)]
+    if runtimes:
+        problems.append(f"a math runtime is loaded ({runtimes}); math is rendered at build time")
+    if page.evaluate("document.querySelectorAll('main .math').length") != page.evaluate(
+        "document.querySelectorAll('main .math .katex').length"
+    ):
+        problems.append("a formula is not rendered by KaTeX at build time")
+    return problems
+
+
+def _figure_problems(page):
+    """Images not shown, HLO graphs collapsed, icons the trimmed script missed."""
+    problems = []
+    broken = page.evaluate(
+        "[...document.images].filter(i => !i.complete || i.naturalWidth === 0"
+        " || i.getBoundingClientRect().width === 0).map(i => i.src)"
+    )
+    if broken:
+        problems.append(f"images not shown {broken}")
+    hlo = page.evaluate(
+        "[...document.querySelectorAll('img[src*=after_partitioning]')].map(i => i.getBoundingClientRect().height)"
+    )
+    if any(h < 50 for h in hlo):
+        problems.append(f"an HLO graph is not visible ({hlo})")
+    left = page.evaluate("document.querySelectorAll('i[class*=fa-], span[class*=fa-]').length")
+    if left:
+        problems.append(f"{left} icons not drawn (missing from the trimmed icon script)")
+    return problems
+
+
 def test_every_page_in_a_browser(server, browser):
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     problems, weights, first_visits = [], {}, {}
     for rel in _pages():
         page, log = _visit(browser, f"{server}/{rel}")
-        name = Path(rel).stem
-        if log["console"]:
-            problems.append(f"{rel}: console errors {log['console']}")
-        if log["failed"]:
-            problems.append(f"{rel}: failed requests {log['failed']}")
-        if log["offsite"]:
-            problems.append(f"{rel}: requests off 127.0.0.1 {log['offsite']}")
-        text = page.evaluate("document.querySelector('main').innerText")
-        raw = re.findall(r"\\\(|\\\[|\$\$", text)
-        if raw:
-            problems.append(f"{rel}: math not typeset ({len(raw)} raw delimiters)")
-        runtimes = [p for p in log["paths"] if re.search(r"mathjax|katex(\.min)?\.js|auto-render", p, re.I)]
-        if runtimes:
-            problems.append(f"{rel}: a math runtime is loaded ({runtimes}); math is rendered at build time")
-        if page.evaluate("document.querySelectorAll('main .math').length") != page.evaluate(
-            "document.querySelectorAll('main .math .katex').length"
-        ):
-            problems.append(f"{rel}: a formula is not rendered by KaTeX at build time")
+        found = [
+            f"{what} {log[key]}"
+            for key, what in (
+                ("console", "console errors"),
+                ("failed", "failed requests"),
+                ("offsite", "requests off 127.0.0.1"),
+            )
+            if log[key]
+        ]
+        found += _math_problems(page, log) + _figure_problems(page)
         shift = page.evaluate(site.LAYOUT_SHIFT_JS)
         if shift > LAYOUT_SHIFT_LIMIT:
-            problems.append(f"{rel}: layout shift {shift:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
-        raw_bytes, _ = site.loaded_bytes(page, HTML)
-        if raw_bytes > FIRST_VISIT_BUDGET_BYTES:
-            problems.append(f"{rel}: a first visit loads {raw_bytes:,} bytes (budget {FIRST_VISIT_BUDGET_BYTES:,})")
-        first_visits[rel] = raw_bytes
-        broken = page.evaluate("[...document.images].filter(i => !i.complete || i.naturalWidth === 0 || i.getBoundingClientRect().width === 0).map(i => i.src)")
-        if broken:
-            problems.append(f"{rel}: images not shown {broken}")
-        hlo = page.evaluate("[...document.querySelectorAll('img[src*=after_partitioning]')].map(i => i.getBoundingClientRect().height)")
-        if any(h < 50 for h in hlo):
-            problems.append(f"{rel}: an HLO graph is not visible ({hlo})")
-        left = page.evaluate("document.querySelectorAll('i[class*=fa-], span[class*=fa-]').length")
-        if left:
-            problems.append(f"{rel}: {left} icons not drawn (missing from the trimmed icon script)")
-        page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+            found.append(f"layout shift {shift:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
+        first_visits[rel], _ = site.loaded_bytes(page, HTML)
+        if first_visits[rel] > FIRST_VISIT_BUDGET_BYTES:
+            found.append(f"a first visit loads {first_visits[rel]:,} bytes (budget {FIRST_VISIT_BUDGET_BYTES:,})")
+        problems += [f"{rel}: {p}" for p in found]
+        page.screenshot(path=str(SCREENSHOTS / f"{Path(rel).stem}.png"), full_page=True)
         weights[rel] = _bytes(log["paths"])
         page.close()
     heaviest = max(weights, key=lambda r: weights[r][0])
     first_visit = sum(w[0] for w in weights.values()) + max(w[1] for w in weights.values())
-    print(f"\nheaviest page: {heaviest} {weights[heaviest][0]:,} bytes own content; "
-          f"theme assets {max(w[1] for w in weights.values()):,} bytes; first visit of every page {first_visit:,} bytes")
+    print(
+        f"\nheaviest page: {heaviest} {weights[heaviest][0]:,} bytes own content; "
+        f"theme assets {max(w[1] for w in weights.values()):,} bytes; first visit of every page {first_visit:,} bytes"
+    )
     print(f"first visit, raw bytes: {min(first_visits.values()):,} to {max(first_visits.values()):,}")
     icon_script = HTML / "_static" / "scripts" / "fontawesome.js"
     assert icon_script.stat().st_size < 20_000, "the theme's full icon bundle is back; shardbook.sphinx_ext trims it"
@@ -163,7 +191,9 @@ def test_axe_finds_no_serious_violations(server, browser, scheme):
             "({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))"
         )
         for v in found:
-            (serious if v["impact"] in ("serious", "critical") else other).append(f"{rel}: {v['impact']} {v['id']} {v['nodes']}")
+            (serious if v["impact"] in ("serious", "critical") else other).append(
+                f"{rel}: {v['impact']} {v['id']} {v['nodes']}"
+            )
         page.close()
     if other:
         print("\n".join(["", f"axe ({scheme}), below serious:"] + other))
@@ -173,7 +203,9 @@ def test_axe_finds_no_serious_violations(server, browser, scheme):
 def test_search_finds_the_chapters(server, browser):
     page, log = _visit(browser, f"{server}/search.html?q=all-gather")
     page.wait_for_selector("#search-results ul.search li a", timeout=30_000)
-    links = page.evaluate("[...document.querySelectorAll('#search-results ul.search li a')].map(a => a.getAttribute('href'))")
+    links = page.evaluate(
+        "[...document.querySelectorAll('#search-results ul.search li a')].map(a => a.getAttribute('href'))"
+    )
     assert any("02_sharding" in href for href in links), links
     assert any("03_data_parallel" in href for href in links), links
     assert not log["offsite"] and not log["console"]
@@ -204,7 +236,9 @@ def test_dark_mode_keeps_figures_readable(server, browser, chapter):
         # transparent background would show the page's near-black instead
         histogram = inner.histogram()
         background = max(range(256), key=histogram.__getitem__)
-        assert background > 150, f"a figure's background is dark in dark mode ({img.get_attribute('src')}: {background})"
+        assert background > 150, (
+            f"a figure's background is dark in dark mode ({img.get_attribute('src')}: {background})"
+        )
         # ... and its ink must stay dark
         assert shot.getextrema()[0] < 80, "a figure has lost its dark ink"
     page.screenshot(path=str(SCREENSHOTS / f"dark_{chapter}.png"))
@@ -278,7 +312,7 @@ def test_accessibility_basics(rel, built_book):
     assert parsed.figures == parsed.figcaptions, f"{rel}: {parsed.figures} figures, {parsed.figcaptions} captions"
     levels = parsed.headings
     assert levels and levels[0] == 1, f"{rel}: the page does not start with an h1"
-    assert all(b <= a + 1 for a, b in zip(levels, levels[1:])), f"{rel}: heading levels skip: {levels}"
+    assert all(b <= a + 1 for a, b in itertools.pairwise(levels)), f"{rel}: heading levels skip: {levels}"
     assert parsed.theads == parsed.tables, f"{rel}: {parsed.tables} tables, {parsed.theads} with a header row"
 
 

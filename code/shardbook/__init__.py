@@ -1,10 +1,54 @@
 """shardbook: the cost model, presets, ledger and JAX fixtures of the book.
 
-`import shardbook` loads only standard-library modules (the cost model can run
-in a browser's Python); `shardbook.hlo` and `shardbook.devices` import JAX
-when they are used.
+The package has three layers (DESIGN.md, "Layers"), named in LAYERS below:
+
+- the cost model and presets: standard library only, so that the same code
+  runs in a reader's browser (Pyodide) on the live pages;
+- JAX programs and compiler-output tools: shardbook.hlo (the fixtures'
+  registry, their programs, capture, inventory, prediction, DOT) and
+  shardbook.devices; they import JAX when used;
+- the book's machinery: the ledger of numbers, figures, the Sphinx
+  extension, the site server, the benchmark, the PDF, the Jupyter view.
+
+`import shardbook` loads only standard-library modules.
 """
+
+from pathlib import Path
 
 from . import collectives, hardware, memory, models, moe, pipeline, roofline, sharding, training, units  # noqa: F401
 
 __version__ = "0.1.0"
+
+# The checkout this package is installed from (editable): chapters/, tests/,
+# hlo_artifacts/, node_modules/ and _build/ are found from here.
+REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+
+# Every module of the package, by layer. A new module is added to one of
+# these; tests check that each file is in exactly one layer and that the
+# cost-model layer (and the ledger, which the live pages also run) imports
+# nothing outside the standard library.
+LAYERS = {
+    "cost_model": (
+        "_validate",
+        "units",
+        "hardware",
+        "models",
+        "measured",
+        "sharding",
+        "collectives",
+        "fabric",
+        "memory",
+        "roofline",
+        "pipeline",
+        "moe",
+        "training",
+        "attention",
+        "maxtext",
+        "explorer",
+    ),
+    "programs": ("hlo", "devices"),
+    "book": ("ledger", "figures", "sphinx_ext", "site", "bench", "pdf", "buildcache", "lab"),
+}
+# What the live pages load into the browser: the cost model and the ledger
+# (whose value formatting and evaluate() the live mode calls).
+BROWSER_MODULES = ("__init__", *LAYERS["cost_model"], "ledger")

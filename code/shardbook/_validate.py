@@ -92,7 +92,9 @@ def _guarded(function):
         try:
             result = function(*args, **kwargs)
         except OverflowError:
-            raise ValueError(f"{function.__name__}: the inputs are too large; the result would overflow a float") from None
+            raise ValueError(
+                f"{function.__name__}: the inputs are too large; the result would overflow a float"
+            ) from None
         except ZeroDivisionError:
             raise ValueError(f"{function.__name__}: an input that divides is zero; give it a positive value") from None
         if not _finite(result):

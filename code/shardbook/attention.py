@@ -20,7 +20,7 @@ class State:
     """Running softmax state of one query row; `u` is the value vector."""
 
     m: float
-    l: float
+    l: float  # noqa: E741 (the normalizer's name in the online-softmax papers and chapter 4)
     u: tuple
 
     @property
@@ -48,12 +48,12 @@ def block_state(scores, values):
     for s in scores:
         _validate.number("scores", s)
     dim = len(values[0])
-    valid = [(s, v) for s, v in zip(scores, values) if s != -math.inf]
+    valid = [(s, v) for s, v in zip(scores, values, strict=True) if s != -math.inf]
     if not valid:  # a fully masked block contributes nothing
         return empty_state(dim)
     m = max(s for s, _ in valid)
     weights = [math.exp(s - m) for s, _ in valid]
-    u = tuple(sum(w * v[i] for w, (_, v) in zip(weights, valid)) for i in range(dim))
+    u = tuple(sum(w * v[i] for w, (_, v) in zip(weights, valid, strict=True)) for i in range(dim))
     return State(m, sum(weights), u)
 
 
@@ -70,7 +70,7 @@ def merge(a, b):
         return b
     m = max(a.m, b.m)
     sa, sb = math.exp(a.m - m), math.exp(b.m - m)
-    return State(m, a.l * sa + b.l * sb, tuple(x * sa + y * sb for x, y in zip(a.u, b.u)))
+    return State(m, a.l * sa + b.l * sb, tuple(x * sa + y * sb for x, y in zip(a.u, b.u, strict=True)))
 
 
 def output(state, empty="zeros"):
@@ -124,4 +124,3 @@ def causal_pairs_per_rank(n_positions, n_ranks, scheme):
     """Valid (query, key) pairs per rank under a causal mask, counting each
     query's own key: query q sees q keys."""
     return [sum(owned) for owned in causal_owners(n_positions, n_ranks, scheme)]
-

@@ -21,12 +21,18 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-LIGHTHOUSE = ROOT / "node_modules" / "lighthouse" / "cli" / "index.js"
+from . import REPOSITORY_ROOT
+
+LIGHTHOUSE = REPOSITORY_ROOT / "node_modules" / "lighthouse" / "cli" / "index.js"
 LIGHTHOUSE_PAGES = ("chapters/02_sharding.html", "chapters/06_pipeline.html", "chapters/07_choosing_a_mesh.html")
 LIGHTHOUSE_CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
-LIGHTHOUSE_METRICS = {"first-contentful-paint": "FCP", "largest-contentful-paint": "LCP",
-                      "total-blocking-time": "TBT", "cumulative-layout-shift": "CLS", "speed-index": "SI"}
+LIGHTHOUSE_METRICS = {
+    "first-contentful-paint": "FCP",
+    "largest-contentful-paint": "LCP",
+    "total-blocking-time": "TBT",
+    "cumulative-layout-shift": "CLS",
+    "speed-index": "SI",
+}
 # aims from the reader's-side issue: mobile performance >= 90, desktop >= 98, the rest 100
 LIGHTHOUSE_AIMS = {("mobile", "performance"): 90, ("desktop", "performance"): 98}
 FIRST_VISIT_BUDGET_BYTES = 1_000_000
@@ -34,7 +40,7 @@ FIRST_VISIT_BUDGET_BYTES = 1_000_000
 
 def _timed(cmd):
     start = time.monotonic()
-    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    result = subprocess.run(cmd, cwd=REPOSITORY_ROOT, capture_output=True, text=True)
     if result.returncode:
         sys.stderr.write(result.stdout[-2000:] + result.stderr[-2000:])
         raise SystemExit(f"bench: {' '.join(cmd)} failed")
@@ -63,7 +69,7 @@ def first_visit_bytes(base, browser, page):
     context = browser.new_context()
     tab = context.new_page()
     tab.goto(f"{base}/{page}", wait_until="networkidle")
-    sizes = site.loaded_bytes(tab, ROOT / "_build" / "html")
+    sizes = site.loaded_bytes(tab, REPOSITORY_ROOT / "_build" / "html")
     context.close()
     return sizes
 
@@ -73,9 +79,16 @@ def lighthouse(url, form_factor, chromium):
     Lighthouse run (the pinned npm package) in headless Chromium."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
-        cmd = ["node", str(LIGHTHOUSE), url, "--quiet", "--output=json", f"--output-path={report}",
-               f"--only-categories={','.join(LIGHTHOUSE_CATEGORIES)}",
-               "--chrome-flags=--headless=new --no-sandbox --disable-gpu"]
+        cmd = [
+            "node",
+            str(LIGHTHOUSE),
+            url,
+            "--quiet",
+            "--output=json",
+            f"--output-path={report}",
+            f"--only-categories={','.join(LIGHTHOUSE_CATEGORIES)}",
+            "--chrome-flags=--headless=new --no-sandbox --disable-gpu",
+        ]
         if form_factor == "desktop":
             cmd.append("--preset=desktop")
         result = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "CHROME_PATH": chromium})
@@ -97,8 +110,11 @@ def browser_figures():
         return
     from playwright.sync_api import sync_playwright
 
-    pages = sorted(p.relative_to(ROOT / "_build" / "html").as_posix() for p in (ROOT / "_build" / "html").glob("chapters/*.html"))
-    with site.serve(ROOT / "_build" / "html") as base, sync_playwright() as pw:
+    pages = sorted(
+        p.relative_to(REPOSITORY_ROOT / "_build" / "html").as_posix()
+        for p in (REPOSITORY_ROOT / "_build" / "html").glob("chapters/*.html")
+    )
+    with site.serve(REPOSITORY_ROOT / "_build" / "html") as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
         print(f"\nfirst visit of each chapter, fresh browser (aim: raw under {FIRST_VISIT_BUDGET_BYTES:,} bytes):")
         print(f"  {'raw bytes':>10}  {'sent (gzip)':>11}  page")
@@ -111,15 +127,24 @@ def browser_figures():
             print("\nLighthouse: skipped (node_modules/lighthouse missing: run `make book`)")
             return
         print("\nLighthouse 12.2.3 (aims: mobile performance >= 90, desktop >= 98, the rest 100):")
-        print(f"  {'page':34} {'form':8} " + " ".join(f"{c[:4]:>5}" for c in LIGHTHOUSE_CATEGORIES) + "   " +
-              " ".join(f"{m:>7}" for m in LIGHTHOUSE_METRICS.values()))
+        print(
+            f"  {'page':34} {'form':8} "
+            + " ".join(f"{c[:4]:>5}" for c in LIGHTHOUSE_CATEGORIES)
+            + "   "
+            + " ".join(f"{m:>7}" for m in LIGHTHOUSE_METRICS.values())
+        )
         for page in LIGHTHOUSE_PAGES:
             for form in ("mobile", "desktop"):
                 scores, metrics = lighthouse(f"{base}/{page}", form, chromium)
                 missed = [c for c in LIGHTHOUSE_CATEGORIES if scores[c] < LIGHTHOUSE_AIMS.get((form, c), 100)]
-                print(f"  {page:34} {form:8} " + " ".join(f"{scores[c]:>5}" for c in LIGHTHOUSE_CATEGORIES) + "   " +
-                      " ".join(f"{metrics[m]:>7}" for m in LIGHTHOUSE_METRICS.values()) +
-                      (f"   missed: {', '.join(missed)}" if missed else ""), flush=True)
+                print(
+                    f"  {page:34} {form:8} "
+                    + " ".join(f"{scores[c]:>5}" for c in LIGHTHOUSE_CATEGORIES)
+                    + "   "
+                    + " ".join(f"{metrics[m]:>7}" for m in LIGHTHOUSE_METRICS.values())
+                    + (f"   missed: {', '.join(missed)}" if missed else ""),
+                    flush=True,
+                )
 
 
 def live_seconds(page="chapters/01_topology.html"):
@@ -131,7 +156,7 @@ def live_seconds(page="chapters/01_topology.html"):
         return None
     from playwright.sync_api import sync_playwright
 
-    with site.serve(ROOT / "_build" / "html") as base, sync_playwright() as pw:
+    with site.serve(REPOSITORY_ROOT / "_build" / "html") as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
         tab = browser.new_page()
         tab.goto(f"{base}/{page}", wait_until="networkidle")
@@ -144,7 +169,7 @@ def live_seconds(page="chapters/01_topology.html"):
 
 
 def main():
-    shutil.rmtree(ROOT / "_build", ignore_errors=True)
+    shutil.rmtree(REPOSITORY_ROOT / "_build", ignore_errors=True)
     print("bench: clean build (make book after removing _build) ...", flush=True)
     clean_s = _timed(["make", "--no-print-directory", "book"])
     print("bench: no-change rebuild (make book again) ...", flush=True)
@@ -152,7 +177,7 @@ def main():
     print(f"\nclean build            {clean_s:8.1f} s")
     print(f"no-change rebuild      {again_s:8.1f} s   (aim: under 20 s)")
     print("\nbytes per page (HTML + images and SVGs it loads):")
-    for name, size in page_weights(ROOT / "_build" / "html"):
+    for name, size in page_weights(REPOSITORY_ROOT / "_build" / "html"):
         print(f"  {size:>10,}  {name}")
     browser_figures()
     seconds = live_seconds()

@@ -24,8 +24,9 @@ def check_writable(build_dir):
         with tempfile.NamedTemporaryFile(dir=build, prefix=".write-test-"):
             pass
     except OSError as exc:
-        raise ValueError(f"{build}: the build folder is not writable ({exc.strerror or exc}); "
-                         "fix its permissions or remove it") from None
+        raise ValueError(
+            f"{build}: the build folder is not writable ({exc.strerror or exc}); fix its permissions or remove it"
+        ) from None
 
 
 def heal(cache_dir):

@@ -14,7 +14,7 @@ Ref: scale-your-model-amd, scaling-book-sharding, nccl-tests-performance.
 
 from . import _validate
 
-KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
+COLLECTIVE_KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
 
 # nccl-tests' bus-bandwidth factors (busbw = algbw * factor).
 _BUS_FACTORS = {
@@ -110,8 +110,8 @@ def all_to_all_s(local_bytes, n, egress_bytes_per_s):
 
 
 def collective_s(kind, total_bytes, n, link_bytes_per_s, bidirectional=False):
-    """Dispatch on `kind` (one of KINDS)."""
-    _validate.choice("kind", kind, KINDS)
+    """Dispatch on `kind` (one of COLLECTIVE_KINDS)."""
+    _validate.choice("kind", kind, COLLECTIVE_KINDS)
     if kind == "all_to_all":
         return all_to_all_s(total_bytes, n, link_bytes_per_s)
     return {"all_gather": all_gather_s, "reduce_scatter": reduce_scatter_s, "all_reduce": all_reduce_s}[kind](
@@ -122,7 +122,7 @@ def collective_s(kind, total_bytes, n, link_bytes_per_s, bidirectional=False):
 def bus_bandwidth(kind, algorithm_bytes_per_s, n):
     """nccl-tests' bus bandwidth from algorithm bandwidth (bytes / time):
     all_reduce x 2(n-1)/n; all_gather, reduce_scatter, all_to_all x (n-1)/n."""
-    _validate.choice("kind", kind, KINDS)
+    _validate.choice("kind", kind, COLLECTIVE_KINDS)
     _validate.non_negative("algorithm_bytes_per_s", algorithm_bytes_per_s)
     _validate.count("n", n)
     return algorithm_bytes_per_s * _BUS_FACTORS[kind](n)

@@ -7,7 +7,7 @@ considered. Each axis is placed on the physical hierarchy, innermost first,
 and its collectives are priced by the fabric its groups span. A mesh fits
 when persistent state plus activations fit in HBM under some recomputation
 policy; the cheapest policy that fits is chosen. Standard library only;
-compiling candidates is in shardbook.hlo.explore.
+compiling candidates is in shardbook.hlo.candidates.
 
 Assumptions (stated on every result):
 - optimistic: peak FLOP/s, collectives at line rate on every link the
@@ -123,7 +123,7 @@ def normalize_mesh(mesh):
     if isinstance(mesh, (tuple, list)):
         if len(mesh) != len(TUPLE_AXES):
             raise ValueError(f"mesh: a tuple must give (fsdp, tp, ep, pp), got {tuple(mesh)!r}")
-        mesh = dict(zip(TUPLE_AXES, mesh))
+        mesh = dict(zip(TUPLE_AXES, mesh, strict=True))
     if not isinstance(mesh, dict):
         raise ValueError(f"mesh: must be a dict of axis to degree or an (fsdp, tp, ep, pp) tuple, got {mesh!r}")
     for axis in mesh:
@@ -264,13 +264,34 @@ def _collective_s(acc, kind, total_bytes, placement):
         return fabric.collective_s(kind, total_bytes, acc, d, placement.n_domains)
     extents = tuple(extent for _, extent, _ in placement.torus_span)
     wraparound = all(wrap for _, _, wrap in placement.torus_span)
-    return fabric.collective_s(kind, total_bytes, acc, d, placement.n_domains, torus_extents=extents,
-                               wraparound=wraparound, links=placement.torus_links)
+    return fabric.collective_s(
+        kind,
+        total_bytes,
+        acc,
+        d,
+        placement.n_domains,
+        torus_extents=extents,
+        wraparound=wraparound,
+        links=placement.torus_links,
+    )
 
 
-def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_batch_seqs=1, recompute=None,
-             order=DEFAULT_ORDER, schedule="1f1b", n_devices=None, uneven_pipeline=False,
-             keep_gathered_weights=False, ideal_overlap=False):
+def evaluate(
+    model,
+    accelerator,
+    mesh,
+    global_tokens,
+    *,
+    seq_len=4096,
+    micro_batch_seqs=1,
+    recompute=None,
+    order=DEFAULT_ORDER,
+    schedule="1f1b",
+    n_devices=None,
+    uneven_pipeline=False,
+    keep_gathered_weights=False,
+    ideal_overlap=False,
+):
     """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
     tuple) under the stated assumptions. `recompute` None picks the cheapest
     policy that fits ('none', then 'selective', then 'full'). Each
@@ -320,10 +341,19 @@ def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_bat
     in_flight = memory.microbatches_in_flight(mesh["pp"], math.ceil(n_micro), schedule) if mesh["pp"] > 1 else 1
     for policy in policies:
         # per layer: memory.activation_bytes_per_device requires pp to divide L, an uneven pipeline does not
-        per_layer = memory.activation_bytes_per_device(
-            m, seq_len, micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], pp=1,
-            sequence_parallel=mesh["tp"] > 1, recompute=policy,
-        ) / m.n_layers
+        per_layer = (
+            memory.activation_bytes_per_device(
+                m,
+                seq_len,
+                micro_batch_seqs,
+                tp=mesh["tp"],
+                cp=mesh["cp"],
+                pp=1,
+                sequence_parallel=mesh["tp"] > 1,
+                recompute=policy,
+            )
+            / m.n_layers
+        )
         activations = per_layer * deepest_stage * in_flight
         fits = state + activations <= acc.hbm_bytes
         if fits:
@@ -355,9 +385,27 @@ def evaluate(model, accelerator, mesh, global_tokens, *, seq_len=4096, micro_bat
         step_s = max(math_s, fsdp_s, dp_s, cp_s) + tp_s + ep_s + bubble_s
     mfu = model_flops / (n * c) / step_s
     return Candidate(
-        mesh["fsdp"], mesh["tp"], mesh["ep"], mesh["pp"], state, fits, math_s, fsdp_s, tp_s, ep_s, bubble_s, step_s,
-        dp=mesh["dp"], cp=mesh["cp"], dp_s=dp_s, cp_s=cp_s, activation_bytes_per_device=activations,
-        recompute=policy, mfu=mfu, n_microbatches=n_micro, placement=placement,
+        mesh["fsdp"],
+        mesh["tp"],
+        mesh["ep"],
+        mesh["pp"],
+        state,
+        fits,
+        math_s,
+        fsdp_s,
+        tp_s,
+        ep_s,
+        bubble_s,
+        step_s,
+        dp=mesh["dp"],
+        cp=mesh["cp"],
+        dp_s=dp_s,
+        cp_s=cp_s,
+        activation_bytes_per_device=activations,
+        recompute=policy,
+        mfu=mfu,
+        n_microbatches=n_micro,
+        placement=placement,
     )
 
 
@@ -374,9 +422,10 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options):
     """A Candidate for every mesh over `axes` that leaves each data-parallel
     rank at least one microbatch."""
     found = []
-    for mesh in factorizations(n_devices, model, axes, options.get("seq_len", 4096),
-                               options.get("uneven_pipeline", False)):
-        mesh = dict(zip(TUPLE_AXES, mesh)) if isinstance(mesh, tuple) else mesh
+    for mesh in factorizations(
+        n_devices, model, axes, options.get("seq_len", 4096), options.get("uneven_pipeline", False)
+    ):
+        mesh = dict(zip(TUPLE_AXES, mesh, strict=True)) if isinstance(mesh, tuple) else mesh
         try:
             found.append(evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options))
         except TooFewSequences:
@@ -389,8 +438,14 @@ def _bound_options(run):
 
     if not isinstance(run, PublishedRun):
         raise TypeError(f"run: must be a measured.PublishedRun, got {type(run).__name__}")
-    return dict(seq_len=run.seq_len, micro_batch_seqs=run.micro_batch_seqs, recompute=run.recompute,
-                uneven_pipeline=run.uneven_pipeline, keep_gathered_weights=True, ideal_overlap=True)
+    return dict(
+        seq_len=run.seq_len,
+        micro_batch_seqs=run.micro_batch_seqs,
+        recompute=run.recompute,
+        uneven_pipeline=run.uneven_pipeline,
+        keep_gathered_weights=True,
+        ideal_overlap=True,
+    )
 
 
 def bound_for_run(run):
@@ -448,12 +503,26 @@ def format_table(candidates, top=None):
     rows = []
     for cand in candidates[:top] if top else candidates:
         exposed = cand.step_s - cand.math_s - cand.bubble_s
-        rows.append((cand.label, "yes" if cand.fits else "no", cand.recompute, f"{cand.memory_bytes_per_device / 1e9:,.1f}",
-                     f"{cand.math_s * 1e3:,.0f}", f"{exposed * 1e3:,.0f}", f"{cand.bubble_s * 1e3:,.0f}",
-                     f"{cand.step_s * 1e3:,.0f}", f"{cand.mfu:.1%}"))
+        rows.append(
+            (
+                cand.label,
+                "yes" if cand.fits else "no",
+                cand.recompute,
+                f"{cand.memory_bytes_per_device / 1e9:,.1f}",
+                f"{cand.math_s * 1e3:,.0f}",
+                f"{exposed * 1e3:,.0f}",
+                f"{cand.bubble_s * 1e3:,.0f}",
+                f"{cand.step_s * 1e3:,.0f}",
+                f"{cand.mfu:.1%}",
+            )
+        )
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
-    lines = ["  ".join(str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
-             for r in [header, *rows]]
+    lines = [
+        "  ".join(
+            str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *rows]
+    ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -468,11 +537,18 @@ def main(argv=None):
     parser.add_argument("n_devices", type=int, help="number of devices")
     parser.add_argument("tokens", type=float, help="global batch in tokens")
     parser.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
-    parser.add_argument("--recompute", choices=memory.RECOMPUTE, default=None,
-                        help="activation recomputation (default: the cheapest that fits)")
+    parser.add_argument(
+        "--recompute",
+        choices=memory.RECOMPUTE,
+        default=None,
+        help="activation recomputation (default: the cheapest that fits)",
+    )
     parser.add_argument("--seq-len", type=int, default=4096, help="sequence length (default 4096)")
-    parser.add_argument("--axes", default="fsdp,tp,ep,pp",
-                        help=f"comma-separated mesh axes to search (default fsdp,tp,ep,pp; any of {','.join(AXES)})")
+    parser.add_argument(
+        "--axes",
+        default="fsdp,tp,ep,pp",
+        help=f"comma-separated mesh axes to search (default fsdp,tp,ep,pp; any of {','.join(AXES)})",
+    )
     args = parser.parse_args(argv)
     try:
         axes = tuple(a.strip() for a in args.axes.split(",") if a.strip())
@@ -480,17 +556,29 @@ def main(argv=None):
             raise ValueError(f"n_devices: must be >= 1, got {args.n_devices}")
         if args.tokens < args.n_devices:
             raise ValueError(f"tokens: {args.tokens:g} is below one token per device ({args.n_devices} devices)")
-        found = explore(args.model, args.accelerator, args.n_devices, args.tokens, axes=axes,
-                        recompute=args.recompute, seq_len=args.seq_len)
+        found = explore(
+            args.model,
+            args.accelerator,
+            args.n_devices,
+            args.tokens,
+            axes=axes,
+            recompute=args.recompute,
+            seq_len=args.seq_len,
+        )
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     if not found:
-        print(f"error: no mesh of {args.n_devices} devices can run {args.model} with a batch of {args.tokens:g} tokens "
-              f"(each data-parallel rank needs at least one sequence of {args.seq_len})", file=sys.stderr)
+        print(
+            f"error: no mesh of {args.n_devices} devices can run {args.model} with a batch of {args.tokens:g} tokens "
+            f"(each data-parallel rank needs at least one sequence of {args.seq_len})",
+            file=sys.stderr,
+        )
         return 2
-    print(f"{args.model} on {args.n_devices} × {args.accelerator}, {args.tokens:,.0f} tokens per step, "
-          f"sequences of {args.seq_len}: {len(found)} meshes\n")
+    print(
+        f"{args.model} on {args.n_devices} × {args.accelerator}, {args.tokens:,.0f} tokens per step, "
+        f"sequences of {args.seq_len}: {len(found)} meshes\n"
+    )
     print(format_table(found, args.top))
     print("\nAssumptions:\n" + ASSUMPTIONS)
     return 0

@@ -24,7 +24,7 @@ google-tpu-v5p.
 
 from . import _validate, collectives, hardware
 
-KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
+COLLECTIVE_KINDS = collectives.COLLECTIVE_KINDS
 
 # A slice axis has wraparound links when its length is a multiple of this:
 # training chips join 4×4×4 cubes through optical switches, inference chips
@@ -98,7 +98,7 @@ def scale_up_s(kind, total_bytes, accelerator, n, torus_extents=None, wraparound
     explorer.place).
     """
     acc = hardware.get(accelerator)
-    _validate.choice("kind", kind, KINDS)
+    _validate.choice("kind", kind, COLLECTIVE_KINDS)
     _validate.non_negative("total_bytes", total_bytes)
     _validate.count("n", n)
     if n > acc.scale_up_domain_size:
@@ -120,8 +120,9 @@ def scale_up_s(kind, total_bytes, accelerator, n, torus_extents=None, wraparound
     return collectives.collective_s(kind, total_bytes, n, rate * links)
 
 
-def collective_s(kind, total_bytes, accelerator, n, n_domains=1, torus_extents=None, wraparound=True, overlapped=True,
-                 links=None):
+def collective_s(
+    kind, total_bytes, accelerator, n, n_domains=1, torus_extents=None, wraparound=True, overlapped=True, links=None
+):
     """A collective over n devices spread evenly over `n_domains` scale-up
     domains (nodes, NVL72 racks, TPU slices), priced by the fabric.
 
@@ -144,7 +145,7 @@ def collective_s(kind, total_bytes, accelerator, n, n_domains=1, torus_extents=N
     devices over k nodes is never faster than m of them inside one.
     """
     acc = hardware.get(accelerator)
-    _validate.choice("kind", kind, KINDS)
+    _validate.choice("kind", kind, COLLECTIVE_KINDS)
     _validate.non_negative("total_bytes", total_bytes)
     _validate.count("n", n)
     _validate.count("n_domains", n_domains)
@@ -155,7 +156,9 @@ def collective_s(kind, total_bytes, accelerator, n, n_domains=1, torus_extents=N
     m = n // n_domains
     out_rate = acc.scale_out_bytes_per_s
     if kind == "all_to_all":
-        inside = scale_up_s("all_to_all", total_bytes * m / n, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
+        inside = (
+            scale_up_s("all_to_all", total_bytes * m / n, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
+        )
         across = total_bytes * (n - m) / n / out_rate
     elif kind == "all_reduce":
         inside = scale_up_s("reduce_scatter", total_bytes, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
@@ -173,7 +176,7 @@ def single_ring_s(kind, total_bytes, accelerator, n):
     ring over one link, one direction (all-to-all: one link of egress, which
     on a torus ignores the extra hops and is no upper bound)."""
     acc = hardware.get(accelerator)
-    _validate.choice("kind", kind, KINDS)
+    _validate.choice("kind", kind, COLLECTIVE_KINDS)
     return collectives.collective_s(kind, total_bytes, n, acc.scale_up_link_bytes_per_s)
 
 

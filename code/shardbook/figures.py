@@ -18,19 +18,21 @@ MUTED = "#9e9e9e"
 
 def setup():
     """Inline SVG figures with real text, white background, small files."""
-    matplotlib.rcParams.update({
-        "svg.fonttype": "none",
-        "figure.facecolor": "white",
-        "axes.facecolor": "white",
-        "savefig.facecolor": "white",
-        "font.size": 10,
-        "axes.edgecolor": INK,
-        "text.color": INK,
-        "axes.labelcolor": INK,
-        "xtick.color": INK,
-        "ytick.color": INK,
-        "figure.dpi": 100,
-    })
+    matplotlib.rcParams.update(
+        {
+            "svg.fonttype": "none",
+            "figure.facecolor": "white",
+            "axes.facecolor": "white",
+            "savefig.facecolor": "white",
+            "font.size": 10,
+            "axes.edgecolor": INK,
+            "text.color": INK,
+            "axes.labelcolor": INK,
+            "xtick.color": INK,
+            "ytick.color": INK,
+            "figure.dpi": 100,
+        }
+    )
     try:
         from matplotlib_inline.backend_inline import set_matplotlib_formats
 
@@ -40,7 +42,9 @@ def setup():
 
 
 def _device(ax, x, y, label, color=ACCENT, w=0.5, h=0.3):
-    ax.add_patch(FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02", fc=color, ec=INK, lw=0.8, zorder=3))
+    ax.add_patch(
+        FancyBboxPatch((x - w / 2, y - h / 2), w, h, boxstyle="round,pad=0.02", fc=color, ec=INK, lw=0.8, zorder=3)
+    )
     ax.text(x, y, label, ha="center", va="center", color="white", fontsize=8, zorder=4)
 
 
@@ -54,14 +58,23 @@ def _clean(ax, title):
 def full_mesh(n_devices, link_label, egress_label, title):
     """n devices on a circle, every pair joined by one direct link."""
     fig, ax = plt.subplots(figsize=(4.6, 4.6))
-    pts = [(math.cos(2 * math.pi * i / n_devices + math.pi / 2), math.sin(2 * math.pi * i / n_devices + math.pi / 2)) for i in range(n_devices)]
+    pts = [
+        (math.cos(2 * math.pi * i / n_devices + math.pi / 2), math.sin(2 * math.pi * i / n_devices + math.pi / 2))
+        for i in range(n_devices)
+    ]
     for i in range(n_devices):
         for j in range(i + 1, n_devices):
             color = ACCENT2 if i == 0 else MUTED
             ax.plot([pts[i][0], pts[j][0]], [pts[i][1], pts[j][1]], color=color, lw=1.6 if i == 0 else 0.8, zorder=1)
     for i, (x, y) in enumerate(pts):
         _device(ax, 1.0 * x, 1.0 * y, f"GPU {i}")
-    ax.text(0, -1.45, f"each line: one link, {link_label} per direction\nred: GPU 0's {n_devices - 1} links, {egress_label} egress", ha="center", fontsize=8)
+    ax.text(
+        0,
+        -1.45,
+        f"each line: one link, {link_label} per direction\nred: GPU 0's {n_devices - 1} links, {egress_label} egress",
+        ha="center",
+        fontsize=8,
+    )
     ax.set_xlim(-1.5, 1.5)
     ax.set_ylim(-1.7, 1.4)
     _clean(ax, title)
@@ -85,7 +98,13 @@ def switch_domain(n_devices, n_switches, egress_label, title, shown=8):
         ax.text((xs[-2] + xs[-1]) / 2, -0.45, "…", ha="center", fontsize=12)
     for j, s in enumerate(sws):
         _device(ax, s, 1.6, f"switch {j}", color="#6a1b9a", w=0.8)
-    ax.text(3.0, -0.8, f"{n_devices} GPUs, any pair one switch hop apart; {egress_label} per GPU per direction", ha="center", fontsize=8)
+    ax.text(
+        3.0,
+        -0.8,
+        f"{n_devices} GPUs, any pair one switch hop apart; {egress_label} per GPU per direction",
+        ha="center",
+        fontsize=8,
+    )
     ax.set_xlim(-0.6, 6.6)
     ax.set_ylim(-1.1, 2.0)
     _clean(ax, title)
@@ -103,9 +122,21 @@ def torus(nx, ny, title):
             if j + 1 < ny:
                 ax.plot([i, i], [j, j + 1], color=INK, lw=1.0, zorder=1)
     for j in range(ny):  # wraparound along x
-        ax.annotate("", xy=(nx - 1 + 0.35, j), xytext=(-0.35, j), arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=-0.25", ls="--"), zorder=0)
+        ax.annotate(
+            "",
+            xy=(nx - 1 + 0.35, j),
+            xytext=(-0.35, j),
+            arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=-0.25", ls="--"),
+            zorder=0,
+        )
     for i in range(nx):  # wraparound along y
-        ax.annotate("", xy=(i, ny - 1 + 0.35), xytext=(i, -0.35), arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=0.25", ls="--"), zorder=0)
+        ax.annotate(
+            "",
+            xy=(i, ny - 1 + 0.35),
+            xytext=(i, -0.35),
+            arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=0.25", ls="--"),
+            zorder=0,
+        )
     for i in range(nx):
         for j in range(ny):
             _device(ax, i, j, f"{i},{j}", w=0.42, h=0.3)
@@ -136,7 +167,7 @@ def line_chart(series, xlabel, ylabel, title, logx=False, logy=False):
     """`series`: list of (label, xs, ys)."""
     fig, ax = plt.subplots(figsize=(6.2, 3.6))
     colors = [ACCENT, ACCENT2, "#2e7d32", "#6a1b9a", "#ef6c00"]
-    for (label, xs, ys), color in zip(series, colors * 3):
+    for (label, xs, ys), color in zip(series, colors * 3, strict=False):
         ax.plot(xs, ys, marker="o", ms=3, lw=1.4, label=label, color=color)
     if logx:
         ax.set_xscale("log", base=2)
@@ -175,23 +206,32 @@ def causal_ownership(owners, n_positions, title):
     return fig
 
 
-def pipeline_timeline(ops, n_stages, title, n_virtual=1):
-    """A schedule's ops as boxes per device: forward blue, backward red,
-    weight-gradient green; a number is the microbatch; idle is blank."""
+def pipeline_timeline(ops, n_stages, title, n_virtual=1, ax=None, span=None):
+    """A schedule's ops (pipeline.schedule) as boxes per device: forward blue,
+    backward red, weight-gradient green, later virtual chunks lighter; a
+    number is the microbatch; idle is blank. Draws on `ax` and returns it, or,
+    without one, on a new figure, which it returns. `span` fixes the time
+    axis (to compare schedules on one scale)."""
     colors = {"F": ACCENT, "B": ACCENT2, "W": "#2e7d32"}
-    makespan = max(o[2] for o in ops)
-    fig, ax = plt.subplots(figsize=(7.2, 0.42 * n_stages + 0.9))
+    makespan = span or max(o[2] for o in ops)
+    standalone = ax is None
+    if standalone:
+        fig, ax = plt.subplots(figsize=(7.2, 0.42 * n_stages + 0.9))
     for device, start, end, phase, chunk, mb in ops:
-        shade = 1.0 - 0.35 * chunk / max(n_virtual - 1, 1) if n_virtual > 1 else 1.0
-        ax.add_patch(plt.Rectangle((start, device - 0.4), end - start, 0.8, fc=colors[phase], ec="white", lw=0.6, alpha=shade))
-        if end - start >= 1 and makespan <= 80:
-            ax.text((start + end) / 2, device, str(mb + 1), ha="center", va="center", color="white", fontsize=6)
+        shade = 1.0 - 0.45 * chunk if n_virtual > 1 else 1.0
+        ax.add_patch(
+            plt.Rectangle((start, device - 0.4), end - start, 0.8, fc=colors[phase], ec="white", lw=0.5, alpha=shade)
+        )
+        if makespan <= 80:
+            ax.text((start + end) / 2, device, str(mb + 1), ha="center", va="center", color="white", fontsize=5.5)
     ax.set_xlim(0, makespan)
     ax.set_ylim(n_stages - 0.5, -0.5)
-    ax.set_yticks(range(n_stages), [f"stage {s}" for s in range(n_stages)])
-    ax.set_xlabel("time (units: one stage's forward of one microbatch)")
-    ax.set_title(title, fontsize=10)
+    ax.set_yticks(range(n_stages), [f"stage {s}" for s in range(n_stages)], fontsize=7)
+    ax.set_title(title, fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
+    if not standalone:
+        return ax
+    ax.set_xlabel("time (one unit: one stage's forward of one microbatch)")
     fig.tight_layout()
     plt.close(fig)
     return fig

@@ -1,6 +1,6 @@
 """Accelerator presets: compute, memory and the bandwidth of each link tier.
 
-Every value is a :class:`Figure`: a float that also carries the references.bib
+Every value is a :class:`Sourced`: a float that also carries the references.bib
 key it comes from and whether it is a vendor ``spec``, an ``achieved``
 measurement, or ``derived`` by arithmetic from other cited figures.
 
@@ -14,17 +14,17 @@ from dataclasses import dataclass, fields
 from . import _validate
 from .units import GB, PFLOP, TFLOP, GiB, gbit_per_s_to_bytes_per_s
 
-KINDS = ("spec", "achieved", "derived")
+SOURCE_KINDS = ("spec", "achieved", "derived")
 FABRICS = ("full_mesh", "switch", "torus")
 SCALE_OUT_LAYOUTS = ("rail_optimized", "unspecified", "dcn")
 
 
-class Figure(float):
+class Sourced(float):
     """A float with provenance: ``source`` (a references.bib key) and ``kind``."""
 
     def __new__(cls, value, source, kind="spec", note=""):
-        if kind not in KINDS:
-            raise ValueError(f"kind: unknown value {kind!r}; valid: {', '.join(KINDS)}")
+        if kind not in SOURCE_KINDS:
+            raise ValueError(f"kind: unknown value {kind!r}; valid: {', '.join(SOURCE_KINDS)}")
         if not isinstance(source, str) or not source:
             raise ValueError("source: every figure needs a references.bib key")
         self = super().__new__(cls, value)
@@ -34,10 +34,10 @@ class Figure(float):
         return self
 
     def __repr__(self):
-        return f"Figure({float(self)!r}, source={self.source!r}, kind={self.kind!r})"
+        return f"Sourced({float(self)!r}, source={self.source!r}, kind={self.kind!r})"
 
     def __reduce__(self):
-        return (Figure, (float(self), self.source, self.kind, self.note))
+        return (Sourced, (float(self), self.source, self.kind, self.note))
 
 
 @dataclass(frozen=True)
@@ -72,15 +72,15 @@ class Accelerator:
     family: str
     scale_up_fabric: str
     scale_out_layout: str
-    bf16_dense_flops_per_s: Figure
-    hbm_bytes: Figure
-    scale_up_link_bytes_per_s: Figure
-    scale_up_link_bidirectional_bytes_per_s: Figure
-    scale_up_egress_bytes_per_s: Figure
-    scale_up_domain_size: Figure
-    scale_out_bytes_per_s: Figure
-    scale_out_nics_per_device: Figure
-    host_link_bytes_per_s: Figure | None = None
+    bf16_dense_flops_per_s: Sourced
+    hbm_bytes: Sourced
+    scale_up_link_bytes_per_s: Sourced
+    scale_up_link_bidirectional_bytes_per_s: Sourced
+    scale_up_egress_bytes_per_s: Sourced
+    scale_up_domain_size: Sourced
+    scale_out_bytes_per_s: Sourced
+    scale_out_nics_per_device: Sourced
+    host_link_bytes_per_s: Sourced | None = None
     torus_dims: int = 0
 
     OPTIONAL = ("host_link_bytes_per_s",)
@@ -100,8 +100,8 @@ class Accelerator:
                 continue
             if value is None:
                 raise ValueError(f"{self.name}.{f.name}: missing value")
-            if not isinstance(value, Figure):
-                raise ValueError(f"{self.name}.{f.name}: must be a Figure with a source, got {value!r}")
+            if not isinstance(value, Sourced):
+                raise ValueError(f"{self.name}.{f.name}: must be a hardware.Sourced (a value with its source), got {value!r}")
             if not value > 0:
                 raise ValueError(f"{self.name}.{f.name}: must be positive, got {float(value)!r}")
 
@@ -127,7 +127,7 @@ class Accelerator:
         return self.scale_up_domain_size * self.scale_out_bytes_per_s
 
     def figures(self):
-        """(field, Figure) pairs of every value, in declaration order."""
+        """(field, Sourced) pairs of every value, in declaration order."""
         return [
             (f.name, getattr(self, f.name))
             for f in fields(self)
@@ -136,7 +136,7 @@ class Accelerator:
 
 
 def _f(value, source, kind="spec", note=""):
-    return Figure(value, source, kind, note)
+    return Sourced(value, source, kind, note)
 
 
 def _mi355x():
@@ -218,8 +218,20 @@ def _blackwell(name, src, flops, hbm_gb, domain, nic_gbit):
     )
 
 
-def _tpu(name, src, flops, hbm_bytes, ici_chip_bidirectional, n_links, pod_chips, dcn, dcn_src, dcn_kind, dcn_note,
-         ici_src=None):
+def _tpu(
+    name,
+    src,
+    flops,
+    hbm_bytes,
+    ici_chip_bidirectional,
+    n_links,
+    pod_chips,
+    dcn,
+    dcn_src,
+    dcn_kind,
+    dcn_note,
+    ici_src=None,
+):
     """A TPU from Google's tables: ICI is printed per chip, both directions of
     all its links together; one link, one direction is that / (2 · links)."""
     ici_src = ici_src or src
@@ -246,17 +258,29 @@ def _ironwood():
     # Google's TPU7x table for C, HBM and pod size; 1.2 TB/s of ICI per chip,
     # both directions, from Google's announcement; DCN as the choosing-a-mesh
     # source uses it (the stored copy of Google's table does not show its DCN row)
-    return _tpu("Ironwood", "google-tpu7x", 2307 * TFLOP, 192 * GiB, 1200 * GB, 6, 9216,
-                12.5e9, "choosing-a-mesh", "spec", "DCN per chip, one direction", ici_src="google-ironwood")
+    return _tpu(
+        "Ironwood",
+        "google-tpu7x",
+        2307 * TFLOP,
+        192 * GiB,
+        1200 * GB,
+        6,
+        9216,
+        12.5e9,
+        "choosing-a-mesh",
+        "spec",
+        "DCN per chip, one direction",
+        ici_src="google-ironwood",
+    )
 
 
 # The Scaling Book's per-link ICI figures (one direction), with which its
 # published thresholds were computed (v5p: α = 4.59e14 / 1.8e11 = 2,550).
 # Google's tables, which the presets follow, give about 10 % more.
 SCALING_BOOK_ICI_LINK_BYTES_PER_S = {
-    "TPU v5e": Figure(4.5e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
-    "TPU v5p": Figure(9e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
-    "TPU v6e": Figure(9e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
+    "TPU v5e": Sourced(4.5e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
+    "TPU v5p": Sourced(9e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
+    "TPU v6e": Sourced(9e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
 }
 
 
@@ -269,13 +293,46 @@ _BUILDERS = {
     "B200": lambda: _blackwell("B200", "nvidia-dgx-b200", 2.25 * PFLOP, 180, 8, 400),
     "GB200 NVL72": lambda: _blackwell("GB200 NVL72", "nvidia-gb200-nvl72", 2.5 * PFLOP, 186, 72, 400),
     "GB300 NVL72": lambda: _blackwell("GB300 NVL72", "nvidia-gb300-nvl72", 2.5 * PFLOP, 288, 72, 800),
-    "TPU v5e": lambda: _tpu("TPU v5e", "google-tpu-v5e", 197 * TFLOP, 16 * GB, 400 * GB, 4, 256,
-                            6.4e12 / 8 / 256, "google-tpu-v5e", "derived", "6.4 Tb/s of DCN per 256-chip pod"),
+    "TPU v5e": lambda: _tpu(
+        "TPU v5e",
+        "google-tpu-v5e",
+        197 * TFLOP,
+        16 * GB,
+        400 * GB,
+        4,
+        256,
+        6.4e12 / 8 / 256,
+        "google-tpu-v5e",
+        "derived",
+        "6.4 Tb/s of DCN per 256-chip pod",
+    ),
     # HBM as Google's table prints it: 95 GiB a program can allocate (96 GiB physical)
-    "TPU v5p": lambda: _tpu("TPU v5p", "google-tpu-v5p", 459 * TFLOP, 95 * GiB, 1200 * GB, 6, 8960,
-                            gbit_per_s_to_bytes_per_s(50), "google-tpu-v5p", "spec", "50 Gb/s of DCN per chip"),
-    "TPU v6e": lambda: _tpu("TPU v6e", "google-tpu-v6e", 918 * TFLOP, 32 * GB, 800 * GB, 4, 256,
-                            2.5e10 / 8, "scaling-book-tpus", "derived", "about 2.5e10 B/s of DCN per host of 8 chips"),
+    "TPU v5p": lambda: _tpu(
+        "TPU v5p",
+        "google-tpu-v5p",
+        459 * TFLOP,
+        95 * GiB,
+        1200 * GB,
+        6,
+        8960,
+        gbit_per_s_to_bytes_per_s(50),
+        "google-tpu-v5p",
+        "spec",
+        "50 Gb/s of DCN per chip",
+    ),
+    "TPU v6e": lambda: _tpu(
+        "TPU v6e",
+        "google-tpu-v6e",
+        918 * TFLOP,
+        32 * GB,
+        800 * GB,
+        4,
+        256,
+        2.5e10 / 8,
+        "scaling-book-tpus",
+        "derived",
+        "about 2.5e10 B/s of DCN per host of 8 chips",
+    ),
     "Ironwood": _ironwood,
 }
 
@@ -297,7 +354,7 @@ def get(name):
         raise ValueError(f"accelerator: unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
 
 
-def intensity(name):
+def alpha(name):
     """α = C/W for a preset, in FLOPs per byte (see collective_bytes_per_s)."""
     acc = get(name)
     return acc.bf16_dense_flops_per_s / acc.collective_bytes_per_s
@@ -305,7 +362,7 @@ def intensity(name):
 
 # Google's v5p page: the largest job one slice can hold is 96 cubes,
 # 16 x 16 x 24 = 6,144 chips, of the pod's 8,960; more needs Multislice over DCN.
-TPU_V5P_LARGEST_SLICE_CHIPS = Figure(6144, "google-tpu-v5p", "spec", "16 x 16 x 24, 96 cubes")
+TPU_V5P_LARGEST_SLICE_CHIPS = Sourced(6144, "google-tpu-v5p", "spec", "16 x 16 x 24, 96 cubes")
 
 
 _validate.guard_module(globals())

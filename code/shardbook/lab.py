@@ -32,7 +32,8 @@ from pathlib import Path
 
 from jupytext import AsyncTextFileContentsManager
 
-REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
+from . import REPOSITORY_ROOT
+
 EXPECTED_NUMBERS = REPOSITORY_ROOT / "tests" / "expected_numbers.json"
 BUILD_GLUE = REPOSITORY_ROOT / "_build" / "jupyter_execute" / "chapters"
 METADATA_KEY = "user_expressions"  # where jupyterlab-myst keeps inline results
@@ -76,7 +77,7 @@ def printed_texts(chapter):
 
 
 def _citation_label(entry):
-    """"Author et al., year" for a references.bib entry."""
+    """ "Author et al., year" for a references.bib entry."""
     people = [" ".join(p.last_names) or " ".join(p.first_names) for p in entry.persons.get("author", [])]
     if len(people) > 2 or (len(people) == 2 and people[1] == "others"):
         who = f"{people[0]} et al."
@@ -141,8 +142,12 @@ def to_lab(notebook, texts, cites=None, labels=None):
         results = []
         for name in dict.fromkeys(names):
             if name in texts:
-                results.append({"expression": expression(name),
-                                "result": {"status": "ok", "data": {"text/plain": repr(texts[name])}, "metadata": {}}})
+                results.append(
+                    {
+                        "expression": expression(name),
+                        "result": {"status": "ok", "data": {"text/plain": repr(texts[name])}, "metadata": {}},
+                    }
+                )
         if results:
             cell.metadata[METADATA_KEY] = results
     return count

@@ -152,10 +152,18 @@ def cell(value, **fmt):
 
 def value(number, unit="", *, digits=None, sig=None, scale=1.0, trim=False, rel_tol=DEFAULT_REL_TOL):
     """A live value and how to display it (see :func:`show`)."""
-    return {"value": number, "unit": unit, "digits": digits, "sig": sig, "scale": scale, "trim": trim, "rel_tol": rel_tol}
+    return {
+        "value": number,
+        "unit": unit,
+        "digits": digits,
+        "sig": sig,
+        "scale": scale,
+        "trim": trim,
+        "rel_tol": rel_tol,
+    }
 
 
-def choice(options, label=None):
+def choice_input(options, label=None):
     """A live input chosen from `options` (strings)."""
     options = list(options)
     if not options:
@@ -163,7 +171,7 @@ def choice(options, label=None):
     return {"kind": "choice", "options": options, "label": label}
 
 
-def number(label=None, integer=False, step=None):
+def number_input(label=None, integer=False, step=None):
     """A live numeric input. Its range is not checked here: the cost model's
     own ValueError tells the reader what is wrong."""
     return {"kind": "integer" if integer else "number", "label": label, "step": step or (1 if integer else "any")}
@@ -187,9 +195,14 @@ def _is_phrase(v):
 
 
 def _texts(results):
-    return {name: v["phrase"] if _is_phrase(v) else
-            format_value(v["value"], digits=v["digits"], sig=v["sig"], scale=v["scale"], unit=v["unit"], trim=v["trim"])
-            for name, v in results.items()}
+    return {
+        name: v["phrase"]
+        if _is_phrase(v)
+        else format_value(
+            v["value"], digits=v["digits"], sig=v["sig"], scale=v["scale"], unit=v["unit"], trim=v["trim"]
+        )
+        for name, v in results.items()
+    }
 
 
 def show_phrase(name, text):
@@ -201,7 +214,7 @@ def show_phrase(name, text):
     _display({GLUE_PREFIX + "text/plain": repr(text)}, {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}})
 
 
-def evaluate(function, arguments):
+def evaluate_live(function, arguments):
     """Call a live function and format every value it returns: {name: text}."""
     return _texts(function(**arguments))
 
@@ -232,7 +245,9 @@ def live(function, **inputs):
     results = function(**defaults)
     for name, v in results.items():
         if not (isinstance(v, dict) and ("value" in v or _is_phrase(v))):
-            raise ValueError(f"function: {name!r} must be returned as ledger.value(...) or ledger.phrase(...), got {v!r}")
+            raise ValueError(
+                f"function: {name!r} must be returned as ledger.value(...) or ledger.phrase(...), got {v!r}"
+            )
     texts = _texts(results)
     for name, v in results.items():
         if _is_phrase(v):
@@ -270,7 +285,7 @@ def _widgets(function, inputs, defaults):
 
     def show_values(**arguments):
         try:
-            for name, text in evaluate(function, arguments).items():
+            for name, text in evaluate_live(function, arguments).items():
                 print(f"{name}: {text}")
         except ValueError as err:
             print(f"refused: {err}")
@@ -281,14 +296,15 @@ def _widgets(function, inputs, defaults):
 # --- after the build -------------------------------------------------------
 
 
-
 def _outputs_of(path):
     """Outputs of an executed notebook, or of myst-nb's `<chapter>.glue.json`
     (myst-nb moves glued outputs there when it writes the build)."""
     try:
         doc = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ValueError(f"{path}: cannot be read as JSON ({exc.__class__.__name__}); rebuild with `make book`") from None
+        raise ValueError(
+            f"{path}: cannot be read as JSON ({exc.__class__.__name__}); rebuild with `make book`"
+        ) from None
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a notebook or glue file; rebuild with `make book`")
     if path.name.endswith(".glue.json"):
@@ -342,7 +358,7 @@ def format_rows(rows):
     header = ("chapter", "name", "expected", "got", "rel. change", "status")
     table_ = [header] + [tuple(str(c) for c in r) for r in rows]
     widths = [max(len(r[i]) for r in table_) for i in range(len(header))]
-    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in table_]
+    out = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table_]
     out.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(out)
 
@@ -363,12 +379,16 @@ def load(path):
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); restore it from git, "
-                         "or delete it and run `make bless`") from None
+        raise ValueError(
+            f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); restore it from git, "
+            "or delete it and run `make bless`"
+        ) from None
     values = doc.get("values") if isinstance(doc, dict) else None
     if not isinstance(values, list) or not all(isinstance(v, dict) and _RECORD_KEYS <= v.keys() for v in values):
-        raise ValueError(f"{path}: not an expected-values file (a JSON object whose 'values' is a list of records "
-                         f"with {', '.join(sorted(_RECORD_KEYS))}); restore it from git, or delete it and run `make bless`")
+        raise ValueError(
+            f"{path}: not an expected-values file (a JSON object whose 'values' is a list of records "
+            f"with {', '.join(sorted(_RECORD_KEYS))}); restore it from git, or delete it and run `make bless`"
+        )
     return values
 
 
@@ -406,7 +426,13 @@ def _blank(match):
 
 _NON_PROSE = [
     (re.compile(r"\A---\n.*?\n---\n", re.S), "front matter"),
-    (re.compile(r"^[ \t]*(`{3,}|:{3,})(?:[a-z0-9+-]*|\{(?:code-cell|literalinclude|bibliography|code-block|code)\}[^\n]*)\n.*?^[ \t]*\1\s*$", re.S | re.M), "code cells and code fences"),
+    (
+        re.compile(
+            r"^[ \t]*(`{3,}|:{3,})(?:[a-z0-9+-]*|\{(?:code-cell|literalinclude|bibliography|code-block|code)\}[^\n]*)\n.*?^[ \t]*\1\s*$",
+            re.S | re.M,
+        ),
+        "code cells and code fences",
+    ),
     (re.compile(r"^[ \t]*(`{3,}|:{3,}).*$", re.M), "other directive fences (their prose is linted)"),
     (re.compile(r"^[ \t]*:[a-z-]+:.*$", re.M), "directive options"),
     (re.compile(r"\$\$.*?\$\$", re.S), "display math"),
@@ -448,7 +474,7 @@ def lint(markdown, glued_texts=()):
     findings = []
     original = markdown.splitlines()
     prose_lines = _strip_non_prose(markdown).splitlines()
-    for lineno, (line, prose) in enumerate(zip(original, prose_lines), 1):
+    for lineno, (line, prose) in enumerate(zip(original, prose_lines, strict=True), 1):
         if _EXEMPT_MARK.search(line):
             continue
         for m in _NUMBER_RE.finditer(prose):
@@ -495,7 +521,9 @@ def check_build(executed_dir, root="."):
     executed = Path(executed_dir)
     stamp = executed.parent / FINGERPRINT_FILE
     if not stamp.exists():
-        raise ValueError(f"{stamp}: no record of a finished build (the last build failed or never ran); run `make book`")
+        raise ValueError(
+            f"{stamp}: no record of a finished build (the last build failed or never ran); run `make book`"
+        )
     if stamp.read_text().strip() != source_fingerprint(root):
         raise ValueError(
             f"{stamp}: the build is older than the sources (chapters, shardbook or the artifacts changed since); "
@@ -504,7 +532,9 @@ def check_build(executed_dir, root="."):
     built = {p.name.split(".")[0] for p in list(executed.rglob("*.ipynb")) + list(executed.rglob("*.glue.json"))}
     missing = [c for c in toc_chapters(root) if c not in built]
     if missing:
-        raise ValueError(f"{executed}: the build has no output for {', '.join(missing)} (listed in _toc.yml); run `make book`")
+        raise ValueError(
+            f"{executed}: the build has no output for {', '.join(missing)} (listed in _toc.yml); run `make book`"
+        )
 
 
 # --- command line ----------------------------------------------------------
@@ -516,8 +546,13 @@ def _main(argv=None):
     parser.add_argument("--executed", default="_build/jupyter_execute", help="folder of executed notebooks")
     parser.add_argument("--expected", default="tests/expected_numbers.json", help="committed expected values")
     parser.add_argument("--root", default=".", help="the book's folder (for _toc.yml and the build fingerprint)")
-    parser.add_argument("--drop", action="append", default=[], metavar="NAME",
-                        help="with bless: let this expected value disappear (repeat for each; 'all' for every one)")
+    parser.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="with bless: let this expected value disappear (repeat for each; 'all' for every one)",
+    )
     args = parser.parse_args(argv)
     try:
         if args.command != "show":
@@ -536,8 +571,11 @@ def _main(argv=None):
         gone = [r for r in rows if r[5] == "missing" and "all" not in args.drop and r[1] not in args.drop]
         if gone:
             print(format_rows(gone), file=sys.stderr)
-            print(f"ledger: {len(gone)} expected values are not in the build; nothing written. If they were removed "
-                  "on purpose, bless again with --drop NAME for each (or --drop all).", file=sys.stderr)
+            print(
+                f"ledger: {len(gone)} expected values are not in the build; nothing written. If they were removed "
+                "on purpose, bless again with --drop NAME for each (or --drop all).",
+                file=sys.stderr,
+            )
             return 2
         write(args.expected, got)
         if rows:

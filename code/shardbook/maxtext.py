@@ -18,8 +18,20 @@ DEFAULT_RULES = {
 }
 
 # MaxText's mesh axes for the one-node meshes of the case study.
-MESH_AXES = ("data", "stage", "fsdp", "fsdp_transpose", "sequence", "context", "context_autoregressive",
-             "tensor", "tensor_transpose", "tensor_sequence", "expert", "autoregressive")
+MESH_AXES = (
+    "data",
+    "stage",
+    "fsdp",
+    "fsdp_transpose",
+    "sequence",
+    "context",
+    "context_autoregressive",
+    "tensor",
+    "tensor_transpose",
+    "tensor_sequence",
+    "expert",
+    "autoregressive",
+)
 
 
 def mesh_from_config(ici, dcn=None):

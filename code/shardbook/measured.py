@@ -53,9 +53,13 @@ class AchievedScaleUp:
 
 ACHIEVED_SCALE_UP = (
     # AMD: CRC and protocol overhead leave about 48 GB/s usable of each 64 GB/s xGMI link (about 75 %).
-    AchievedScaleUp("MI300X", "link", 48e9, "amd-rccl-xgmi-blog", "usable xGMI rate per peer link, about 75 % of 64 GB/s"),
+    AchievedScaleUp(
+        "MI300X", "link", 48e9, "amd-rccl-xgmi-blog", "usable xGMI rate per peer link, about 75 % of 64 GB/s"
+    ),
     # The interactive edition's hardware table: H100 NVLink achieves about 0.82 of its 450 GB/s.
-    AchievedScaleUp("H100", "egress", 0.82 * 450e9, "parallelize-transformer", "achieved factor 0.82 on 450 GB/s NVLink egress"),
+    AchievedScaleUp(
+        "H100", "egress", 0.82 * 450e9, "parallelize-transformer", "achieved factor 0.82 on 450 GB/s NVLink egress"
+    ),
     # DeepSeek-V3 reports 160 GB/s of NVLink on H800 (spec 200 GB/s per direction).
     AchievedScaleUp("H800", "egress", 160e9, "deepseek2024v3", "NVLink bandwidth DeepSeek reports for its H800 nodes"),
 )
@@ -109,24 +113,113 @@ class PublishedRun:
 # (benchmarks/maxtext_v5p_model_configs.py and maxtext_trillium_model_configs.py):
 # ici_fsdp_parallelism -1 is every chip; per_device_batch_size sequences per chip per step.
 PUBLISHED_RUNS = (
-    PublishedRun("MaxText Llama 2 70B, v5p-512", "LLaMA-2 70B", "TPU v5p", {"fsdp": 512}, 4096, 512 * 4, 4, 0.654,
-                 "maxtext-tiering", tokens_per_s_per_device=692, note="remat save_dot_except_mlpwi"),
-    PublishedRun("MaxText Llama 2 70B, v6e-256", "LLaMA-2 70B", "TPU v6e", {"fsdp": 256}, 4096, 256 * 4, 4, 0.438,
-                 "maxtext-tiering", recompute="full", tokens_per_s_per_device=900, note="remat full"),
-    PublishedRun("MaxText Llama 3.1 8B, v6e-256", "LLaMA-3 8B", "TPU v6e", {"fsdp": 256}, 8192, 256 * 4, 4, 0.4546,
-                 "maxtext-tiering", tokens_per_s_per_device=7207, note="activations offloaded to the host"),
-    PublishedRun("MaxText Llama 3.1 70B, v6e-256", "LLaMA-3 70B", "TPU v6e", {"fsdp": 256}, 8192, 256 * 5, 5, 0.5033,
-                 "maxtext-tiering", tokens_per_s_per_device=960, note="activations offloaded to the host"),
-    PublishedRun("MaxText Mixtral 8x7B, v6e-256", "Mixtral 8x7B", "TPU v6e", {"fsdp": 256}, 4096, 256 * 12, 12, 0.3523,
-                 "maxtext-tiering", tokens_per_s_per_device=3899, note="dropped tokens, activations offloaded"),
-    PublishedRun("MaxText Mixtral 8x22B, v6e-256", "Mixtral 8x22B", "TPU v6e", {"fsdp": 64, "ep": 4}, 4096, 256 * 8, 8,
-                 0.362, "maxtext-tiering", tokens_per_s_per_device=1326, note="capacity factor 1.25, activations offloaded"),
+    PublishedRun(
+        "MaxText Llama 2 70B, v5p-512",
+        "LLaMA-2 70B",
+        "TPU v5p",
+        {"fsdp": 512},
+        4096,
+        512 * 4,
+        4,
+        0.654,
+        "maxtext-tiering",
+        tokens_per_s_per_device=692,
+        note="remat save_dot_except_mlpwi",
+    ),
+    PublishedRun(
+        "MaxText Llama 2 70B, v6e-256",
+        "LLaMA-2 70B",
+        "TPU v6e",
+        {"fsdp": 256},
+        4096,
+        256 * 4,
+        4,
+        0.438,
+        "maxtext-tiering",
+        recompute="full",
+        tokens_per_s_per_device=900,
+        note="remat full",
+    ),
+    PublishedRun(
+        "MaxText Llama 3.1 8B, v6e-256",
+        "LLaMA-3 8B",
+        "TPU v6e",
+        {"fsdp": 256},
+        8192,
+        256 * 4,
+        4,
+        0.4546,
+        "maxtext-tiering",
+        tokens_per_s_per_device=7207,
+        note="activations offloaded to the host",
+    ),
+    PublishedRun(
+        "MaxText Llama 3.1 70B, v6e-256",
+        "LLaMA-3 70B",
+        "TPU v6e",
+        {"fsdp": 256},
+        8192,
+        256 * 5,
+        5,
+        0.5033,
+        "maxtext-tiering",
+        tokens_per_s_per_device=960,
+        note="activations offloaded to the host",
+    ),
+    PublishedRun(
+        "MaxText Mixtral 8x7B, v6e-256",
+        "Mixtral 8x7B",
+        "TPU v6e",
+        {"fsdp": 256},
+        4096,
+        256 * 12,
+        12,
+        0.3523,
+        "maxtext-tiering",
+        tokens_per_s_per_device=3899,
+        note="dropped tokens, activations offloaded",
+    ),
+    PublishedRun(
+        "MaxText Mixtral 8x22B, v6e-256",
+        "Mixtral 8x22B",
+        "TPU v6e",
+        {"fsdp": 64, "ep": 4},
+        4096,
+        256 * 8,
+        8,
+        0.362,
+        "maxtext-tiering",
+        tokens_per_s_per_device=1326,
+        note="capacity factor 1.25, activations offloaded",
+    ),
     # Llama 3 405B pre-training (dubey2024llama3, Table 4): 16M tokens per step in sequences of 8,192,
     # TP 8, PP 16, the rest data parallel (FSDP), 430 and 400 TFLOP/s per GPU; 126 layers on 16 stages.
-    PublishedRun("Llama 3 405B, 8,192 H100", "LLaMA-3 405B", "H100", {"tp": 8, "pp": 16, "fsdp": 64}, 8192, 2048, 1,
-                 0.43, "dubey2024llama3", uneven_pipeline=True, note="430 TFLOP/s per GPU"),
-    PublishedRun("Llama 3 405B, 16,384 H100", "LLaMA-3 405B", "H100", {"tp": 8, "pp": 16, "fsdp": 128}, 8192, 2048, 1,
-                 0.41, "dubey2024llama3", uneven_pipeline=True, note="400 TFLOP/s per GPU"),
+    PublishedRun(
+        "Llama 3 405B, 8,192 H100",
+        "LLaMA-3 405B",
+        "H100",
+        {"tp": 8, "pp": 16, "fsdp": 64},
+        8192,
+        2048,
+        1,
+        0.43,
+        "dubey2024llama3",
+        uneven_pipeline=True,
+        note="430 TFLOP/s per GPU",
+    ),
+    PublishedRun(
+        "Llama 3 405B, 16,384 H100",
+        "LLaMA-3 405B",
+        "H100",
+        {"tp": 8, "pp": 16, "fsdp": 128},
+        8192,
+        2048,
+        1,
+        0.41,
+        "dubey2024llama3",
+        uneven_pipeline=True,
+        note="400 TFLOP/s per GPU",
+    ),
 )
 
 
@@ -145,7 +238,18 @@ def deepseek_v3_mfu():
 PUBLISHED_RUNS += (
     # deepseek2024v3: 2,048 H800, PP 16, EP 64 (over 8 nodes), ZeRO-1 data parallelism over the
     # remaining 2; 15,360 sequences of 4,096 per step at steady state; 61 layers on 16 stages.
-    PublishedRun("DeepSeek-V3, 2,048 H800", "DeepSeek-V3", "H800", {"pp": 16, "ep": 64, "dp": 2}, 4096, 15360, 1,
-                 deepseek_v3_mfu(), "deepseek2024v3", recompute="selective", uneven_pipeline=True,
-                 note="derived from 2.664M GPU hours for 14.8T tokens; FP8 matmuls"),
+    PublishedRun(
+        "DeepSeek-V3, 2,048 H800",
+        "DeepSeek-V3",
+        "H800",
+        {"pp": 16, "ep": 64, "dp": 2},
+        4096,
+        15360,
+        1,
+        deepseek_v3_mfu(),
+        "deepseek2024v3",
+        recompute="selective",
+        uneven_pipeline=True,
+        note="derived from 2.664M GPU hours for 14.8T tokens; FP8 matmuls",
+    ),
 )

@@ -140,8 +140,17 @@ def microbatches_in_flight(n_stages, n_microbatches, schedule="1f1b"):
 
 
 def activation_bytes_per_device(
-    model, seq_len, micro_batch_seqs, *, tp=1, cp=1, pp=1, sequence_parallel=False, recompute="none",
-    n_microbatches=1, schedule="1f1b",
+    model,
+    seq_len,
+    micro_batch_seqs,
+    *,
+    tp=1,
+    cp=1,
+    pp=1,
+    sequence_parallel=False,
+    recompute="none",
+    n_microbatches=1,
+    schedule="1f1b",
 ):
     """Peak activation bytes on one device: its L/pp layers, each holding
     `activation_bytes_per_layer` for the seq_len/cp tokens it owns (with

@@ -11,7 +11,6 @@ from dataclasses import dataclass, fields, replace
 from . import _validate
 
 
-
 @dataclass(frozen=True)
 class MLA:
     """Multi-head latent attention (DeepSeek-V2/V3) projection widths."""
@@ -145,12 +144,6 @@ def routed_expert_param_count(model):
     return (m.n_layers - m.n_dense_layers) * m.n_experts * _mlp_params(m.d_model, m.d_ff, m.gated_mlp)
 
 
-def mlp_flops_width(model):
-    """k·F: the MLP width one token multiplies through (F for a dense model)."""
-    m = get(model)
-    return m.top_k * m.d_ff
-
-
 PRESETS = {
     m.name: m
     for m in [
@@ -162,14 +155,39 @@ PRESETS = {
         Model("Mixtral 8x7B", "jiang2024mixtral", 4096, 14336, 32, 32, 8, 128, 32000, n_experts=8, top_k=2),
         Model("Mixtral 8x22B", "mistral2024mixtral8x22b", 6144, 16384, 56, 48, 8, 128, 32000, n_experts=8, top_k=2),
         Model(
-            "DeepSeek-V2-Lite", "deepseek2024v2", 2048, 1408, 27, 16, 16, 128, 102400,
-            n_experts=64, top_k=6, n_shared_experts=2, n_dense_layers=1, d_ff_dense=10944,
+            "DeepSeek-V2-Lite",
+            "deepseek2024v2",
+            2048,
+            1408,
+            27,
+            16,
+            16,
+            128,
+            102400,
+            n_experts=64,
+            top_k=6,
+            n_shared_experts=2,
+            n_dense_layers=1,
+            d_ff_dense=10944,
             mla=MLA(0, 512, 128, 64, 128),
         ),
         Model(
-            "DeepSeek-V3", "deepseek2024v3", 7168, 2048, 61, 128, 128, 128, 129280,
-            n_experts=256, top_k=8, n_shared_experts=1, n_dense_layers=3, d_ff_dense=18432,
-            mla=MLA(1536, 512, 128, 64, 128), router_bias=True,
+            "DeepSeek-V3",
+            "deepseek2024v3",
+            7168,
+            2048,
+            61,
+            128,
+            128,
+            128,
+            129280,
+            n_experts=256,
+            top_k=8,
+            n_shared_experts=1,
+            n_dense_layers=3,
+            d_ff_dense=18432,
+            mla=MLA(1536, 512, 128, 64, 128),
+            router_bias=True,
         ),
     ]
 }

@@ -21,11 +21,4 @@ def remote_bytes_per_device(tokens_per_device, top_k, d_model, bytes_per_element
     return routed_bytes_per_device(tokens_per_device, top_k, d_model, bytes_per_element) * (ep - 1) / ep
 
 
-def expert_local_shape(n_experts, d_in, d_out, ep, fsdp=1):
-    """Local shape of an expert matrix [E, D, H] laid out P('expert', 'fsdp', None)."""
-    from .sharding import local_shape
-
-    return local_shape((n_experts, d_in, d_out), ("expert", "fsdp", None), {"fsdp": fsdp, "expert": ep})
-
-
 _validate.guard_module(globals())

@@ -16,8 +16,10 @@ from pathlib import Path
 
 from . import site
 
-FOOTER = ('<div style="font-size:8px;width:100%;text-align:center;color:#555">'
-          '<span class="pageNumber"></span> / <span class="totalPages"></span></div>')
+FOOTER = (
+    '<div style="font-size:8px;width:100%;text-align:center;color:#555">'
+    '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
+)
 
 
 def render(singlehtml_dir, pdf_path):
@@ -47,9 +49,17 @@ def render(singlehtml_dir, pdf_path):
             page = browser.new_page()
             page.goto(f"{base}/_book.html", wait_until="networkidle", timeout=120_000)
             page.emulate_media(media="print")
-            page.pdf(path=tmp, format="A4", print_background=True, outline=True, tagged=True,
-                     display_header_footer=True, header_template="<span></span>", footer_template=FOOTER,
-                     margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"})
+            page.pdf(
+                path=tmp,
+                format="A4",
+                print_background=True,
+                outline=True,
+                tagged=True,
+                display_header_footer=True,
+                header_template="<span></span>",
+                footer_template=FOOTER,
+                margin={"top": "16mm", "bottom": "16mm", "left": "14mm", "right": "14mm"},
+            )
             browser.close()
         os.chmod(tmp, 0o644)  # mkstemp makes it private; the book is for reading
         os.replace(tmp, target)

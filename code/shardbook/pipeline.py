@@ -2,6 +2,8 @@
 per device (interleaving). Ref: huang2019gpipe, narayanan2021megatron,
 distributed-training-notes."""
 
+from typing import NamedTuple
+
 from . import _validate
 
 
@@ -85,15 +87,20 @@ def _orders(kind, p, m, v):
     return orders
 
 
-def schedule(kind, n_stages, n_microbatches, n_virtual=1):
-    """Simulate a pipeline schedule with unit-time steps and return its ops as
-    (device, start, end, phase, chunk, microbatch). A forward of one stage
-    takes 1 unit and a backward 2 (per virtual chunk: 1/v and 2/v, scaled to
-    whole units by v); zero_bubble splits the backward into an activation
-    gradient B and a weight gradient W of 1 unit each and runs each W
-    whenever its device would otherwise wait. Times are in units of one
-    stage's forward of one microbatch for every schedule. Ref: huang2019gpipe,
-    narayanan2021megatron, distributed-training-notes."""
+class Op(NamedTuple):
+    """One simulated op: `phase` F (forward), B (backward, or its activation
+    gradient in zero_bubble) or W (weight gradient) of `microbatch` on
+    virtual `chunk` of `device`, from `start` to `end` in stage-time units."""
+
+    device: int
+    start: float
+    end: float
+    phase: str
+    chunk: int
+    microbatch: int
+
+
+def _schedule_size(kind, n_stages, n_microbatches, n_virtual):
     _validate.choice("kind", kind, SCHEDULES)
     _args(n_stages, n_microbatches, n_virtual)
     p, m = n_stages, n_microbatches
@@ -105,7 +112,38 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
         )
     if kind != "interleaved" and n_virtual != 1:
         raise ValueError(f"n_virtual: only the interleaved schedule has virtual stages, got {n_virtual} for {kind!r}")
-    t_f, t_b = (1, 2) if kind != "zero_bubble" else (1, 1)
+    return p, m, v
+
+
+def _next_op(order, pending_w, window, s, p, now, durations, ready):
+    """The op device `s` starts at `now`, removed from its queues, or None:
+    the first ready op of the first `window` in issue order, else a deferred
+    weight gradient that is ready."""
+    for k in range(window):
+        phase, c, i = order[k]
+        j = c * p + s
+        if ready(phase, j, i, now):
+            order.pop(k)
+            return phase, c, i, j, durations[phase]
+    if pending_w:
+        c, i, j = pending_w[0]
+        if ready("W", j, i, now):
+            pending_w.pop(0)
+            return "W", c, i, j, 1
+    return None
+
+
+def schedule(kind, n_stages, n_microbatches, n_virtual=1):
+    """Simulate a pipeline schedule with unit-time steps and return its ops
+    (:class:`Op`: device, start, end, phase, chunk, microbatch). A forward of
+    one stage takes 1 unit and a backward 2 (per virtual chunk: 1/v and 2/v,
+    scaled to whole units by v); zero_bubble splits the backward into an
+    activation gradient B and a weight gradient W of 1 unit each and runs
+    each W whenever its device would otherwise wait. Times are in units of
+    one stage's forward of one microbatch for every schedule. Ref:
+    huang2019gpipe, narayanan2021megatron, distributed-training-notes."""
+    p, m, v = _schedule_size(kind, n_stages, n_microbatches, n_virtual)
+    durations = {"F": 1, "B": 2} if kind != "zero_bubble" else {"F": 1, "B": 1}
     orders = _orders(kind, p, m, v)
     last = v * p - 1
     done = {}  # (phase, virtual stage, microbatch) -> end time
@@ -127,45 +165,35 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
         for s in range(p):
             if free_at[s] > t:
                 continue
-            op = None
             # interleaved: the first ready op in issue order (a chunk whose
             # input has not arrived does not hold back later ready ones);
             # the other schedules run strictly in issue order
             window = len(orders[s]) if kind == "interleaved" else min(1, len(orders[s]))
-            for k in range(window):
-                phase, c, i = orders[s][k]
-                j = c * p + s
-                if ready(phase, j, i, t):
-                    op = (phase, c, i, j, t_f if phase == "F" else t_b)
-                    orders[s].pop(k)
-                    break
-            if op is None and pending_w[s]:
-                c, i, j = pending_w[s][0]
-                if ready("W", j, i, t):
-                    pending_w[s].pop(0)
-                    op = ("W", c, i, j, 1)
+            op = _next_op(orders[s], pending_w[s], window, s, p, t, durations, ready)
             if op is None:
                 continue
             phase, c, i, j, dur = op
             done[(phase, j, i)] = t + dur
             free_at[s] = t + dur
-            ops_out.append((s, t, t + dur, phase, c, i))
+            ops_out.append(Op(s, t, t + dur, phase, c, i))
             if kind == "zero_bubble" and phase == "B":
                 pending_w[s].append((c, i, j))
         t += 1
         if t > 100 * total + 100:
             raise RuntimeError("schedule: simulation did not finish (a dependency cycle in the op order)")
     if v > 1:  # a chunk holds 1/v of the stage's layers: report stage-time units
-        ops_out = [(s, a / v, b / v, ph, c, i) for s, a, b, ph, c, i in ops_out]
-    return sorted(ops_out, key=lambda o: (o[0], o[1]))
+        ops_out = [o._replace(start=o.start / v, end=o.end / v) for o in ops_out]
+    return sorted(ops_out, key=lambda o: (o.device, o.start))
 
 
 def simulated_bubble_fraction(ops, n_stages):
     """Idle share of elapsed device time in a simulated schedule."""
     _validate.count("n_stages", n_stages)
     if not isinstance(ops, (list, tuple)) or not ops or not all(isinstance(o, tuple) and len(o) == 6 for o in ops):
-        raise ValueError("ops: must be the non-empty list of (device, start, end, phase, chunk, microbatch) that schedule() returns")
-    makespan = max(o[2] for o in ops)
+        raise ValueError(
+            "ops: must be the non-empty list of (device, start, end, phase, chunk, microbatch) that schedule() returns"
+        )
+    makespan = max(o[2] for o in ops)  # Op.end; plain 6-tuples are accepted too
     busy = sum(o[2] - o[1] for o in ops)
     return 1 - busy / (n_stages * makespan)
 

@@ -162,7 +162,9 @@ def fsdp_tp_max_devices(global_tokens, d_ff, flops_per_s, bytes_per_s, m_fsdp=2,
     """Most devices a batch of `global_tokens` keeps compute-bound under
     FSDP+TP: B / threshold."""
     _validate.positive("global_tokens", global_tokens)
-    return global_tokens / fsdp_tp_min_tokens_per_device(d_ff, flops_per_s, bytes_per_s, m_fsdp, m_tp, overlap_collectives)
+    return global_tokens / fsdp_tp_min_tokens_per_device(
+        d_ff, flops_per_s, bytes_per_s, m_fsdp, m_tp, overlap_collectives
+    )
 
 
 _validate.guard_module(globals())

@@ -65,7 +65,9 @@ def shard_counts(global_shape, spec, mesh):
         q = 1
         for axis in _axes_of(entry):
             if axis not in mesh:
-                raise ValueError(f"spec: axis {axis!r} (dimension {i}) is not in the mesh; mesh axes: {', '.join(mesh)}")
+                raise ValueError(
+                    f"spec: axis {axis!r} (dimension {i}) is not in the mesh; mesh axes: {', '.join(mesh)}"
+                )
             if axis in used:
                 raise ValueError(
                     f"spec: mesh axis {axis!r} splits dimension {used[axis]} and dimension {i}; "
@@ -85,7 +87,7 @@ def local_shape(global_shape, spec, mesh):
     """Device-local shape: each dimension d_i divided by q_i, the product of
     the sizes of the mesh axes that split it."""
     counts = shard_counts(global_shape, spec, mesh)
-    return tuple(d // q for d, q in zip(global_shape, counts))
+    return tuple(d // q for d, q in zip(global_shape, counts, strict=True))
 
 
 def local_bytes(global_shape, spec, mesh, bytes_per_element):

@@ -22,15 +22,29 @@ from pathlib import Path
 # Services that a flag cannot switch off (the component updater's endpoint,
 # Google sign-in) are pointed at a closed port on the loopback.
 _NOWHERE = "http://127.0.0.1:9"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--safebrowsing-disable-auto-update",
-                  "--disable-client-side-phishing-detection", "--disable-domain-reliability", "--no-pings",
-                  "--disable-default-apps", "--metrics-recording-only", "--disable-breakpad", "--disable-extensions",
-                  "--disable-component-extensions-with-background-pages",
-                  "--disable-features=OptimizationHints,OptimizationHintsFetching,OptimizationGuideModelDownloading,"
-                  "MediaRouter,Translate,AutofillServerCommunication,CertificateTransparencyComponentUpdater,"
-                  "InterestFeedContentSuggestions,NetworkTimeServiceQuerying",
-                  f"--component-updater=url-source={_NOWHERE}", f"--gaia-url={_NOWHERE}"]
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--safebrowsing-disable-auto-update",
+    "--disable-client-side-phishing-detection",
+    "--disable-domain-reliability",
+    "--no-pings",
+    "--disable-default-apps",
+    "--metrics-recording-only",
+    "--disable-breakpad",
+    "--disable-extensions",
+    "--disable-component-extensions-with-background-pages",
+    "--disable-features=OptimizationHints,OptimizationHintsFetching,OptimizationGuideModelDownloading,"
+    "MediaRouter,Translate,AutofillServerCommunication,CertificateTransparencyComponentUpdater,"
+    "InterestFeedContentSuggestions,NetworkTimeServiceQuerying",
+    f"--component-updater=url-source={_NOWHERE}",
+    f"--gaia-url={_NOWHERE}",
+]
 # Playwright proxies the loopback too unless told; the site stays direct.
 PROXY_BYPASS = "127.0.0.1,localhost"
 
@@ -38,7 +52,9 @@ PROXY_BYPASS = "127.0.0.1,localhost"
 # As a static host serves a site (GitHub Pages among them): text, scripts and
 # WebAssembly gzip-compressed when the browser accepts it, and a ten-minute
 # freshness so that a second page reuses what the first one loaded.
-COMPRESSED_SUFFIXES = frozenset({".html", ".css", ".js", ".mjs", ".json", ".svg", ".txt", ".py", ".wasm", ".map", ".xml"})
+COMPRESSED_SUFFIXES = frozenset(
+    {".html", ".css", ".js", ".mjs", ".json", ".svg", ".txt", ".py", ".wasm", ".map", ".xml"}
+)
 CACHE_CONTROL = "max-age=600"
 
 
@@ -48,8 +64,12 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
 
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                      ".mjs": "text/javascript", ".wasm": "application/wasm", ".woff2": "font/woff2"}
+    extensions_map = {
+        **http.server.SimpleHTTPRequestHandler.extensions_map,
+        ".mjs": "text/javascript",
+        ".wasm": "application/wasm",
+        ".woff2": "font/woff2",
+    }
     _compressed = {}  # (path, mtime_ns) -> gzip bytes, shared by the server's threads
 
     def log_message(self, *args):
@@ -162,8 +182,10 @@ def loaded_bytes(tab, html_root):
     from urllib.parse import unquote, urlparse
 
     urls = tab.evaluate("[location.href, ...performance.getEntriesByType('resource').map(e => e.name)]")
-    sent = tab.evaluate("performance.getEntriesByType('navigation')[0].encodedBodySize"
-                        " + performance.getEntriesByType('resource').reduce((s, e) => s + e.encodedBodySize, 0)")
+    sent = tab.evaluate(
+        "performance.getEntriesByType('navigation')[0].encodedBodySize"
+        " + performance.getEntriesByType('resource').reduce((s, e) => s + e.encodedBodySize, 0)"
+    )
     raw = 0
     for url in set(urls):
         if urlparse(url).hostname != "127.0.0.1":
@@ -199,8 +221,11 @@ def main(argv=None):
         ledger.check_build(Path(args.build) / "jupyter_execute")
     except ValueError as exc:
         if not args.stale_ok:
-            print(f"serve: these pages are not from a finished build of the current sources ({exc}); "
-                  "run `make book`, or `make serve STALE=1` to serve them anyway", file=sys.stderr)
+            print(
+                f"serve: these pages are not from a finished build of the current sources ({exc}); "
+                "run `make book`, or `make serve STALE=1` to serve them anyway",
+                file=sys.stderr,
+            )
             return 2
     if not 0 < args.port < 65536:
         print(f"serve: PORT must be between 1 and 65535, got {args.port}", file=sys.stderr)
@@ -209,11 +234,15 @@ def main(argv=None):
         httpd = _Server(("127.0.0.1", args.port), _handler(html))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            print(f"serve: port {args.port} on 127.0.0.1 is taken; choose another with `make serve PORT=8001`",
-                  file=sys.stderr)
+            print(
+                f"serve: port {args.port} on 127.0.0.1 is taken; choose another with `make serve PORT=8001`",
+                file=sys.stderr,
+            )
             return 2
         raise
-    print(f"==> serving {html} on http://127.0.0.1:{args.port}, gzip-compressed as a static host would (Ctrl-C to stop)")
+    print(
+        f"==> serving {html} on http://127.0.0.1:{args.port}, gzip-compressed as a static host would (Ctrl-C to stop)"
+    )
     with httpd:
         try:
             httpd.serve_forever()

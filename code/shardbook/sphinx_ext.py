@@ -25,6 +25,8 @@ import re
 import shutil
 from pathlib import Path
 
+from . import BROWSER_MODULES, REPOSITORY_ROOT
+
 KATEX_CSS = "katex/katex.min.css"
 # pydata-sphinx-theme reads the colour mode from localStorage and, on a
 # reader's first visit, finds "" and logs a console error; start from "auto".
@@ -32,12 +34,13 @@ MODE_JS = "shardbook-mode.js"
 # It also marks the page as scripted (html.shardbook-js), so that the
 # stylesheet can fold the answer dropdowns before sphinx-togglebutton does
 # (which would otherwise move the page as it loads); without scripts they stay open.
-MODE_SOURCE = ('if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }\n'
-               'document.documentElement.classList.add("shardbook-js");\n')
+MODE_SOURCE = (
+    'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }\n'
+    'document.documentElement.classList.add("shardbook-js");\n'
+)
 # The two KaTeX fonts nearly every formula uses, preloaded on pages with math:
 # text set before they arrive would reflow when they do.
 KATEX_PRELOAD = ("KaTeX_Main-Regular.woff2", "KaTeX_Math-Italic.woff2")
-
 
 
 def _add_ipynb_download(app, pagename, templatename, context, doctree):
@@ -52,9 +55,6 @@ def _add_ipynb_download(app, pagename, templatename, context, doctree):
     target.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(jupytext.read(source), target, fmt="ipynb")
     context["ipynb_source"] = f"{pagename}.ipynb"
-
-
-REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 
 
 def node_package(srcdir, name, needed):
@@ -101,7 +101,9 @@ def _copy_if_changed(src, dst):
     shutil.copy2(src, dst)
 
 
-_FIGURE_IMAGE = re.compile(r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)"[^>]*/?>)(?!\s*<a class="shardbook-full-size")')
+_FIGURE_IMAGE = re.compile(
+    r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)"[^>]*/?>)(?!\s*<a class="shardbook-full-size")'
+)
 
 # (pattern, replacement): fixes to the theme's and Sphinx's markup that axe-core
 # reports as serious or critical, applied to every built page.
@@ -115,14 +117,18 @@ PAGE_FIXES = (
     (re.compile(r'<div role="list" class="citation-list">'), '<div class="citation-list">'),
     (re.compile(r' role="doc-biblioentry"'), ""),
     # the sidebar's title and search sit outside any landmark: name the sidebar
-    (re.compile(r'(<div id="pst-primary-sidebar" class="bd-sidebar-primary bd-sidebar")(?! role=)'),
-     r'\1 role="region" aria-label="Book navigation"'),
+    (
+        re.compile(r'(<div id="pst-primary-sidebar" class="bd-sidebar-primary bd-sidebar")(?! role=)'),
+        r'\1 role="region" aria-label="Book navigation"',
+    ),
 )
 
 
 _ARTICLE_TITLE_END = re.compile(r'(<article class="bd-article".*?</h1>)', re.S)
-LIVE_BOX = ('<div class="shardbook-live"><button type="button" class="shardbook-live-start" disabled>'
-            "Make this page live</button></div>")
+LIVE_BOX = (
+    '<div class="shardbook-live"><button type="button" class="shardbook-live-start" disabled>'
+    "Make this page live</button></div>"
+)
 
 
 def _rewrite_pages(outdir):
@@ -136,7 +142,8 @@ def _rewrite_pages(outdir):
             continue
         text = page.read_text()
         fixed = _FIGURE_IMAGE.sub(
-            lambda m: f'{m.group(1)}{m.group(2)}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>', text
+            lambda m: f'{m.group(1)}{m.group(2)}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>',
+            text,
         )
         for pattern, replacement in PAGE_FIXES:
             fixed = pattern.sub(replacement, fixed)
@@ -188,7 +195,14 @@ ICON_CSS = (
 def _theme_fontawesome():
     import pydata_sphinx_theme
 
-    return Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / "scripts" / "fontawesome.js"
+    return (
+        Path(pydata_sphinx_theme.__file__).parent
+        / "theme"
+        / "pydata_sphinx_theme"
+        / "static"
+        / "scripts"
+        / "fontawesome.js"
+    )
 
 
 def _icons_used(outdir):
@@ -198,7 +212,9 @@ def _icons_used(outdir):
     sources = [p.read_text(errors="replace") for p in Path(outdir).rglob("*.html")]
     sources += [p.read_text(errors="replace") for p in (Path(outdir) / "_static" / "scripts").glob("*-theme.js")]
     for text in sources:
-        found = re.findall(r'<(?:i|span) class="([^"]*\bfa-[^"]*)"', text) + re.findall(r'"((?:fa-solid|fa-brands|fa-regular|fas|fab|far) fa-[a-z0-9-]+)"', text)
+        found = re.findall(r'<(?:i|span) class="([^"]*\bfa-[^"]*)"', text) + re.findall(
+            r'"((?:fa-solid|fa-brands|fa-regular|fas|fab|far) fa-[a-z0-9-]+)"', text
+        )
         for classes in found:
             names = classes.split()
             pack = next((FA_PACKS[c] for c in names if c in FA_PACKS), "fas")
@@ -214,7 +230,9 @@ def _icon_definitions(bundle, wanted):
     calls = [(m.start(), m.group(1)) for m in re.finditer(r'd\("(fa[brs])",', bundle)]
     found = {}
     for pack, name in wanted:
-        pattern = re.compile(r'(?:"%s"|(?<![\w-])%s):\[(\d+),(\d+),\[[^\]]*\],"[^"]*","([^"]+)"\]' % (re.escape(name), re.escape(name)))
+        pattern = re.compile(
+            rf'(?:"{re.escape(name)}"|(?<![\w-]){re.escape(name)}):\[(\d+),(\d+),\[[^\]]*\],"[^"]*","([^"]+)"\]'
+        )
         for m in pattern.finditer(bundle):
             owner = next((p for pos, p in calls if pos > m.start()), None)
             if owner == pack:
@@ -226,28 +244,16 @@ def _icon_definitions(bundle, wanted):
 def _trim_icons(app):
     bundle = _theme_fontawesome().read_text()
     icons = _icon_definitions(bundle, _icons_used(app.outdir))
-    script = (
-        "/* The icons this site uses, from Font Awesome Free (icons CC BY 4.0, code MIT; fontawesome.com/license/free),\n"
-        "   written by shardbook.sphinx_ext in place of the theme's full bundle. */\n"
-        "(function(){var I=" + json.dumps(icons, separators=(",", ":")) + ";\n"
-        "var P={fab:'fab','fa-brands':'fab',far:'far','fa-regular':'far',fas:'fas','fa-solid':'fas'};\n"
-        "function swap(root){(root||document).querySelectorAll('i[class*=\"fa-\"],span[class*=\"fa-\"]').forEach(function(el){var cs=[].slice.call(el.classList),pack='fas',name=null;\n"
-        "cs.forEach(function(c){if(P[c])pack=P[c];else if(c.indexOf('fa-')===0&&c!=='fa-lg'&&!name)name=c.slice(3);});\n"
-        "var d=I[pack+':'+name];if(!d)return;var ns='http://www.w3.org/2000/svg',svg=document.createElementNS(ns,'svg');\n"
-        "[].slice.call(el.attributes).forEach(function(a){svg.setAttribute(a.name,a.value);});\n"
-        "svg.setAttribute('viewBox','0 0 '+d[0]+' '+d[1]);svg.setAttribute('aria-hidden','true');svg.setAttribute('class',el.getAttribute('class')+' svg-inline--fa');\n"
-        "var path=document.createElementNS(ns,'path');path.setAttribute('fill','currentColor');path.setAttribute('d',d[2]);svg.appendChild(path);\n"
-        "el.parentNode.replaceChild(svg,el);});}\n"
-        "function start(){var s=document.createElement('style');s.textContent=" + json.dumps(ICON_CSS) + ";document.head.appendChild(s);swap();\n"
-        "new MutationObserver(function(ms){ms.forEach(function(m){m.addedNodes.forEach(function(n){if(n.nodeType===1)swap(n.parentNode||n);});});}).observe(document.body,{childList:true,subtree:true});}\n"
-        "if(document.readyState==='loading')document.addEventListener('DOMContentLoaded',start);else start();})();\n"
+    template = (Path(__file__).parent / "fontawesome_icons.js").read_text()
+    script = template.replace("__ICONS__", json.dumps(icons, separators=(",", ":"))).replace(
+        "__ICON_CSS__", json.dumps(ICON_CSS)
     )
     scripts = Path(app.outdir) / "_static" / "scripts"
     (scripts / "fontawesome.js").write_text(script)
     (scripts / "fontawesome.js.map").unlink(missing_ok=True)
 
 
-_ICON_CHAR = re.compile(r'\\(f[0-9a-f]{3}|e[0-9a-f]{3})|([\ue000-\uf8ff])', re.I)
+_ICON_CHAR = re.compile(r"\\(f[0-9a-f]{3}|e[0-9a-f]{3})|([\ue000-\uf8ff])", re.I)
 _CSS_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
 _FA_CLASS_RULE = re.compile(r"^\.fa-([a-z0-9-]+)(?:::?(?:before|after))?$")
 
@@ -284,7 +290,19 @@ def _purge_stylesheets(app):
     scripts = [str(p) for p in static.rglob("*.js") if not {"pyodide", "shardbook"} & set(p.relative_to(static).parts)]
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(__file__).parent / "purgecss.config.cjs"
-        cmd = ["node", str(purgecss), "--config", str(config), "--css", *sheets, "--content", str(out / "**" / "*.html"), *scripts, "--output", tmp]
+        cmd = [
+            "node",
+            str(purgecss),
+            "--config",
+            str(config),
+            "--css",
+            *sheets,
+            "--content",
+            str(out / "**" / "*.html"),
+            *scripts,
+            "--output",
+            tmp,
+        ]
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode:
             raise RuntimeError(f"PurgeCSS failed on the built stylesheets: {result.stderr.strip()[-500:]}")
@@ -298,10 +316,13 @@ def _purge_stylesheets(app):
 def _preload_math_fonts(app, pagename, templatename, context, doctree):
     from docutils import nodes
 
-    if doctree is None or not any(True for _ in doctree.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block)))):
+    if doctree is None or not any(
+        True for _ in doctree.findall(lambda n: isinstance(n, (nodes.math, nodes.math_block)))
+    ):
         return
     links = "".join(
-        f'<link rel="preload" href="{context["pathto"]("_static/katex/fonts/" + font, 1)}" as="font" type="font/woff2" crossorigin>\n'
+        f'<link rel="preload" href="{context["pathto"]("_static/katex/fonts/" + font, 1)}" as="font" '
+        'type="font/woff2" crossorigin>\n'
         for font in KATEX_PRELOAD
     )
     context["metatags"] = context.get("metatags", "") + links
@@ -331,7 +352,9 @@ def _describe_page(app, pagename, templatename, context, doctree):
 
     description = page_description(doctree) if doctree is not None else None
     if description:
-        context["metatags"] = context.get("metatags", "") + f'<meta name="description" content="{html.escape(description)}">\n'
+        context["metatags"] = (
+            context.get("metatags", "") + f'<meta name="description" content="{html.escape(description)}">\n'
+        )
 
 
 THEBE_ASSETS = ("sphinx-thebe.js", "sphinx-thebe.css")
@@ -343,7 +366,8 @@ def _drop_thebe(app, pagename, templatename, context, doctree):
     for key in ("script_files", "css_files"):
         if key in context:
             context[key] = [
-                asset for asset in context[key]
+                asset
+                for asset in context[key]
                 if str(getattr(asset, "filename", asset) or "").split("?")[0].rsplit("/", 1)[-1] not in THEBE_ASSETS
                 and "THEBE_JS_URL" not in str(getattr(asset, "attributes", {}).get("body", ""))
             ]
@@ -353,9 +377,9 @@ def _subset_icon_fonts(app):
     """Replace the theme's Font Awesome webfonts (157 kB and 118 kB) by
     subsets holding only the glyphs this site can show, same file names.
     Runs on the theme's originals each build, so it never subsets a subset."""
+    import pydata_sphinx_theme
     from fontTools import subset
     from fontTools.ttLib import TTFont
-    import pydata_sphinx_theme
 
     theme_static = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
     css = (theme_static / "styles" / "pydata-sphinx-theme.css").read_text()
@@ -407,11 +431,18 @@ def _use_repository_url(app, config):
 # --- live pages -------------------------------------------------------------
 
 STATIC = Path(__file__).parent / "static"
-# The modules the browser loads: the standard-library-only part of shardbook.
-LIVE_MODULES = ("__init__", "_validate", "units", "hardware", "models", "sharding", "collectives", "memory",
-                "roofline", "pipeline", "moe", "training", "ledger", "attention", "maxtext", "explorer", "measured",
-                "fabric")
-PYODIDE_FILES = ("pyodide.js", "pyodide.asm.mjs", "pyodide.asm.wasm", "python_stdlib.zip", "pyodide-lock.json", "package.json")
+# The modules the browser loads: the cost-model layer and the ledger
+# (shardbook.BROWSER_MODULES, derived from shardbook.LAYERS).
+LIVE_MODULES = BROWSER_MODULES
+
+PYODIDE_FILES = (
+    "pyodide.js",
+    "pyodide.asm.mjs",
+    "pyodide.asm.wasm",
+    "python_stdlib.zip",
+    "pyodide-lock.json",
+    "package.json",
+)
 
 
 def _keyed_glue_role():
@@ -419,7 +450,6 @@ def _keyed_glue_role():
     live mode can find the numbers it recomputes."""
     from myst_nb.ext.glue.domain import NbGlueDomain
     from myst_nb.ext.glue.roles import PasteTextRole
-
     from sphinx.errors import ExtensionError
 
     class KeyedPasteTextRole(PasteTextRole):

@@ -86,7 +86,9 @@ def hardware_flops_per_token(model, seq_len, recompute="none", causal=False):
     m = models.get(model)
     _validate.choice("recompute", recompute, memory.RECOMPUTE)
     scores_forward = 4 * m.n_layers * m.n_heads * m.head_dim * seq_len / (2 if causal else 1)
-    extra = {"none": 0, "selective": scores_forward, "full": 2 * models.active_param_count(m) + scores_forward}[recompute]
+    extra = {"none": 0, "selective": scores_forward, "full": 2 * models.active_param_count(m) + scores_forward}[
+        recompute
+    ]
     return model_flops_per_token(m, seq_len, causal) + extra
 
 

@@ -29,16 +29,30 @@ MS = 1e-3
 US = 1e-6
 SECONDS_PER_DAY = 86_400.0
 
+# Bytes per element by dtype name: NumPy/JAX names, the usual short forms,
+# and XLA's HLO element types (the inventory of compiled programs reads these).
 BYTES_PER_ELEMENT = {
+    "float64": 8,
+    "f64": 8,
     "float32": 4,
     "fp32": 4,
+    "f32": 4,
+    "s32": 4,
+    "u32": 4,
     "bfloat16": 2,
     "bf16": 2,
     "float16": 2,
     "fp16": 2,
+    "f16": 2,
+    "s16": 2,
     "float8": 1,
     "fp8": 1,
+    "f8e4m3fn": 1,
+    "f8e5m2": 1,
     "int8": 1,
+    "s8": 1,
+    "u8": 1,
+    "pred": 1,
 }
 
 

@@ -5,20 +5,17 @@
     python -m shardbook.hlo compare              # recapture to a temp folder and diff
     python -m shardbook.hlo run fsdp_matmul --processes 2
 
-`import shardbook.hlo` does not import JAX; the capture runs each fixture in
+`import shardbook.hlo` does not import JAX (the fixtures are declared in
+shardbook.hlo.registry); the capture runs each fixture in
 its own process (XLA's dump flags are process-wide).
 """
 
+from . import registry
 
-
-
-FIXTURE_NAMES = (
-    "dp_matmul", "fsdp_matmul", "tp_matmul", "fsdp_ep_linear", "fsdp_train_step",
-    "fsdp_manual", "megatron_mlp", "megatron_mlp_sp", "moe_dispatch", "pipeline_stages",
-)
+# The committed fixtures, in declaration order (shardbook.hlo.registry).
+FIXTURE_NAMES = tuple(registry.FIXTURES)
 
 
 def check_name(name):
-    if name not in FIXTURE_NAMES:
-        raise ValueError(f"fixture: unknown fixture {name!r}; known: {', '.join(FIXTURE_NAMES)}")
-    return name
+    """`name` if a fixture of that name is declared, else a ValueError naming them."""
+    return registry.get(name).name

@@ -21,98 +21,134 @@ def _worker(name):
     fx = fixtures.get(name)
     mesh = fixtures.make_mesh(fx.mesh_axes)
     fixtures.jitted(fx, mesh).lower(*fixtures.abstract_args(fx, mesh)).compile()
-    print(json.dumps({
-        "mesh": fx.mesh_axes, "specs": {k: list(v) for k, v in fx.specs.items()}, "shapes": {k: list(v) for k, v in fx.shapes.items()},
-        "dtype": fx.dtype, "summary": fx.summary, "manual": fx.manual,
-        "jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__, "platform": jax.devices()[0].platform,
-    }))
+    print(
+        json.dumps(
+            {
+                "mesh": fx.mesh_axes,
+                "specs": {k: list(v) for k, v in fx.specs.items()},
+                "shapes": {k: list(v) for k, v in fx.shapes.items()},
+                "dtype": fx.dtype,
+                "summary": fx.summary,
+                "manual": fx.manual,
+                "jax_version": jax.__version__,
+                "jaxlib_version": jaxlib.__version__,
+                "platform": jax.devices()[0].platform,
+            }
+        )
+    )
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m shardbook.hlo", description="Capture, compare and run the book's HLO fixtures.")
+def _list(args, parser):
+    for n in FIXTURE_NAMES:
+        print(n)
+    return 0
+
+
+def _capture(args, parser):
+    from .capture import capture
+
+    names = list(FIXTURE_NAMES) if args.all else [check_name(n) for n in args.names]
+    if not names:
+        parser.error("name the fixtures to capture, or pass --all")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out: {args.out} is a file; give a folder (one sub-folder per fixture is written there)")
+    start = time.monotonic()
+    for i, n in enumerate(names, 1):
+        print(f"[{i}/{len(names)}] ", end="", flush=True)
+        capture(n, args.out)
+    print(f"captured {len(names)} fixture(s) into {args.out} in {time.monotonic() - start:.1f} s")
+    return 0
+
+
+def _compare(args, parser):
+    from .capture import capture, compare_inventories, load_meta
+
+    names = [check_name(n) for n in args.names] or list(FIXTURE_NAMES)
+    tmp = Path(tempfile.mkdtemp(prefix="hlo-compare-"))
+    failed = 0
+    try:
+        for n in names:
+            committed_dir = Path(args.artifacts) / n
+            if not (committed_dir / "meta.json").exists():
+                print(f"{n}: no committed artifact in {committed_dir}; run `make artifacts`")
+                failed += 1
+                continue
+            committed = load_meta(committed_dir)  # a damaged file fails here, before compiling
+            fresh = capture(n, tmp, log=lambda *_: None)
+            diff = compare_inventories(committed, fresh)
+            print(f"{n}: {'matches' if not diff else 'DIFFERS'}")
+            for line in diff:
+                print(line)
+            failed += bool(diff)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed else 0
+
+
+def _run(args, parser):
+    from .multiprocess import run as run_mp
+
+    reports = run_mp(check_name(args.name), args.processes, args.timeout)
+    return 0 if all(r["hlo_matches"] is not False for r in reports) else 1
+
+
+def _capture_worker(args, parser):
+    _worker(check_name(args.name))
+    return 0
+
+
+def _process(args, parser):
+    from .multiprocess import process_main
+
+    process_main(
+        check_name(args.name), args.coordinator, args.num_processes, args.process_id, args.dump, args.artifacts
+    )
+    return 0
+
+
+def _parser():
+    parser = argparse.ArgumentParser(
+        prog="python -m shardbook.hlo", description="Capture, compare and run the book's HLO fixtures."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list the fixtures")
+    sub.add_parser("list", help="list the fixtures").set_defaults(handler=_list)
     cap = sub.add_parser("capture", help="capture fixtures into a folder (default hlo_artifacts)")
     cap.add_argument("names", nargs="*")
     cap.add_argument("--all", action="store_true")
     cap.add_argument("--out", default="hlo_artifacts")
+    cap.set_defaults(handler=_capture)
     cmp_ = sub.add_parser("compare", help="recapture into a temporary folder and diff the inventories")
     cmp_.add_argument("names", nargs="*")
     cmp_.add_argument("--artifacts", default="hlo_artifacts")
-    run = sub.add_parser("run", help="run a fixture as several JAX processes and check it")
+    cmp_.set_defaults(handler=_compare)
+    run = sub.add_parser("run", help="run a fixture as several JAX processes on this machine and check it")
     run.add_argument("name")
     run.add_argument("--processes", type=int, default=2)
     run.add_argument("--timeout", type=float, default=240)
-    w = sub.add_parser("_worker")
-    w.add_argument("name")
-    p = sub.add_parser("_process")
-    p.add_argument("name")
-    p.add_argument("--coordinator", required=True)
-    p.add_argument("--num-processes", type=int, required=True)
-    p.add_argument("--process-id", type=int, required=True)
-    p.add_argument("--dump", required=True)
-    p.add_argument("--artifacts", required=True)
+    run.set_defaults(handler=_run)
+    # one process of a multi-process (multi-host) run: what a cluster starts on every host
+    proc = sub.add_parser("process", help="one process of a multi-process run (start one per host on a cluster)")
+    proc.add_argument("name")
+    proc.add_argument("--coordinator", required=True, help="host:port of process 0")
+    proc.add_argument("--num-processes", type=int, required=True)
+    proc.add_argument("--process-id", type=int, required=True)
+    proc.add_argument("--dump", required=True, help="folder for XLA's HLO dumps")
+    proc.add_argument("--artifacts", required=True, help="the committed hlo_artifacts folder to compare with")
+    proc.set_defaults(handler=_process)
+    # internal: the capture's child process (XLA's dump flags are process-wide)
+    sub.add_parser("_worker").add_argument("name")
+    sub.choices["_worker"].set_defaults(handler=_capture_worker)
+    return parser
+
+
+def main(argv=None):
+    parser = _parser()
     args = parser.parse_args(argv)
-
     try:
-        if args.command == "list":
-            for n in FIXTURE_NAMES:
-                print(n)
-            return 0
-        if args.command == "_worker":
-            _worker(check_name(args.name))
-            return 0
-        if args.command == "_process":
-            from .multiprocess import process_main
-
-            process_main(args.name, args.coordinator, args.num_processes, args.process_id, args.dump, args.artifacts)
-            return 0
-        if args.command == "capture":
-            from .capture import capture
-
-            names = list(FIXTURE_NAMES) if args.all else [check_name(n) for n in args.names]
-            if not names:
-                parser.error("name the fixtures to capture, or pass --all")
-            if Path(args.out).exists() and not Path(args.out).is_dir():
-                raise ValueError(f"--out: {args.out} is a file; give a folder (one sub-folder per fixture is written there)")
-            start = time.monotonic()
-            for i, n in enumerate(names, 1):
-                print(f"[{i}/{len(names)}] ", end="", flush=True)
-                capture(n, args.out)
-            print(f"captured {len(names)} fixture(s) into {args.out} in {time.monotonic() - start:.1f} s")
-            return 0
-        if args.command == "compare":
-            from .capture import capture, compare_inventories, load_meta
-
-            names = [check_name(n) for n in args.names] or list(FIXTURE_NAMES)
-            tmp = Path(tempfile.mkdtemp(prefix="hlo-compare-"))
-            failed = 0
-            try:
-                for n in names:
-                    committed_dir = Path(args.artifacts) / n
-                    if not (committed_dir / "meta.json").exists():
-                        print(f"{n}: no committed artifact in {committed_dir}; run `make artifacts`")
-                        failed += 1
-                        continue
-                    committed = load_meta(committed_dir)  # a damaged file fails here, before compiling
-                    fresh = capture(n, tmp, log=lambda *_: None)
-                    diff = compare_inventories(committed, fresh)
-                    print(f"{n}: {'matches' if not diff else 'DIFFERS'}")
-                    for line in diff:
-                        print(line)
-                    failed += bool(diff)
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-            return 1 if failed else 0
-        if args.command == "run":
-            from .multiprocess import run as run_mp
-
-            reports = run_mp(check_name(args.name), args.processes, args.timeout)
-            return 0 if all(r["hlo_matches"] is not False for r in reports) else 1
+        return args.handler(args, parser)
     except (ValueError, RuntimeError, TimeoutError, OSError) as exc:
         print(f"shardbook.hlo: {exc}", file=sys.stderr)
         return 2
-    return 0
 
 
 if __name__ == "__main__":

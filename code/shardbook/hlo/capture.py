@@ -17,13 +17,19 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import sharding
+from .. import REPOSITORY_ROOT, sharding
+from ..devices import xla_flags_with_device_count
 from . import FIXTURE_NAMES, check_name, dot
 from .inventory import inventory, summary
 from .predict import HLO_DTYPE, predict
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-FILES = ("before_partitioning.txt", "after_partitioning.txt", "before_partitioning.dot", "after_partitioning.dot", "after_partitioning.svg")
+FILES = (
+    "before_partitioning.txt",
+    "after_partitioning.txt",
+    "before_partitioning.dot",
+    "after_partitioning.dot",
+    "after_partitioning.svg",
+)
 DUMP_FLAGS = "--xla_dump_hlo_as_text --xla_dump_hlo_as_dot --xla_dump_hlo_pass_re=spmd-partitioning"
 
 
@@ -34,18 +40,23 @@ class CaptureError(RuntimeError):
 def relativize(text):
     """Drop machine-specific path prefixes: the repository root and
     everything up to site-packages/."""
-    text = text.replace(str(REPO_ROOT) + "/", "")
+    text = text.replace(str(REPOSITORY_ROOT) + "/", "")
     return re.sub(r"/[^\s\"':]*?/site-packages/", "site-packages/", text)
 
 
-def _worker_env(dump_dir, name, n_devices=8):
+def worker_env(dump_dir, name, n_devices=8):
+    """The environment of a process that compiles fixture `name` on
+    `n_devices` CPU devices and dumps its HLO into `dump_dir`."""
     env = dict(os.environ)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={n_devices} --xla_dump_to={dump_dir} {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{name}$"
+    dump = f"--xla_dump_to={dump_dir} {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{name}$"
+    env["XLA_FLAGS"] = xla_flags_with_device_count(dump, n_devices)
     env.setdefault("JAX_PLATFORMS", "cpu")
     return env
 
 
-def _find(dump_dir, name):
+def find_dumps(dump_dir, name):
+    """The dump files of fixture `name` in `dump_dir`: ({artifact name: path},
+    and the CPU backend's final HLO or None); CaptureError when the dump is missing or ambiguous."""
     dump = Path(dump_dir)
     modules = sorted({p.name.split(".")[0] for p in dump.glob(f"module_*.jit_{name}.*")})
     if len(modules) != 1:
@@ -57,7 +68,9 @@ def _find(dump_dir, name):
         before = dump / f"{prefix}.before_optimizations.{suffix}"
         after = sorted(dump.glob(f"{prefix}.*after_spmd-partitioning*.{suffix}"))
         if not before.exists() or len(after) != 1:
-            raise CaptureError(f"fixture {name}: missing {suffix} dumps (before: {before.exists()}, after-partitioning: {len(after)})")
+            raise CaptureError(
+                f"fixture {name}: missing {suffix} dumps (before: {before.exists()}, after-partitioning: {len(after)})"
+            )
         picks[f"before_partitioning.{suffix}"] = before
         picks[f"after_partitioning.{suffix}"] = after[0]
     cpu_after = dump / f"{prefix}.cpu_after_optimizations.txt"
@@ -70,7 +83,9 @@ def _strip_debug_tables(hlo_text):
     return re.sub(r"\nFileNames\n.*?\n\n(?=ENTRY|%|HloModule|\S+ \{|[\w.]+ \()", "\n\n", hlo_text, flags=re.S)
 
 
-def _clean_hlo(text):
+def clean_hlo(text):
+    """HLO text without what differs from machine to machine: source-location
+    tables, stack frame ids and path prefixes."""
     text = _strip_debug_tables(text)
     text = re.sub(r",? ?stack_frame_id=\d+", "", text)
     return relativize(text)
@@ -98,7 +113,9 @@ def _backend_notes(dtype, after_text, cpu_after):
 
 def run_worker(name, dump_dir, timeout_s=300):
     cmd = [sys.executable, "-m", "shardbook.hlo", "_worker", name]
-    result = subprocess.run(cmd, env=_worker_env(dump_dir, name), capture_output=True, text=True, timeout=timeout_s, cwd=REPO_ROOT)
+    result = subprocess.run(
+        cmd, env=worker_env(dump_dir, name), capture_output=True, text=True, timeout=timeout_s, cwd=REPOSITORY_ROOT
+    )
     if result.returncode:
         raise CaptureError(f"fixture {name}: the compile worker failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -113,12 +130,12 @@ def capture(name, out_root, log=print):
     with tempfile.TemporaryDirectory(prefix=f"hlo-{name}-") as tmp:
         dump_dir = Path(tmp) / "dump"
         info = run_worker(name, dump_dir)
-        picks, cpu_after = _find(dump_dir, name)
+        picks, cpu_after = find_dumps(dump_dir, name)
         staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_root))
         staging.chmod(0o755)
         try:
-            after_text = _clean_hlo(picks["after_partitioning.txt"].read_text())
-            (staging / "before_partitioning.txt").write_text(_clean_hlo(picks["before_partitioning.txt"].read_text()))
+            after_text = clean_hlo(picks["after_partitioning.txt"].read_text())
+            (staging / "before_partitioning.txt").write_text(clean_hlo(picks["before_partitioning.txt"].read_text()))
             (staging / "after_partitioning.txt").write_text(after_text)
             for key in ("before_partitioning.dot", "after_partitioning.dot"):
                 (staging / key).write_text(relativize(dot.sanitize(picks[key].read_text())))
@@ -164,9 +181,10 @@ def _meta(name, info, after_text, notes):
         "jax_version": info["jax_version"],
         "jaxlib_version": info["jaxlib_version"],
         "platform": info["platform"],
-        "xla_flags": _worker_env("<temporary folder>", name)["XLA_FLAGS"],
+        "xla_flags": worker_env("<temporary folder>", name)["XLA_FLAGS"],
         "command": f"python -m shardbook.hlo capture {name}",
-        "files_pruned": "HLO text: source-location tables and stack_frame_id removed; DOT: node ids renumbered, tooltips and stylesheet removed; SVG: tuple, get-tuple-element and copy nodes contracted",
+        "files_pruned": "HLO text: source-location tables and stack_frame_id removed; DOT: node ids renumbered, "
+        "tooltips and stylesheet removed; SVG: tuple, get-tuple-element and copy nodes contracted",
         "backend_notes": notes,
         "inventory": inv,
         "predicted": predict(name, mesh, {k: _tuple_spec(v) for k, v in specs.items()}, shapes, info["dtype"]),
@@ -175,10 +193,6 @@ def _meta(name, info, after_text, notes):
 
 def _tuple_spec(spec):
     return tuple(tuple(e) if isinstance(e, list) else e for e in spec)
-
-
-def capture_all(names, out_root, log=print):
-    return [capture(n, out_root, log) for n in names]
 
 
 def load_meta(folder):
@@ -192,9 +206,13 @@ def load_meta(folder):
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); restore it or run `make artifacts`") from None
+        raise ValueError(
+            f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); restore it or run `make artifacts`"
+        ) from None
     if not isinstance(meta, dict) or not isinstance(meta.get("inventory"), list):
-        raise ValueError(f"{path}: has no collective inventory (an 'inventory' list); restore it or run `make artifacts`")
+        raise ValueError(
+            f"{path}: has no collective inventory (an 'inventory' list); restore it or run `make artifacts`"
+        )
     return meta
 
 
@@ -221,4 +239,4 @@ def _short(entry):
     return f"{entry['kind']} {entry['dtype']}{entry['operand_shape']} -> {entry['result_shape']} over {entry['group_size']} {groups}"
 
 
-__all__ = ["capture", "capture_all", "compare_inventories", "CaptureError", "FIXTURE_NAMES"]
+__all__ = ["capture", "compare_inventories", "load_meta", "CaptureError", "FIXTURE_NAMES"]

@@ -11,15 +11,16 @@ import math
 import re
 
 from .. import collectives
+from ..units import BYTES_PER_ELEMENT
 
-KINDS = {
+HLO_OPCODES = {
     "all-gather": "all_gather",
     "reduce-scatter": "reduce_scatter",
     "all-reduce": "all_reduce",
     "all-to-all": "all_to_all",
     "collective-permute": "collective_permute",
 }
-BYTES = {"f64": 8, "f32": 4, "s32": 4, "u32": 4, "f16": 2, "bf16": 2, "s16": 2, "f8e4m3fn": 1, "f8e5m2": 1, "s8": 1, "u8": 1, "pred": 1}
+BYTES = BYTES_PER_ELEMENT  # HLO element types are among units' dtype names
 
 _ARRAY = r"([a-z][a-z0-9]*)\[([0-9,]*)\](?:\{[^}]*\})?"
 _INSTR = re.compile(rf"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*{_ARRAY}\s+([a-z\-]+)(?:-start)?\(([^)]*)\)(.*)$")
@@ -102,13 +103,24 @@ def inventory(hlo_text):
     found = []
     for line in hlo_text.splitlines():
         mt = _TUPLE_INSTR.match(line)
-        if mt and mt.group(3).removesuffix("-start") in KINDS:
+        if mt and mt.group(3).removesuffix("-start") in HLO_OPCODES:
             # a combined collective (XLA's combiner passes): one entry per operand
             name, types, op, operands, attrs = mt.groups()
             elements = re.findall(_ARRAY, types)
             names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip()]
-            for k, ((dtype, dims), operand) in enumerate(zip(elements, names)):
-                found.append(_entry(KINDS[op.removesuffix("-start")], f"{name}#{k}", dtype, dims, operand, attrs, shapes, num_partitions))
+            for k, ((dtype, dims), operand) in enumerate(zip(elements, names, strict=True)):
+                found.append(
+                    _entry(
+                        HLO_OPCODES[op.removesuffix("-start")],
+                        f"{name}#{k}",
+                        dtype,
+                        dims,
+                        operand,
+                        attrs,
+                        shapes,
+                        num_partitions,
+                    )
+                )
             continue
         mi = _INSTR.match(line)
         if not mi:
@@ -116,16 +128,33 @@ def inventory(hlo_text):
         name, dtype, dims, op, operands, attrs = mi.groups()
         op = op.removesuffix("-start")  # async forms: all-gather-start(...)
         shapes[name] = (dtype, _shape(dims))
-        if op not in KINDS:
+        if op not in HLO_OPCODES:
             continue
         operand_names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip()]
-        found.append(_entry(KINDS[op], name, dtype, dims, operand_names[0] if operand_names else None, attrs, shapes, num_partitions))
+        found.append(
+            _entry(
+                HLO_OPCODES[op],
+                name,
+                dtype,
+                dims,
+                operand_names[0] if operand_names else None,
+                attrs,
+                shapes,
+                num_partitions,
+            )
+        )
     return found
 
 
 def _entry(kind, name, dtype, dims, operand, attrs, shapes, num_partitions):
     _, op_shape = shapes.get(operand, (dtype, None))
-    entry = {"kind": kind, "name": name, "dtype": dtype, "operand_shape": list(op_shape) if op_shape is not None else None, "result_shape": list(_shape(dims))}
+    entry = {
+        "kind": kind,
+        "name": name,
+        "dtype": dtype,
+        "operand_shape": list(op_shape) if op_shape is not None else None,
+        "result_shape": list(_shape(dims)),
+    }
     if kind == "collective_permute":
         entry["source_target_pairs"] = parse_pairs(attrs)
         entry["group_size"] = len(entry["source_target_pairs"])
@@ -135,11 +164,12 @@ def _entry(kind, name, dtype, dims, operand, attrs, shapes, num_partitions):
         n = len(groups[0])
         entry["group_size"] = n
         entry["replica_groups"] = groups
-        entry["bytes_sent_per_rank"] = _ring_bytes(kind, dtype, op_shape, _shape(dims), n)
+        entry["bytes_sent_per_rank"] = ring_bytes(kind, dtype, op_shape, _shape(dims), n)
     return entry
 
 
-def _ring_bytes(kind, dtype, operand_shape, result_shape, n):
+def ring_bytes(kind, dtype, operand_shape, result_shape, n):
+    """Bytes one rank sends in a ring collective of `kind` over `n` ranks."""
     if kind == "all_gather":
         return collectives.ring_bytes_sent_per_rank(_bytes(dtype, result_shape), n)
     if kind == "reduce_scatter":
@@ -151,5 +181,14 @@ def _ring_bytes(kind, dtype, operand_shape, result_shape, n):
 
 def summary(entries):
     """The comparable part of an inventory: what must not drift."""
-    keys = ("kind", "dtype", "operand_shape", "result_shape", "group_size", "replica_groups", "source_target_pairs", "bytes_sent_per_rank")
+    keys = (
+        "kind",
+        "dtype",
+        "operand_shape",
+        "result_shape",
+        "group_size",
+        "replica_groups",
+        "source_target_pairs",
+        "bytes_sent_per_rank",
+    )
     return [{k: e[k] for k in keys if k in e} for e in entries]

@@ -16,37 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
-from . import check_name
-from .capture import REPO_ROOT, _clean_hlo, _find, _worker_env, compare_inventories
+from .. import REPOSITORY_ROOT
+from . import check_name, registry
+from .capture import clean_hlo, compare_inventories, find_dumps, load_meta, worker_env
 from .inventory import inventory, summary
 
 
 def reference(name, args):
-    """The fixture's result computed on one device, in float32 numpy."""
-    a = [np.asarray(x, dtype=np.float32) for x in args]
-    if name in ("dp_matmul", "fsdp_matmul", "tp_matmul", "fsdp_ep_linear"):
-        return a[0] @ a[1]
-    if name in ("fsdp_train_step", "fsdp_manual"):
-        x, w = a
-        y = x @ w
-        return w - 0.1 * (2.0 / y.size) * (x.T @ y)
-    if name in ("megatron_mlp", "megatron_mlp_sp"):
-        x, w_up, w_down = a
-        h = x @ w_up
-        gelu = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
-        return gelu @ w_down
-    if name == "moe_dispatch":
-        return np.einsum("etd,edh->eth", a[0], a[1])
-    if name == "pipeline_stages":
-        x, w = a
-        stages = w.shape[0]
-        rows = x.shape[0] // stages
-        out = np.empty_like(x)
-        for i in range(stages):
-            j = (i + 1) % stages
-            out[j * rows : (j + 1) * rows] = np.tanh(x[i * rows : (i + 1) * rows] @ w[i])
-        return out
-    raise ValueError(f"fixture: no reference for {name!r}")
+    """The fixture's result computed on one device, in float32 numpy (its
+    declaration's reference, shardbook.hlo.registry)."""
+    return registry.get(name).reference(*[np.asarray(x, dtype=np.float32) for x in args])
 
 
 def global_inputs(fixture):
@@ -69,7 +48,7 @@ def execute_and_check(name, devices=None):
     dtype = jax.numpy.dtype(fx.dtype)
     arrays = [
         jax.make_array_from_callback(h.shape, s.sharding, lambda idx, h=h: h[idx].astype(dtype))
-        for h, s in zip(host, fixtures.abstract_args(fx, mesh))
+        for h, s in zip(host, fixtures.abstract_args(fx, mesh), strict=True)
     ]
     out = fn(*arrays)
     expected = reference(name, [h.astype(dtype).astype(np.float32) for h in host])
@@ -81,7 +60,9 @@ def execute_and_check(name, devices=None):
         err = float(np.max(np.abs(got - want))) if got.size else 0.0
         scale = float(np.max(np.abs(want))) or 1.0
         if err > tol * max(scale, 1.0):
-            raise AssertionError(f"{name}: shard {shard.index} on {shard.device} differs from the reference by {err:.3g}")
+            raise AssertionError(
+                f"{name}: shard {shard.index} on {shard.device} differs from the reference by {err:.3g}"
+            )
         worst = max(worst, err)
     return worst
 
@@ -92,7 +73,7 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def run(name, n_processes=2, timeout_s=240, artifacts=REPO_ROOT / "hlo_artifacts", log=print):
+def run(name, n_processes=2, timeout_s=240, artifacts=REPOSITORY_ROOT / "hlo_artifacts", log=print):
     """Start `n_processes` workers of 8/n CPU devices each; every worker
     executes and checks the fixture and compares its partitioned HLO with the
     single-process capture. Returns the per-process reports."""
@@ -104,13 +85,28 @@ def run(name, n_processes=2, timeout_s=240, artifacts=REPO_ROOT / "hlo_artifacts
         procs, logs = [], []
         for pid in range(n_processes):
             dump = Path(tmp) / f"dump{pid}"
-            env = _worker_env(dump, name, n_devices=8 // n_processes)
+            env = worker_env(dump, name, n_devices=8 // n_processes)
             env["JAX_PLATFORMS"] = "cpu"  # this local run simulates the devices
-            cmd = [sys.executable, "-m", "shardbook.hlo", "_process", name, "--coordinator", f"127.0.0.1:{port}",
-                   "--num-processes", str(n_processes), "--process-id", str(pid), "--dump", str(dump), "--artifacts", str(artifacts)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "shardbook.hlo",
+                "process",
+                name,
+                "--coordinator",
+                f"127.0.0.1:{port}",
+                "--num-processes",
+                str(n_processes),
+                "--process-id",
+                str(pid),
+                "--dump",
+                str(dump),
+                "--artifacts",
+                str(artifacts),
+            ]
             out, err = open(Path(tmp) / f"out{pid}", "w+"), open(Path(tmp) / f"err{pid}", "w+")
             logs.append((out, err))
-            procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True, cwd=REPO_ROOT))
+            procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True, cwd=REPOSITORY_ROOT))
         try:
             reports = _wait(name, procs, logs, timeout_s)
         finally:
@@ -122,8 +118,11 @@ def run(name, n_processes=2, timeout_s=240, artifacts=REPO_ROOT / "hlo_artifacts
                 out.close()
                 err.close()
     for r in reports:
-        log(f"{name}: process {r['process_id']} of {r['num_processes']}: {r['local_devices']} local / {r['global_devices']} global devices, "
-            f"max |error| {r['max_abs_error']:.2e}, partitioned HLO matches the capture: {r['hlo_matches']}")
+        log(
+            f"{name}: process {r['process_id']} of {r['num_processes']}: "
+            f"{r['local_devices']} local / {r['global_devices']} global devices, "
+            f"max |error| {r['max_abs_error']:.2e}, partitioned HLO matches the capture: {r['hlo_matches']}"
+        )
     return reports
 
 
@@ -143,7 +142,9 @@ def _wait(name, procs, logs, timeout_s):
         for pid, code in enumerate(codes):
             if code not in (None, 0):
                 tail = _read(logs[pid][1]).strip().splitlines()[-12:]
-                raise RuntimeError(f"{name}: process {pid} exited {code}; the other workers were stopped:\n" + "\n".join(tail))
+                raise RuntimeError(
+                    f"{name}: process {pid} exited {code}; the other workers were stopped:\n" + "\n".join(tail)
+                )
         if all(code == 0 for code in codes):
             return [json.loads(_read(out).strip().splitlines()[-1]) for out, _ in logs]
         if time.monotonic() > deadline:
@@ -165,18 +166,26 @@ def process_main(name, coordinator, num_processes, process_id, dump, artifacts):
 
     if jax.config.jax_platforms in (None, "", "cpu"):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=coordinator, num_processes=num_processes, process_id=process_id,
-                               coordinator_bind_address=coordinator_bind_address(coordinator))
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=num_processes,
+        process_id=process_id,
+        coordinator_bind_address=coordinator_bind_address(coordinator),
+    )
     worst = execute_and_check(name)
     report = {
-        "fixture": name, "process_id": jax.process_index(), "num_processes": jax.process_count(),
-        "local_devices": jax.local_device_count(), "global_devices": jax.device_count(), "max_abs_error": worst,
+        "fixture": name,
+        "process_id": jax.process_index(),
+        "num_processes": jax.process_count(),
+        "local_devices": jax.local_device_count(),
+        "global_devices": jax.device_count(),
+        "max_abs_error": worst,
     }
-    picks, _ = _find(dump, name)
-    fresh = {"inventory": summary(inventory(_clean_hlo(picks["after_partitioning.txt"].read_text())))}
+    picks, _ = find_dumps(dump, name)
+    fresh = {"inventory": summary(inventory(clean_hlo(picks["after_partitioning.txt"].read_text())))}
     committed_path = Path(artifacts) / name / "meta.json"
     if committed_path.exists():
-        committed = json.loads(committed_path.read_text())
+        committed = load_meta(committed_path.parent)
         diff = compare_inventories({"inventory": committed["inventory"]}, fresh)
         report["hlo_matches"] = not diff
         report["hlo_diff"] = diff

@@ -5,75 +5,128 @@ operand only needs a gather; one sharded on both leaves partial sums that a
 reduction completes; a spec change on a dimension is an all-to-all; a stage
 boundary is a permute. Standard library only."""
 
+from typing import NamedTuple
+
 from .. import sharding
-from .inventory import BYTES, _ring_bytes, mesh_groups
+from .inventory import BYTES, mesh_groups, ring_bytes
 
 HLO_DTYPE = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
 
 
-def _collective(kind, dtype, operand, result, mesh, axes):
-    groups = mesh_groups(mesh, axes)
-    entry = {"kind": kind, "dtype": dtype, "operand_shape": list(operand), "result_shape": list(result), "group_size": len(groups[0]), "replica_groups": groups}
-    entry["bytes_sent_per_rank"] = _ring_bytes(kind, dtype, operand, result, len(groups[0]))
+class Layout(NamedTuple):
+    """What a prediction rule sees: the mesh {axis: size}, the specs and
+    global shapes by argument name, the local shapes, and the HLO dtype."""
+
+    mesh: dict
+    specs: dict
+    shapes: dict
+    local: dict
+    dtype: str
+
+
+def collective(kind, layout, operand, result, axes):
+    """One predicted collective of `kind` over mesh `axes`, as inventory.summary lists it."""
+    groups = mesh_groups(layout.mesh, axes)
+    entry = {
+        "kind": kind,
+        "dtype": layout.dtype,
+        "operand_shape": list(operand),
+        "result_shape": list(result),
+        "group_size": len(groups[0]),
+        "replica_groups": groups,
+    }
+    entry["bytes_sent_per_rank"] = ring_bytes(kind, layout.dtype, operand, result, len(groups[0]))
     return entry
 
 
-def _gather_rows(fx, arg, axis, mesh, dtype):
-    local = sharding.local_shape(fx["shapes"][arg], fx["specs"][arg], mesh)
-    return _collective("all_gather", dtype, local, fx["shapes"][arg], mesh, [axis])
+def gather(layout, arg, axis):
+    """The all-gather that makes argument `arg` whole along `axis`."""
+    return collective("all_gather", layout, layout.local[arg], layout.shapes[arg], [axis])
+
+
+# --- the rules: one per program, named by what the compiler must emit ----------
+
+
+def no_collective(layout):
+    """The contracting dimension is whole on both operands: nothing to exchange."""
+    return []
+
+
+def gather_weight_rows(layout):
+    """w's rows (the contracting dimension) are sharded over fsdp: gather them."""
+    return [gather(layout, "w", "fsdp")]
+
+
+def all_reduce_partial_sums(layout):
+    """The contracting dimension is split on both operands over tp: partial
+    sums of the [rows of x, columns of w] output, completed by an all-reduce."""
+    partial = (layout.local["x"][0], layout.local["w"][1])
+    return [collective("all_reduce", layout, partial, partial, ["tp"])]
+
+
+def fsdp_step_automatic(layout):
+    """Forward gather of w; the gradient x^T·dy is a partial sum over the batch
+    shards. This backend reduces it with an all-reduce (and slices its shard
+    with a dynamic-slice); a GPU pipeline forms a reduce-scatter."""
+    grad = layout.shapes["w"]
+    return [gather(layout, "w", "fsdp"), collective("all_reduce", layout, grad, grad, ["fsdp"])]
+
+
+def fsdp_step_manual(layout):
+    """The same step written with shard_map: all_gather, then psum_scatter."""
+    return [
+        gather(layout, "w", "fsdp"),
+        collective("reduce_scatter", layout, layout.shapes["w"], layout.local["w"], ["fsdp"]),
+    ]
+
+
+def megatron_reduction(layout):
+    """W_up by columns, W_down by rows: one all-reduce of the output."""
+    out = (layout.local["x"][0], layout.local["w_down"][1])
+    return [collective("all_reduce", layout, out, out, ["tp"])]
+
+
+def megatron_sequence_parallel(layout):
+    """Sequence parallelism: all-gather x's rows before, reduce-scatter after."""
+    rows = (layout.shapes["x"][0], layout.local["w_down"][1])
+    scattered = layout.local["x"][:1] + (layout.local["w_down"][1],)
+    return [gather(layout, "x", "tp"), collective("reduce_scatter", layout, rows, scattered, ["tp"])]
+
+
+def expert_dispatch(layout):
+    """Routed tokens exchanged over the expert axis; expert weights gathered over fsdp."""
+    tokens, w = layout.local["tokens"], layout.local["w"]
+    gathered = (w[0], layout.shapes["w"][1], w[2])
+    return [
+        collective("all_to_all", layout, tokens, tokens, ["expert"]),
+        collective("all_gather", layout, w, gathered, ["fsdp"]),
+    ]
+
+
+def stage_to_next_stage(layout):
+    """Each stage sends its activations to the next (a ring over pp)."""
+    n = layout.mesh["pp"]
+    act = layout.local["x"]
+    return [
+        {
+            "kind": "collective_permute",
+            "dtype": layout.dtype,
+            "operand_shape": list(act),
+            "result_shape": list(act),
+            "group_size": n,
+            "source_target_pairs": [[i, (i + 1) % n] for i in range(n)],
+            "bytes_sent_per_rank": BYTES[layout.dtype] * act[0] * act[1],
+        }
+    ]
 
 
 def predict(name, mesh, specs, shapes, dtype_name):
-    """Predicted inventory (a list like inventory.summary) for a fixture."""
-    dtype = HLO_DTYPE[dtype_name]
+    """Predicted inventory (a list like inventory.summary) for fixture `name`
+    with this layout, by the rule its declaration names (shardbook.hlo.registry)."""
+    from .registry import get
+
+    dtype = HLO_DTYPE.get(dtype_name)
     if dtype not in BYTES:
         raise ValueError(f"dtype: unsupported {dtype_name!r}")
-    fx = {"specs": specs, "shapes": shapes}
     local = {a: sharding.local_shape(shapes[a], specs[a], mesh) for a in shapes}
-    if name == "dp_matmul":
-        return []  # the contracting dimension is whole on both operands
-    if name in ("fsdp_matmul", "fsdp_ep_linear"):
-        # w's rows are the contracting dimension: gather them over fsdp
-        return [_gather_rows(fx, "w", "fsdp", mesh, dtype)]
-    if name == "tp_matmul":
-        partial = (local["x"][0], local["w"][1])
-        return [_collective("all_reduce", dtype, partial, partial, mesh, ["tp"])]
-    if name == "fsdp_train_step":
-        # forward gather of w; the gradient x^T·dy is a partial sum over the
-        # batch shards. This backend reduces it with an all-reduce (and slices
-        # its shard with a dynamic-slice); a GPU pipeline forms a reduce-scatter.
-        grad = shapes["w"]
-        return [
-            _gather_rows(fx, "w", "fsdp", mesh, dtype),
-            _collective("all_reduce", dtype, grad, grad, mesh, ["fsdp"]),
-        ]
-    if name == "fsdp_manual":
-        return [
-            _gather_rows(fx, "w", "fsdp", mesh, dtype),
-            _collective("reduce_scatter", dtype, shapes["w"], local["w"], mesh, ["fsdp"]),
-        ]
-    if name == "megatron_mlp":
-        out = (local["x"][0], local["w_down"][1])
-        return [_collective("all_reduce", dtype, out, out, mesh, ["tp"])]
-    if name == "megatron_mlp_sp":
-        rows = (shapes["x"][0], local["w_down"][1])
-        return [
-            _gather_rows(fx, "x", "tp", mesh, dtype),
-            _collective("reduce_scatter", dtype, rows, local["x"][:1] + (local["w_down"][1],), mesh, ["tp"]),
-        ]
-    if name == "moe_dispatch":
-        tokens = local["tokens"]
-        gathered = (local["w"][0], shapes["w"][1], local["w"][2])
-        return [
-            _collective("all_to_all", dtype, tokens, tokens, mesh, ["expert"]),
-            _collective("all_gather", dtype, local["w"], gathered, mesh, ["fsdp"]),
-        ]
-    if name == "pipeline_stages":
-        n = mesh["pp"]
-        act = local["x"]
-        return [{
-            "kind": "collective_permute", "dtype": dtype, "operand_shape": list(act), "result_shape": list(act),
-            "group_size": n, "source_target_pairs": [[i, (i + 1) % n] for i in range(n)],
-            "bytes_sent_per_rank": BYTES[dtype] * act[0] * act[1],
-        }]
-    raise ValueError(f"fixture: no prediction for {name!r}")
+    return get(name).predict(Layout(mesh, specs, shapes, local, dtype))

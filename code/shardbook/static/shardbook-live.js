@@ -209,7 +209,7 @@
   function recompute(py, spec, args) {
     try {
       py.globals.set("__live_args", JSON.stringify(args));
-      var out = JSON.parse(py.runPython("json.dumps(ledger.evaluate(" + spec.function + ", json.loads(__live_args)))"));
+      var out = JSON.parse(py.runPython("json.dumps(ledger.evaluate_live(" + spec.function + ", json.loads(__live_args)))"));
       Object.keys(out).forEach(function (name) {
         [].forEach.call(spansOf(name), function (s) {
           if (s.textContent !== out[name]) { s.textContent = out[name]; s.classList.add("live-changed"); }

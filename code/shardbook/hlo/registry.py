@@ -1,0 +1,230 @@
+"""Every HLO fixture, declared once: its mesh, argument specs and shapes,
+dtype, the program that computes it (by name, in shardbook.hlo.fixtures), the
+cost model's rule for the collectives its partitioned HLO must contain
+(shardbook.hlo.predict), and its single-device numpy reference.
+
+Capture, prediction, the inventory checks, the multi-process run and the
+artifacts appendix all read this registry. Adding a fixture is one
+declaration here (and, when it needs a new program, its builder in
+fixtures.py), then `make artifacts`. Standard library only: JAX is imported
+when a program is built, numpy when a reference runs.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import predict
+
+
+@dataclass(frozen=True)
+class Fixture:
+    name: str
+    mesh_axes: dict  # axis name -> size, in mesh order
+    specs: dict  # argument name -> PartitionSpec entries (tuple), and "out"
+    shapes: dict  # argument name -> global shape
+    dtype: str
+    summary: str
+    program: str  # the builder's name in shardbook.hlo.fixtures: mesh -> function of the arguments
+    predict: Callable = field(repr=False)  # predict.Layout -> predicted collectives
+    reference: Callable = field(repr=False)  # float32 numpy arguments -> the single-device result
+    manual: bool = False  # written with shard_map
+
+    @property
+    def arg_names(self):
+        return list(self.shapes)
+
+    def build(self, mesh):
+        """The program for `mesh` (imports JAX)."""
+        from . import fixtures
+
+        return getattr(fixtures, self.program)(mesh)
+
+
+# --- single-device references (float32 numpy) --------------------------------
+
+
+def matmul(x, w):
+    return x @ w
+
+
+def sgd_step(x, w):
+    """One SGD step (learning rate 0.1) on the mean square of x @ w."""
+    y = x @ w
+    return w - 0.1 * (2.0 / y.size) * (x.T @ y)
+
+
+def gelu_mlp(x, w_up, w_down):
+    import numpy as np
+
+    h = x @ w_up
+    gelu = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h**3)))
+    return gelu @ w_down
+
+
+def expert_matmul(tokens, w):
+    import numpy as np
+
+    return np.einsum("etd,edh->eth", tokens, w)
+
+
+def stage_ring(x, w):
+    """Stage i applies tanh(x_i @ w_i) and its result lands on stage i + 1."""
+    import numpy as np
+
+    stages = w.shape[0]
+    rows = x.shape[0] // stages
+    out = np.empty_like(x)
+    for i in range(stages):
+        j = (i + 1) % stages
+        out[j * rows : (j + 1) * rows] = np.tanh(x[i * rows : (i + 1) * rows] @ w[i])
+    return out
+
+
+# --- the fixtures ---------------------------------------------------------------
+
+FIXTURES = {}
+
+
+def register(fixture):
+    """Add a fixture to the registry (its name must be new); returns it."""
+    if not isinstance(fixture, Fixture):
+        raise ValueError(f"fixture: must be a registry.Fixture, got {fixture!r}")
+    if fixture.name in FIXTURES:
+        raise ValueError(f"fixture: {fixture.name!r} is already declared")
+    missing = set(fixture.shapes) - set(fixture.specs)
+    if missing or "out" not in fixture.specs:
+        raise ValueError(f"{fixture.name}.specs: needs a spec for every argument and 'out'; missing {sorted(missing)}")
+    FIXTURES[fixture.name] = fixture
+    return fixture
+
+
+def get(name):
+    """The declaration of fixture `name`; ValueError naming the known ones."""
+    try:
+        return FIXTURES[name]
+    except KeyError:
+        raise ValueError(f"fixture: unknown fixture {name!r}; known: {', '.join(FIXTURES)}") from None
+
+
+for _fixture in (
+    Fixture(
+        "dp_matmul",
+        {"data": 8},
+        {"x": ("data", None), "w": (None, None), "out": ("data", None)},
+        {"x": (1024, 512), "w": (512, 512)},
+        "float16",
+        "Data parallel: rows of x split 8 ways, w replicated.",
+        program="matmul",
+        predict=predict.no_collective,
+        reference=matmul,
+    ),
+    Fixture(
+        "fsdp_matmul",
+        {"fsdp": 8},
+        {"x": ("fsdp", None), "w": ("fsdp", None), "out": ("fsdp", None)},
+        {"x": (1024, 512), "w": (512, 512)},
+        "float16",
+        "FSDP: x and w both row-sharded; w is gathered before the dot.",
+        program="matmul",
+        predict=predict.gather_weight_rows,
+        reference=matmul,
+    ),
+    Fixture(
+        "tp_matmul",
+        {"tp": 8},
+        {"x": (None, "tp"), "w": ("tp", None), "out": (None, None)},
+        {"x": (1024, 512), "w": (512, 512)},
+        "float16",
+        "Tensor parallel: the contracting dimension split; partial sums all-reduced.",
+        program="tp_matmul",
+        predict=predict.all_reduce_partial_sums,
+        reference=matmul,
+        manual=True,
+    ),
+    Fixture(
+        "fsdp_ep_linear",
+        {"fsdp": 2, "ep": 4},
+        {"x": (("fsdp", "ep"), None), "w": ("fsdp", None), "out": (("fsdp", "ep"), None)},
+        {"x": (1024, 512), "w": (512, 512)},
+        "float16",
+        "The (fsdp 2, ep 4) mesh: x over both axes, w over fsdp only.",
+        program="matmul",
+        predict=predict.gather_weight_rows,
+        reference=matmul,
+    ),
+    Fixture(
+        "fsdp_train_step",
+        {"fsdp": 8},
+        {"x": ("fsdp", None), "w": ("fsdp", None), "out": ("fsdp", None)},
+        {"x": (1024, 512), "w": (512, 512)},
+        "float32",
+        "One SGD step of an FSDP-sharded weight, partitioned automatically.",
+        program="fsdp_train_step",
+        predict=predict.fsdp_step_automatic,
+        reference=sgd_step,
+    ),
+    Fixture(
+        "fsdp_manual",
+        {"fsdp": 8},
+        {"x": ("fsdp", None), "w": ("fsdp", None), "out": ("fsdp", None)},
+        {"x": (1024, 512), "w": (512, 512)},
+        "float32",
+        "The same step in shard_map: explicit all_gather and psum_scatter.",
+        program="fsdp_manual",
+        predict=predict.fsdp_step_manual,
+        reference=sgd_step,
+        manual=True,
+    ),
+    Fixture(
+        "megatron_mlp",
+        {"tp": 8},
+        {"x": (None, None), "w_up": (None, "tp"), "w_down": ("tp", None), "out": (None, None)},
+        {"x": (1024, 512), "w_up": (512, 2048), "w_down": (2048, 512)},
+        "float16",
+        "Megatron MLP: W_up by columns, W_down by rows, one reduction.",
+        program="megatron_mlp",
+        predict=predict.megatron_reduction,
+        reference=gelu_mlp,
+    ),
+    Fixture(
+        "megatron_mlp_sp",
+        {"tp": 8},
+        {"x": ("tp", None), "w_up": (None, "tp"), "w_down": ("tp", None), "out": ("tp", None)},
+        {"x": (1024, 512), "w_up": (512, 2048), "w_down": (2048, 512)},
+        "float16",
+        "Sequence-parallel Megatron MLP: all-gather before, reduce-scatter after.",
+        program="megatron_mlp_sp",
+        predict=predict.megatron_sequence_parallel,
+        reference=gelu_mlp,
+        manual=True,
+    ),
+    Fixture(
+        "moe_dispatch",
+        {"fsdp": 2, "expert": 4},
+        {
+            "tokens": (None, ("fsdp", "expert"), None),
+            "w": ("expert", "fsdp", None),
+            "out": ("expert", ("fsdp",), None),
+        },
+        {"tokens": (8, 1024, 512), "w": (8, 512, 1024)},
+        "bfloat16",
+        "Expert parallelism: routed tokens exchanged by all-to-all over the expert axis.",
+        program="moe_dispatch",
+        predict=predict.expert_dispatch,
+        reference=expert_matmul,
+        manual=True,
+    ),
+    Fixture(
+        "pipeline_stages",
+        {"pp": 8},
+        {"x": ("pp", None), "w": ("pp", None, None), "out": ("pp", None)},
+        {"x": (1024, 512), "w": (8, 512, 512)},
+        "float32",
+        "Pipeline: each stage applies its layer and passes activations to the next.",
+        program="pipeline_stages",
+        predict=predict.stage_to_next_stage,
+        reference=stage_ring,
+        manual=True,
+    ),
+):
+    register(_fixture)
