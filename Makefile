@@ -88,7 +88,7 @@ test: setup chromium buildcheck lint
 	exit $$status
 
 bless: setup
-	@$(BIN)/python -m shardbook.ledger bless
+	@$(BIN)/python -m shardbook.expected bless
 
 artifacts: setup
 	@$(BIN)/python -m shardbook.hlo capture --all --out hlo_artifacts

@@ -20,15 +20,16 @@ from shardbook.devices import xla_flags_with_device_count  # noqa: E402
 os.environ["XLA_FLAGS"] = xla_flags_with_device_count(os.environ.get("XLA_FLAGS", ""), 8)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
+from shardbook import expected  # noqa: E402
+
 
 @pytest.fixture(scope="session")
 def built_book():
     if not (HTML / "index.html").exists() or not list(EXECUTED.rglob("*.ipynb")):
         pytest.fail("the book has not been built: run `make test` (or `make book`) first")
-    from shardbook import ledger
 
     try:  # a failed, partial or stale build must not pass as the current one
-        ledger.check_build(EXECUTED, ROOT)
+        expected.check_build(EXECUTED, ROOT)
     except ValueError as exc:
         pytest.fail(f"the build cannot be trusted: {exc}")
     return BUILD

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import CHAPTERS, EXECUTED
-from shardbook import ledger
+from shardbook import expected, prose_lint
 
 HEADER_KEYS = ("jupytext:", "text_representation:", "format_name: myst", "kernelspec:")
 
@@ -48,12 +48,12 @@ def test_device_cell_comes_first(path):
 
 
 def _glued_texts(chapter):
-    return [e["text"] for e in ledger.collect(EXECUTED) if e["chapter"] == chapter]
+    return [e["text"] for e in expected.collect(EXECUTED) if e["chapter"] == chapter]
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_no_computed_number_typed_in_prose(path, built_book):
-    findings = ledger.lint(path.read_text(), _glued_texts(path.stem))
+    findings = prose_lint.lint(path.read_text(), _glued_texts(path.stem))
     report = "\n".join(f"  {path.name}:{line}: {number} ({why})" for line, number, why in findings)
     assert not findings, (
         "numbers typed into prose; glue them with shardbook.ledger.show, or mark a fact with "
@@ -63,10 +63,10 @@ def test_no_computed_number_typed_in_prose(path, built_book):
 
 def test_lint_catches_typed_numbers():
     text = "---\na: 1\n---\n# T\nIt takes 18.35 ms and 8 devices.\n\nIt is 2.5 here, and 72 there.\n"
-    found = ledger.lint(text, ["2.5 ms", "72 GPUs", "8"])
+    found = prose_lint.lint(text, ["2.5 ms", "72 GPUs", "8"])
     assert [(n, why.split()[0]) for _, n, why in found] == [("18.35", "three"), ("2.5", "equals"), ("72", "equals")]
-    assert ledger.lint("Year 2026 <!-- typed-number: a year -->\n") == []
-    assert ledger.lint("$x = 12345$ and `123456` and {glue:text}`abc_123`\n") == []
+    assert prose_lint.lint("Year 2026 <!-- typed-number: a year -->\n") == []
+    assert prose_lint.lint("$x = 12345$ and `123456` and {glue:text}`abc_123`\n") == []
 
 
 @pytest.mark.parametrize(
@@ -84,12 +84,12 @@ def test_lint_catches_typed_numbers():
 def test_lint_catches_numbers_glued_to_units_and_signs(typed, number):
     """Numbers stuck to a unit, an emphasis mark, a sign, an exponent or a
     leading point are still numbers a reader reads as computed."""
-    assert [n for _, n, _ in ledger.lint(typed + "\n")] == [number]
+    assert [n for _, n, _ in prose_lint.lint(typed + "\n")] == [number]
 
 
 def test_lint_leaves_names_with_digits_alone():
     text = "H100, MI355X, GB200 NVL72, TPU v5p, Llama 3.1 405B, Mixtral 8x22B, bf16, x86, 1F1B and a 16M-token batch are names.\n"
-    assert ledger.lint(text) == []
+    assert prose_lint.lint(text) == []
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

@@ -9,14 +9,14 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import EXPECTED_NUMBERS, ROOT
-from shardbook import ledger
+from shardbook import expected, ledger
 
 
 def test_built_values_match_the_committed_ledger(built_book):
-    got = ledger.collect(built_book / "jupyter_execute")
-    expected = ledger.load(EXPECTED_NUMBERS)
-    rows = ledger.compare(expected, got)
-    assert not rows, "numbers moved (review, then `make bless`):\n" + ledger.format_rows(rows)
+    got = expected.collect(built_book / "jupyter_execute")
+    committed = expected.load(EXPECTED_NUMBERS)
+    rows = expected.compare(committed, got)
+    assert not rows, "numbers moved (review, then `make bless`):\n" + expected.format_rows(rows)
 
 
 def test_compare_reports_moved_missing_and_new():
@@ -24,14 +24,14 @@ def test_compare_reports_moved_missing_and_new():
         ledger.record("a", 1.0, text="1.0") | {"chapter": "c"},
         ledger.record("b", 2.0, text="2") | {"chapter": "c"},
     ]
-    assert ledger.compare(base, base) == []
+    assert expected.compare(base, base) == []
     moved = [dict(base[0], value=1.1, text="1.1"), ledger.record("z", 3.0, text="3") | {"chapter": "c"}]
-    rows = {r[1]: r for r in ledger.compare(base, moved)}
+    rows = {r[1]: r for r in expected.compare(base, moved)}
     assert rows["a"][5] == "moved" and rows["a"][4] == "+10.000%"
     assert rows["b"][5] == "missing"
     assert rows["z"][5].startswith("new")
     within = [dict(base[0], value=1.0 + 1e-12), base[1]]
-    assert ledger.compare(base, within) == []
+    assert expected.compare(base, within) == []
 
 
 def _execute_chapter(stem, planted_source, tmp_path):
@@ -43,7 +43,7 @@ def _execute_chapter(stem, planted_source, tmp_path):
     out = tmp_path / "executed"
     out.mkdir()
     nbformat.write(nb, out / f"{stem}.ipynb")
-    return ledger.collect(out)
+    return expected.collect(out)
 
 
 def test_planted_constant_change_fails_the_check_and_names_the_value(tmp_path):
@@ -57,20 +57,20 @@ def test_planted_constant_change_fails_the_check_and_names_the_value(tmp_path):
         "hardware.PRESETS['MI355X'] = replace(mi, scale_up_link_bytes_per_s=hardware.Sourced(0.9 * link, link.source))\n"
     )
     got = _execute_chapter("91_numbers", plant, tmp_path)
-    expected = [e for e in ledger.load(EXPECTED_NUMBERS) if e["chapter"] == "91_numbers"]
-    rows = ledger.compare(expected, got)
+    committed = [e for e in expected.load(EXPECTED_NUMBERS) if e["chapter"] == "91_numbers"]
+    rows = expected.compare(committed, got)
     assert rows, "a 10 % change of a preset did not move any number"
     assert [(r[1], r[5]) for r in rows] == [("numbers_example_ms", "moved")]
-    assert "+11.111%" in ledger.format_rows(rows)
+    assert "+11.111%" in expected.format_rows(rows)
 
 
 def test_bless_rewrites_and_restores(tmp_path, built_book):
     target = tmp_path / "expected.json"
-    got = ledger.collect(built_book / "jupyter_execute")
-    ledger.write(target, [dict(got[0], value=got[0]["value"] * 2)] + got[1:])
-    assert ledger._main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 1
-    assert ledger._main(["bless", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
-    assert ledger._main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
+    got = expected.collect(built_book / "jupyter_execute")
+    expected.write(target, [dict(got[0], value=got[0]["value"] * 2)] + got[1:])
+    assert expected.main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 1
+    assert expected.main(["bless", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
+    assert expected.main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
     assert json.loads(target.read_text())["values"] == got
 
 
@@ -103,7 +103,7 @@ def _partial_build(tmp_path, built_book, leave_out=()):
         executed,
         ignore=lambda d, names: [n for n in names if n.split(".")[0] in leave_out],
     )
-    shutil.copy2(built_book / ledger.FINGERPRINT_FILE, executed.parent / ledger.FINGERPRINT_FILE)
+    shutil.copy2(built_book / expected.FINGERPRINT_FILE, executed.parent / expected.FINGERPRINT_FILE)
     return executed
 
 
@@ -114,22 +114,22 @@ def test_bless_refuses_a_build_missing_a_chapter(tmp_path, built_book, capsys):
     target = tmp_path / "expected.json"
     target.write_text(EXPECTED_NUMBERS.read_text())
     before = target.read_text()
-    assert ledger._main(["bless", "--expected", str(target), "--executed", str(executed)]) == 2
+    assert expected.main(["bless", "--expected", str(target), "--executed", str(executed)]) == 2
     assert "no output for 03_data_parallel (listed in _toc.yml)" in capsys.readouterr().err
     assert target.read_text() == before
 
 
 def test_check_and_bless_refuse_a_stale_or_unfinished_build(tmp_path, built_book, capsys):
     executed = _partial_build(tmp_path, built_book)
-    stamp = executed.parent / ledger.FINGERPRINT_FILE
+    stamp = executed.parent / expected.FINGERPRINT_FILE
     target = tmp_path / "expected.json"
     target.write_text(EXPECTED_NUMBERS.read_text())
     stamp.write_text("0" * 64 + "\n")  # a build made from other sources
     for command in ("check", "bless"):
-        assert ledger._main([command, "--expected", str(target), "--executed", str(executed)]) == 2
+        assert expected.main([command, "--expected", str(target), "--executed", str(executed)]) == 2
         assert "the build is older than the sources" in capsys.readouterr().err
     stamp.unlink()  # a build that started and did not finish
-    assert ledger._main(["check", "--expected", str(target), "--executed", str(executed)]) == 2
+    assert expected.main(["check", "--expected", str(target), "--executed", str(executed)]) == 2
     assert "no record of a finished build" in capsys.readouterr().err
     assert target.read_text() == EXPECTED_NUMBERS.read_text()
 
@@ -137,15 +137,15 @@ def test_check_and_bless_refuse_a_stale_or_unfinished_build(tmp_path, built_book
 def test_bless_never_drops_a_value_silently(tmp_path, built_book, capsys):
     executed = _partial_build(tmp_path, built_book)
     target = tmp_path / "expected.json"
-    values = ledger.load(EXPECTED_NUMBERS)
+    values = expected.load(EXPECTED_NUMBERS)
     extra = dict(values[0], name="a_value_no_cell_shows_any_more")
-    ledger.write(target, values + [extra])
-    assert ledger._main(["bless", "--expected", str(target), "--executed", str(executed)]) == 2
+    expected.write(target, values + [extra])
+    assert expected.main(["bless", "--expected", str(target), "--executed", str(executed)]) == 2
     err = capsys.readouterr().err
     assert "a_value_no_cell_shows_any_more" in err and "--drop" in err
-    assert any(v["name"] == extra["name"] for v in ledger.load(target))
+    assert any(v["name"] == extra["name"] for v in expected.load(target))
     assert (
-        ledger._main(
+        expected.main(
             [
                 "bless",
                 "--expected",
@@ -158,7 +158,7 @@ def test_bless_never_drops_a_value_silently(tmp_path, built_book, capsys):
         )
         == 0
     )
-    assert not any(v["name"] == extra["name"] for v in ledger.load(target))
+    assert not any(v["name"] == extra["name"] for v in expected.load(target))
 
 
 @pytest.mark.parametrize(
@@ -177,15 +177,15 @@ def test_ledger_command_names_a_bad_expected_file_in_one_line(tmp_path, built_bo
         target.mkdir()
     elif content is not None:
         target.write_text(content)
-    assert ledger._main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 2
+    assert expected.main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"ledger: {target}: ") and message in err and len(err.splitlines()) == 1
 
 
 def test_bless_recreates_a_missing_expected_file(tmp_path, built_book):
     target = tmp_path / "expected.json"
-    assert ledger._main(["bless", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
-    assert ledger.load(target) == ledger.collect(built_book / "jupyter_execute")
+    assert expected.main(["bless", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
+    assert expected.load(target) == expected.collect(built_book / "jupyter_execute")
 
 
 def test_a_corrupt_glue_file_is_named(tmp_path, built_book, capsys):
@@ -193,4 +193,4 @@ def test_a_corrupt_glue_file_is_named(tmp_path, built_book, capsys):
     broken = next(executed.rglob("*.ipynb"))
     broken.write_text("{not json")
     with pytest.raises(ValueError, match=f"{broken.name}: cannot be read as JSON"):
-        ledger.collect(executed)
+        expected.collect(executed)

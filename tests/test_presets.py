@@ -102,7 +102,9 @@ def test_bad_preset_values_name_the_field():
         replace(mi, hbm_bytes=Sourced(0, "amd-mi355x-datasheet"))
     with pytest.raises(ValueError, match="scale_out_bytes_per_s: missing value"):
         replace(mi, scale_out_bytes_per_s=None)
-    with pytest.raises(ValueError, match=r"bf16_dense_flops_per_s: must be a hardware\.Sourced \(a value with its source\)"):
+    with pytest.raises(
+        ValueError, match=r"bf16_dense_flops_per_s: must be a hardware\.Sourced \(a value with its source\)"
+    ):
         replace(mi, bf16_dense_flops_per_s=2.5e15)
     with pytest.raises(ValueError, match="d_ff: must be an integer >= 1"):
         models.with_changes("LLaMA-3 8B", d_ff=0)

@@ -47,7 +47,7 @@ LAYERS = {
         "explorer",
     ),
     "programs": ("hlo", "devices"),
-    "book": ("ledger", "figures", "sphinx_ext", "site", "bench", "pdf", "buildcache", "lab"),
+    "book": ("ledger", "expected", "prose_lint", "figures", "sphinx_ext", "site", "bench", "pdf", "buildcache", "lab"),
 }
 # What the live pages load into the browser: the cost model and the ledger
 # (whose value formatting and evaluate() the live mode calls).

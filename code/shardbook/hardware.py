@@ -101,7 +101,9 @@ class Accelerator:
             if value is None:
                 raise ValueError(f"{self.name}.{f.name}: missing value")
             if not isinstance(value, Sourced):
-                raise ValueError(f"{self.name}.{f.name}: must be a hardware.Sourced (a value with its source), got {value!r}")
+                raise ValueError(
+                    f"{self.name}.{f.name}: must be a hardware.Sourced (a value with its source), got {value!r}"
+                )
             if not value > 0:
                 raise ValueError(f"{self.name}.{f.name}: must be positive, got {float(value)!r}")
 

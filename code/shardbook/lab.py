@@ -68,9 +68,9 @@ def printed_texts(chapter):
         except (ValueError, AttributeError):
             pass  # a damaged build: the committed ledger still answers
     if EXPECTED_NUMBERS.exists():
-        from . import ledger
+        from . import expected
 
-        for entry in ledger.load(EXPECTED_NUMBERS):
+        for entry in expected.load(EXPECTED_NUMBERS):
             if entry["chapter"] == chapter:
                 texts[entry["name"]] = entry["text"]
     return texts

@@ -215,10 +215,10 @@ def main(argv=None):
     if not (html / "index.html").exists():
         print("serve: no site yet: run `make book` first", file=sys.stderr)
         return 2
-    from . import ledger
+    from . import expected
 
     try:
-        ledger.check_build(Path(args.build) / "jupyter_execute")
+        expected.check_build(Path(args.build) / "jupyter_execute")
     except ValueError as exc:
         if not args.stale_ok:
             print(

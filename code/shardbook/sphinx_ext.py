@@ -154,7 +154,7 @@ def _rewrite_pages(outdir):
 
 
 def _fingerprint_file(app):
-    from .ledger import FINGERPRINT_FILE
+    from .expected import FINGERPRINT_FILE
 
     return Path(app.outdir).parent / FINGERPRINT_FILE
 
@@ -168,7 +168,7 @@ def _forget_fingerprint(app):
 def _finish_site(app, exc):
     """After an HTML build: the colour-mode fix, the trimmed icons and icon
     fonts, the live mode's assets and KaTeX's stylesheet and fonts; then the fingerprint of the sources
-    this build read (shardbook.ledger.check_build compares it)."""
+    this build read (shardbook.expected.check_build compares it)."""
     if exc is not None or app.builder.format != "html":
         return
     static = Path(app.outdir) / "_static"
@@ -180,7 +180,7 @@ def _finish_site(app, exc):
     _copy_katex_assets(app)
     _rewrite_pages(Path(app.outdir))
     if app.statuscode == 0:
-        from .ledger import source_fingerprint
+        from .expected import source_fingerprint
 
         _fingerprint_file(app).write_text(source_fingerprint(app.srcdir) + "\n")
 
