@@ -147,8 +147,18 @@ def torus(nx, ny, title):
     return fig
 
 
-def bar_chart(labels, values, xlabel, title, highlight=()):
-    fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(labels) + 1.0))
+def _finish(fig):
+    fig.tight_layout()
+    plt.close(fig)
+    return fig
+
+
+def bar_chart(labels, values, xlabel, title, highlight=(), ax=None):
+    """Horizontal bars with their values; `highlight` names bars drawn in the
+    second colour. Draws on `ax` and returns it, or returns a new figure."""
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.4, 0.32 * len(labels) + 1.0))
     colors = [ACCENT2 if lab in highlight else ACCENT for lab in labels]
     ax.barh(labels, values, color=colors)
     ax.invert_yaxis()
@@ -158,42 +168,81 @@ def bar_chart(labels, values, xlabel, title, highlight=()):
     ax.set_title(title, fontsize=10)
     ax.spines[["top", "right"]].set_visible(False)
     ax.set_xlim(0, max(values) * 1.15)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return ax if fig is None else _finish(fig)
 
 
-def line_chart(series, xlabel, ylabel, title, logx=False, logy=False):
-    """`series`: list of (label, xs, ys)."""
-    fig, ax = plt.subplots(figsize=(6.2, 3.6))
-    colors = [ACCENT, ACCENT2, "#2e7d32", "#6a1b9a", "#ef6c00"]
-    for (label, xs, ys), color in zip(series, colors * 3, strict=False):
-        ax.plot(xs, ys, marker="o", ms=3, lw=1.4, label=label, color=color)
+SERIES_COLORS = (ACCENT, ACCENT2, "#2e7d32", "#6a1b9a", "#ef6c00")
+
+
+def grouped_bars(labels, groups, ylabel, title="", ax=None):
+    """Vertical bars side by side per label; `groups`: list of (name, values),
+    one value per label. Draws on `ax` and returns it, or returns a new figure."""
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.0, 3.2))
+    width = 0.8 / len(groups)
+    for g, (name, values) in enumerate(groups):
+        offset = (g - (len(groups) - 1) / 2) * width
+        ax.bar(
+            [x + offset for x in range(len(labels))],
+            values,
+            width=width,
+            color=SERIES_COLORS[g % len(SERIES_COLORS)],
+            label=name,
+        )
+    ax.set_xticks(list(range(len(labels))), labels)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, fontsize=10)
+    ax.spines[["top", "right"]].set_visible(False)
+    ax.legend(frameon=False, fontsize=8)
+    return ax if fig is None else _finish(fig)
+
+
+def line_chart(series, xlabel, ylabel, title="", logx=False, logy=False, ax=None, styles=None, legend_size=8):
+    """`series`: list of (label, xs, ys), drawn with markers in the book's
+    colours (or `styles`: one dict of matplotlib keywords per series); `logx`
+    is base 2. Draws on `ax` and returns it, or returns a new figure."""
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.2, 3.6))
+    for i, (label, xs, ys) in enumerate(series):
+        style = {"marker": "o", "ms": 3, "lw": 1.4, "color": SERIES_COLORS[i % len(SERIES_COLORS)]}
+        style.update(styles[i] if styles else {})
+        ax.plot(xs, ys, label=label, **style)
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
+    if title:
+        ax.set_title(title, fontsize=10)
     ax.grid(True, color="#dddddd", lw=0.6)
     ax.spines[["top", "right"]].set_visible(False)
-    ax.legend(frameon=False, fontsize=8)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    ax.legend(frameon=False, fontsize=legend_size)
+    return ax if fig is None else _finish(fig)
 
 
-def causal_ownership(owners, n_positions, title):
+def hbm_line(ax, hbm_bytes, label, x, scale=1e9, ha="right"):
+    """A dashed line at a device's HBM capacity (in GB by default), labelled at x."""
+    ax.axhline(hbm_bytes / scale, color=MUTED, ls="--", lw=1)
+    ax.text(x, hbm_bytes / scale * 1.12, label, ha=ha, fontsize=8)
+
+
+def causal_ownership(owners, n_positions, title, ax=None):
     """The causal (query × key) mask of n positions, each valid pair coloured
-    by the rank that owns its query."""
+    by the rank that owns its query. Draws on `ax` and returns it, or returns
+    a new figure."""
     import numpy as np
 
     grid = np.full((n_positions, n_positions), np.nan)
     for rank, queries in enumerate(owners):
         for q in queries:
             grid[q - 1, :q] = rank
-    fig, ax = plt.subplots(figsize=(3.4, 3.4))
+    fig = None
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(3.4, 3.4))
     cmap = matplotlib.colormaps["tab10"].resampled(len(owners))
     ax.imshow(grid, cmap=cmap, vmin=-0.5, vmax=len(owners) - 0.5)
     ax.set_xlabel("key position")
@@ -201,9 +250,7 @@ def causal_ownership(owners, n_positions, title):
     ax.set_xticks([0, n_positions - 1], [1, n_positions])
     ax.set_yticks([0, n_positions - 1], [1, n_positions])
     ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return ax if fig is None else _finish(fig)
 
 
 def pipeline_timeline(ops, n_stages, title, n_virtual=1, ax=None, span=None):
@@ -232,6 +279,4 @@ def pipeline_timeline(ops, n_stages, title, n_virtual=1, ax=None, span=None):
     if not standalone:
         return ax
     ax.set_xlabel("time (one unit: one stage's forward of one microbatch)")
-    fig.tight_layout()
-    plt.close(fig)
-    return fig
+    return _finish(fig)

@@ -11,33 +11,6 @@ from pathlib import Path
 from . import FIXTURE_NAMES, check_name
 
 
-def _worker(name):
-    """Compile one fixture (run with XLA's dump flags set by the parent)."""
-    import jax
-    import jaxlib
-
-    from . import fixtures
-
-    fx = fixtures.get(name)
-    mesh = fixtures.make_mesh(fx.mesh_axes)
-    fixtures.jitted(fx, mesh).lower(*fixtures.abstract_args(fx, mesh)).compile()
-    print(
-        json.dumps(
-            {
-                "mesh": fx.mesh_axes,
-                "specs": {k: list(v) for k, v in fx.specs.items()},
-                "shapes": {k: list(v) for k, v in fx.shapes.items()},
-                "dtype": fx.dtype,
-                "summary": fx.summary,
-                "manual": fx.manual,
-                "jax_version": jax.__version__,
-                "jaxlib_version": jaxlib.__version__,
-                "platform": jax.devices()[0].platform,
-            }
-        )
-    )
-
-
 def _list(args, parser):
     for n in FIXTURE_NAMES:
         print(n)
@@ -93,7 +66,9 @@ def _run(args, parser):
 
 
 def _capture_worker(args, parser):
-    _worker(check_name(args.name))
+    from .capture import compile_for_dump
+
+    print(json.dumps(compile_for_dump(check_name(args.name))))
     return 0
 
 

@@ -111,6 +111,31 @@ def _backend_notes(dtype, after_text, cpu_after):
     return notes
 
 
+def compile_for_dump(name):
+    """Compile fixture `name` in this process (whose XLA_FLAGS, set by
+    :func:`run_worker`, make XLA dump its HLO) and describe what was compiled:
+    the declaration's layout, and the JAX version and platform."""
+    import jax
+    import jaxlib
+
+    from . import fixtures
+
+    fx = fixtures.get(name)
+    mesh = fixtures.make_mesh(fx.mesh_axes)
+    fixtures.jitted(fx, mesh).lower(*fixtures.abstract_args(fx, mesh)).compile()
+    return {
+        "mesh": fx.mesh_axes,
+        "specs": {k: list(v) for k, v in fx.specs.items()},
+        "shapes": {k: list(v) for k, v in fx.shapes.items()},
+        "dtype": fx.dtype,
+        "summary": fx.summary,
+        "manual": fx.manual,
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "platform": jax.devices()[0].platform,
+    }
+
+
 def run_worker(name, dump_dir, timeout_s=300):
     cmd = [sys.executable, "-m", "shardbook.hlo", "_worker", name]
     result = subprocess.run(
