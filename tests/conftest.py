@@ -38,7 +38,7 @@ def built_book():
 # Markers from what a test needs, so that `make check` (-m "not build and not
 # browser and not jax") selects the fast tier without a list kept by hand.
 BROWSER_FIXTURES = {"browser", "server", "jupyter"}
-JAX_MODULES = {"test_hlo", "test_notebooks"}
+JAX_MODULES = {"test_hlo", "test_notebooks", "test_model"}
 PRINT_MODULES = {"test_pdf"}  # builds the single-page book and prints it with Chromium
 
 
