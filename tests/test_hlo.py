@@ -343,3 +343,18 @@ def test_registry_refuses_a_duplicate_or_incomplete_declaration():
     )
     with pytest.raises(ValueError, match="missing"):
         registry.register(incomplete)
+
+
+def test_inventory_reads_a_collective_whose_operand_it_has_not_seen():
+    """A compiled module can define a collective's operand inside a fusion the
+    parser does not read: an all-to-all's bytes then come from its result (the
+    same size), a reduce-scatter's from n results (this crashed on the small
+    model's compiled FSDP step)."""
+    text = (
+        "HloModule m, num_partitions=8\n"
+        "%a = f32[8,16]{1,0} all-to-all(%fusion.3), replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}\n"
+        "%b = f32[2,16]{1,0} reduce-scatter(%fusion.4), replica_groups={{0,1,2,3,4,5,6,7}}, dimensions={0}\n"
+    )
+    a, b = inventory.inventory(text)
+    assert a["kind"] == "all_to_all" and a["bytes_sent_per_rank"] == 8 * 16 * 4 * 7 / 8
+    assert b["kind"] == "reduce_scatter" and b["bytes_sent_per_rank"] == 8 * 2 * 16 * 4 * 7 / 8

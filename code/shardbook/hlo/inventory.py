@@ -173,10 +173,14 @@ def ring_bytes(kind, dtype, operand_shape, result_shape, n):
     if kind == "all_gather":
         return collectives.ring_bytes_sent_per_rank(_bytes(dtype, result_shape), n)
     if kind == "reduce_scatter":
+        if operand_shape is None:  # the operand is n results
+            return collectives.ring_bytes_sent_per_rank(n * _bytes(dtype, result_shape), n)
         return collectives.ring_bytes_sent_per_rank(_bytes(dtype, operand_shape), n)
     if kind == "all_reduce":
         return 2 * collectives.ring_bytes_sent_per_rank(_bytes(dtype, result_shape), n)
-    return _bytes(dtype, operand_shape) * (n - 1) / n  # all_to_all
+    # all_to_all: the operand and the result have the same size; a compiled
+    # module may define the operand where this parser does not look (a fusion)
+    return _bytes(dtype, operand_shape if operand_shape is not None else result_shape) * (n - 1) / n
 
 
 def summary(entries):

@@ -289,9 +289,9 @@ def train(scheme_name, n_steps=20, config=TinyConfig(), devices=None):
     return losses
 
 
-def step_flops(scheme_name, config=TinyConfig(), devices=None):
-    """FLOPs of one compiled training step, summed over devices, from XLA's
-    cost analysis."""
+def compile_step(scheme_name, config=TinyConfig(), devices=None):
+    """(compiled training step, mesh) for a scheme, from abstract arguments:
+    XLA's own accounting (cost_analysis, memory_analysis, as_text) of it."""
     scheme = SCHEMES[scheme_name]
     jitted, mesh, param_sh, batch_sh = compiled_step(scheme, config, devices)
     params = init_params(config)
@@ -299,7 +299,13 @@ def step_flops(scheme_name, config=TinyConfig(), devices=None):
     opt = {"m": abstract, "v": abstract, "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=NamedSharding(mesh, P()))}
     shape = (config.batch_seqs, config.seq_len)
     batch = {k: jax.ShapeDtypeStruct(shape, jnp.int32, sharding=s) for k, s in batch_sh.items()}
-    compiled = jitted.lower(abstract, opt, batch).compile()
+    return jitted.lower(abstract, opt, batch).compile(), mesh
+
+
+def step_flops(scheme_name, config=TinyConfig(), devices=None):
+    """FLOPs of one compiled training step, summed over devices, from XLA's
+    cost analysis."""
+    compiled, mesh = compile_step(scheme_name, config, devices)
     analysis = compiled.cost_analysis()
     if isinstance(analysis, list):
         analysis = analysis[0]
