@@ -336,6 +336,8 @@ def test_phone_and_tablet_screenshots(server, browser, width, height, kind):
     wide = []
     for rel in _pages():
         page = browser.new_page()
+        # the light theme, whatever an earlier test left in the shared profile
+        page.add_init_script("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
         page.set_viewport_size({"width": width, "height": height})
         page.goto(f"{server}/{rel}", wait_until="networkidle")
         overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -344,6 +346,12 @@ def test_phone_and_tablet_screenshots(server, browser, width, height, kind):
         shift = page.evaluate(site.LAYOUT_SHIFT_JS)
         if shift > LAYOUT_SHIFT_LIMIT:
             wide.append(f"{rel}: layout shift {shift:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
+        clipped = page.evaluate(
+            "[...document.querySelectorAll('main div.math')].filter(d => { const k = d.querySelector('.katex-display');"
+            " return k && k.getBoundingClientRect().left < d.getBoundingClientRect().left - 1; }).length"
+        )
+        if clipped:
+            wide.append(f"{rel}: {clipped} display formula(s) start left of their column (clipped)")
         page.screenshot(path=str(SCREENSHOTS / f"{kind}_{Path(rel).stem}.png"))
         page.close()
     assert not wide, wide
