@@ -109,6 +109,7 @@ def init_params(config, seed=0):
 
 
 def param_count(params):
+    """Number of parameters in a params pytree."""
     return sum(int(np.prod(x.shape)) for x in jax.tree_util.tree_leaves(params))
 
 
@@ -159,6 +160,8 @@ def loss_fn(params, batch, config):
 
 
 def adam_init(params):
+    """Adam's state: zero first and second moments shaped (and, for sharded
+    arrays, sharded) like the parameters, and a step counter."""
     zeros = jax.tree_util.tree_map(jnp.zeros_like, params)
     return {"m": zeros, "v": jax.tree_util.tree_map(jnp.zeros_like, params), "step": jnp.zeros((), jnp.int32)}
 
@@ -230,6 +233,7 @@ SCHEMES = {
 
 
 def _spec(dims, rules):
+    """A PartitionSpec from logical dimensions: each mapped by the rules, or replicated."""
     return P(*(rules.get(d) for d in dims))
 
 
@@ -246,6 +250,7 @@ def shardings(scheme, mesh, params):
 
 
 def make_mesh(scheme, devices=None):
+    """The scheme's mesh over the first devices (one device for "single")."""
     devices = list(devices if devices is not None else jax.devices())
     if not scheme.mesh_axes:
         return Mesh(np.array(devices[:1]).reshape(1), ("single",))
