@@ -51,7 +51,7 @@ _build/.cache-stamp: $(CACHE_INPUTS)
 # The build folder must be writable, and a damaged execution cache is
 # removed (one line) so the build reruns the chapters instead of failing.
 buildcheck: setup
-	@$(BIN)/python -m shardbook.buildcache _build
+	@$(BIN)/python -m shardbook.book.buildcache _build
 
 book: setup buildcheck _build/.cache-stamp
 	@echo "==> building the book (execution cached in _build/.jupyter_cache)"
@@ -88,24 +88,24 @@ test: setup chromium buildcheck lint
 	exit $$status
 
 bless: setup
-	@$(BIN)/python -m shardbook.expected bless
+	@$(BIN)/python -m shardbook.book.expected bless
 
 artifacts: setup
 	@$(BIN)/python -m shardbook.hlo capture --all --out hlo_artifacts
 
 PORT ?= 8000
 serve:
-	@$(or $(wildcard $(BIN)/python),$(PYTHON)) -m shardbook.site --port $(PORT) $(if $(STALE),--stale-ok)
+	@$(or $(wildcard $(BIN)/python),$(PYTHON)) -m shardbook.book.site --port $(PORT) $(if $(STALE),--stale-ok)
 
 # JupyterLab on the chapters: each .md opens as a notebook (jupytext), rendered
-# as MyST (jupyterlab-myst), with the prose numbers shown (shardbook.lab).
-LAB_FLAGS := --ServerApp.ip=127.0.0.1 --ServerApp.contents_manager_class=shardbook.lab.ChapterContentsManager \
-	--LabApp.app_settings_dir=$(CURDIR)/code/shardbook/lab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
+# as MyST (jupyterlab-myst), with the prose numbers shown (shardbook.book.lab).
+LAB_FLAGS := --ServerApp.ip=127.0.0.1 --ServerApp.contents_manager_class=shardbook.book.lab.ChapterContentsManager \
+	--LabApp.app_settings_dir=$(CURDIR)/code/shardbook/book/lab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
 lab: setup
 	@$(BIN)/jupyter lab $(LAB_FLAGS) chapters
 
 bench: setup
-	@$(BIN)/python -m shardbook.bench
+	@$(BIN)/python -m shardbook.book.bench
 
 # The whole book as one PDF: Jupyter Book's single-page build (execution
 # cached), printed by Chromium with page numbers and bookmarks.
@@ -113,7 +113,7 @@ pdf: setup chromium buildcheck _build/.cache-stamp
 	@echo "==> building the single-page book (execution cached in _build/.jupyter_cache)"
 	@$(BIN)/jupyter-book build . --path-output . --builder singlehtml -n --keep-going -q
 	@echo "==> printing it to _build/pdf/book.pdf"
-	@$(BIN)/python -m shardbook.pdf _build/singlehtml _build/pdf/book.pdf
+	@$(BIN)/python -m shardbook.book.pdf _build/singlehtml _build/pdf/book.pdf
 
 linkcheck: setup
 	@$(BIN)/jupyter-book build . --path-output . --builder linkcheck

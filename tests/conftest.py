@@ -20,7 +20,7 @@ from shardbook.devices import xla_flags_with_device_count  # noqa: E402
 os.environ["XLA_FLAGS"] = xla_flags_with_device_count(os.environ.get("XLA_FLAGS", ""), 8)
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
-from shardbook import expected  # noqa: E402
+from shardbook.book import expected  # noqa: E402
 
 
 @pytest.fixture(scope="session")

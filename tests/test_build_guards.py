@@ -9,7 +9,7 @@ import textwrap
 def test_undefined_glue_key_fails_the_build(tmp_path):
     (tmp_path / "conf.py").write_text(
         textwrap.dedent("""
-        extensions = ["myst_nb", "shardbook.sphinx_ext"]
+        extensions = ["myst_nb", "shardbook.book.sphinx_ext"]
         nb_execution_mode = "force"
         exclude_patterns = ["_build"]
     """)
@@ -59,7 +59,7 @@ def _fake_site(tmp_path):
 def test_serve_refuses_pages_of_an_unfinished_build(tmp_path):
     build = _fake_site(tmp_path)
     result = subprocess.run(
-        [sys.executable, "-m", "shardbook.site", "--port", "0", "--build", str(build)],
+        [sys.executable, "-m", "shardbook.book.site", "--port", "0", "--build", str(build)],
         capture_output=True,
         text=True,
         timeout=60,
@@ -78,7 +78,7 @@ def test_serve_names_a_taken_port(tmp_path):
         taken.listen()
         port = taken.getsockname()[1]
         result = subprocess.run(
-            [sys.executable, "-m", "shardbook.site", "--port", str(port), "--build", str(build), "--stale-ok"],
+            [sys.executable, "-m", "shardbook.book.site", "--port", str(port), "--build", str(build), "--stale-ok"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -129,14 +129,14 @@ def _small_cache(tmp_path):
 
 
 def test_a_sound_cache_is_kept(tmp_path):
-    from shardbook import buildcache
+    from shardbook.book import buildcache
 
     cache_dir = _small_cache(tmp_path)
     assert buildcache.heal(cache_dir) is None and cache_dir.exists()
 
 
 def test_a_cache_missing_an_executed_notebook_is_rebuilt(tmp_path):
-    from shardbook import buildcache
+    from shardbook.book import buildcache
 
     cache_dir = _small_cache(tmp_path)
     for executed in cache_dir.glob("executed/*/base.ipynb"):
@@ -150,7 +150,7 @@ def test_a_cache_missing_an_executed_notebook_is_rebuilt(tmp_path):
 
 
 def test_a_corrupt_cache_database_is_rebuilt(tmp_path):
-    from shardbook import buildcache
+    from shardbook.book import buildcache
 
     cache_dir = _small_cache(tmp_path)
     (cache_dir / "global.db").write_text("not a database")
@@ -162,7 +162,7 @@ def test_an_unwritable_build_folder_is_one_line(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     result = subprocess.run(
-        [sys.executable, "-m", "shardbook.buildcache", str(blocker / "_build")],
+        [sys.executable, "-m", "shardbook.book.buildcache", str(blocker / "_build")],
         capture_output=True,
         text=True,
         timeout=60,
@@ -192,7 +192,7 @@ def test_actionlint_checks_the_workflows(tmp_path):
 
 
 def test_the_repository_url_comes_from_one_setting(tmp_path, monkeypatch):
-    from shardbook.sphinx_ext import REPOSITORY_ENV, repository_url
+    from shardbook.book.sphinx_ext import REPOSITORY_ENV, repository_url
 
     (tmp_path / "_config.yml").write_text(
         "title: t\nrepository:\n  url: https://example.org/one/book\n  branch: main\n"

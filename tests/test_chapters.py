@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import CHAPTERS, EXECUTED
-from shardbook import expected, prose_lint
+from shardbook.book import expected, prose_lint
 
 HEADER_KEYS = ("jupytext:", "text_representation:", "format_name: myst", "kernelspec:")
 

@@ -297,7 +297,8 @@ def test_a_new_fixture_is_one_declaration(monkeypatch):
     reference; what `make artifacts` then captures reads the same declaration."""
     import jax
 
-    from shardbook.hlo import check_name, fixtures, multiprocess, registry
+    from shardbook.hlo import check_name, multiprocess
+    from shardbook.programs import fixtures, registry
 
     throwaway = registry.Fixture(
         "throwaway_dp_tp",
@@ -325,7 +326,7 @@ def test_a_new_fixture_is_one_declaration(monkeypatch):
 
 
 def test_registry_refuses_a_duplicate_or_incomplete_declaration():
-    from shardbook.hlo import registry
+    from shardbook.programs import registry
 
     existing = registry.get("dp_matmul")
     with pytest.raises(ValueError, match="already declared"):

@@ -1,4 +1,4 @@
-"""The Jupyter route: `make lab`'s contents manager (shardbook.lab) shows
+"""The Jupyter route: `make lab`'s contents manager (shardbook.book.lab) shows
 each chapter's numbers instead of its glue keys, restores the source on save,
 and a chapter runs through a headless Jupyter server's kernel API with the
 book's printed numbers and its live widgets; JupyterLab itself is
@@ -22,7 +22,7 @@ import jupytext
 import pytest
 
 from conftest import CHAPTERS, ROOT
-from shardbook import lab
+from shardbook.book import lab
 from test_site import SCREENSHOTS, browser  # noqa: F401  (shared fixture)
 
 TOKEN = "shardbook-test"
@@ -78,7 +78,7 @@ def jupyter(tmp_path_factory):
         f"--IdentityProvider.token={TOKEN}",
         "--ServerApp.open_browser=False",
         "--allow-root",
-        "--ServerApp.contents_manager_class=shardbook.lab.ChapterContentsManager",
+        "--ServerApp.contents_manager_class=shardbook.book.lab.ChapterContentsManager",
         f"--LabApp.app_settings_dir={ROOT / 'code' / 'shardbook' / 'lab_settings'}",
         f"--LabApp.workspaces_dir={root.parent / 'workspaces'}",
         f"--LabApp.user_settings_dir={root.parent / 'settings'}",

@@ -9,7 +9,8 @@ import pytest
 from nbclient import NotebookClient
 
 from conftest import EXPECTED_NUMBERS, ROOT
-from shardbook import expected, ledger
+from shardbook import ledger
+from shardbook.book import expected
 
 
 def test_built_values_match_the_committed_ledger(built_book):

@@ -187,8 +187,8 @@ def test_wording_follows_the_numbers(server, browser):  # noqa: F811
 def test_second_live_page_starts_from_the_cache(browser):  # noqa: F811
     """Pyodide's files (about 13 MB) travel once per visit: the second page
     made live finds them in the browser's cache, as from any static host
-    that sends Cache-Control (shardbook.site serves like one)."""
-    from shardbook import site
+    that sends Cache-Control (shardbook.book.site serves like one)."""
+    from shardbook.book import site
 
     requests = []
     with site.serve(HTML, requests=requests) as base:

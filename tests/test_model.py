@@ -1,4 +1,4 @@
-"""The small decoder of shardbook.hlo.model, trained on every mesh: each
+"""The small decoder of shardbook.programs.model, trained on every mesh: each
 sharded run computes what the single-device run computes; the compiled
 step's FLOPs, its DP gradient traffic and its persistent memory agree with
 the cost model's formulas. (Still to come: the inventories of the FSDP and TP
@@ -9,7 +9,7 @@ pipeline-parallel schemes.)"""
 import pytest
 
 from shardbook import models, training
-from shardbook.hlo import model
+from shardbook.programs import model
 
 N_STEPS = 20
 # float32 everywhere. The first loss is the same computation on every mesh and

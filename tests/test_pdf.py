@@ -7,7 +7,7 @@ import subprocess
 import pytest
 
 from conftest import BUILD, CHAPTERS, ROOT
-from shardbook import site
+from shardbook.book import site
 
 PDF = BUILD / "pdf" / "book.pdf"
 APPENDICES = sorted((ROOT / "chapters").glob("9[0-9]_*.md"))

@@ -14,7 +14,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from conftest import BUILD, HTML
-from shardbook import site
+from shardbook.book import site
 
 PAGE_BUDGET_BYTES = 1.5e6  # a chapter's own content: HTML, figures, SVGs, data
 FIRST_VISIT_BUDGET_BYTES = 1_000_000  # everything a first visit loads, raw (the reader's-side issue)
@@ -167,7 +167,9 @@ def test_every_page_in_a_browser(server, browser):
     )
     print(f"first visit, raw bytes: {min(first_visits.values()):,} to {max(first_visits.values()):,}")
     icon_script = HTML / "_static" / "scripts" / "fontawesome.js"
-    assert icon_script.stat().st_size < 20_000, "the theme's full icon bundle is back; shardbook.sphinx_ext trims it"
+    assert icon_script.stat().st_size < 20_000, (
+        "the theme's full icon bundle is back; shardbook.book.sphinx_ext trims it"
+    )
     over = {r: w[0] for r, w in weights.items() if w[0] > PAGE_BUDGET_BYTES}
     assert not over, f"pages over the {PAGE_BUDGET_BYTES:,.0f}-byte budget: {over}"
     assert not problems, "\n".join(problems)

@@ -4,11 +4,14 @@ The package has three layers (DESIGN.md, "Layers"), named in LAYERS below:
 
 - the cost model and presets: standard library only, so that the same code
   runs in a reader's browser (Pyodide) on the live pages;
-- JAX programs and compiler-output tools: shardbook.hlo (the fixtures'
-  registry, their programs, capture, inventory, prediction, DOT) and
-  shardbook.devices; they import JAX when used;
-- the book's machinery: the ledger of numbers, figures, the Sphinx
-  extension, the site server, the benchmark, the PDF, the Jupyter view.
+- JAX programs and the tools that read what XLA makes of them:
+  shardbook.programs (the fixtures' registry and programs, the small
+  model), shardbook.hlo (capture, inventory, prediction, DOT, the
+  multi-process run) and shardbook.devices; they import JAX when used;
+- the book's machinery: the ledger of numbers that chapters call (top
+  level, since the live pages run it too) and shardbook.book (the committed
+  numbers and the build check, the prose lint, figures, the Sphinx
+  extension, the site server, the benchmark, the PDF, the Jupyter view).
 
 `import shardbook` loads only standard-library modules.
 """
@@ -46,8 +49,8 @@ LAYERS = {
         "maxtext",
         "explorer",
     ),
-    "programs": ("hlo", "devices"),
-    "book": ("ledger", "expected", "prose_lint", "figures", "sphinx_ext", "site", "bench", "pdf", "buildcache", "lab"),
+    "programs": ("programs", "hlo", "devices"),
+    "book": ("ledger", "book"),
 }
 # What the live pages load into the browser: the cost model and the ledger
 # (whose value formatting and evaluate() the live mode calls).

@@ -5,10 +5,10 @@ A chapter shows a computed value with :func:`show` (prose refers to it with
 into the executed notebook's output metadata. After a build, :func:`collect`
 reads those records from the executed notebooks (no second execution) and
 :func:`compare` checks them against the committed expected file; both live
-in :mod:`shardbook.expected`, and the prose lint in :mod:`shardbook.prose_lint`.
+in :mod:`shardbook.book.expected`, and the prose lint in :mod:`shardbook.book.prose_lint`.
 
-    python -m shardbook.expected check   # compare the build with tests/expected_numbers.json
-    python -m shardbook.expected bless   # rewrite it from the build; prints what changed
+    python -m shardbook.book.expected check   # compare the build with tests/expected_numbers.json
+    python -m shardbook.book.expected bless   # rewrite it from the build; prints what changed
 
 This module is what a chapter calls (show, table, live) and what the live
 pages run in the browser: standard library only (IPython is imported when a
@@ -62,7 +62,7 @@ def _display(bundle, metadata):
 
 
 # Texts shown in this Python session, for JupyterLab's inline expressions
-# (shardbook.lab turns {glue:text}`name` into {eval}`ledger.glued("name")`).
+# (shardbook.book.lab turns {glue:text}`name` into {eval}`ledger.glued("name")`).
 _SHOWN = {}
 
 

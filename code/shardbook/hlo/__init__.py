@@ -6,13 +6,13 @@
     python -m shardbook.hlo run fsdp_matmul --processes 2
 
 `import shardbook.hlo` does not import JAX (the fixtures are declared in
-shardbook.hlo.registry); the capture runs each fixture in
+shardbook.programs.registry); the capture runs each fixture in
 its own process (XLA's dump flags are process-wide).
 """
 
-from . import registry
+from ..programs import registry
 
-# The committed fixtures, in declaration order (shardbook.hlo.registry).
+# The committed fixtures, in declaration order (shardbook.programs.registry).
 FIXTURE_NAMES = tuple(registry.FIXTURES)
 
 

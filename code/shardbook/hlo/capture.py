@@ -118,7 +118,7 @@ def compile_for_dump(name):
     import jax
     import jaxlib
 
-    from . import fixtures
+    from ..programs import fixtures
 
     fx = fixtures.get(name)
     mesh = fixtures.make_mesh(fx.mesh_axes)

@@ -17,14 +17,15 @@ from pathlib import Path
 import numpy as np
 
 from .. import REPOSITORY_ROOT
-from . import check_name, registry
+from ..programs import registry
+from . import check_name
 from .capture import clean_hlo, compare_inventories, find_dumps, load_meta, worker_env
 from .inventory import inventory, summary
 
 
 def reference(name, args):
     """The fixture's result computed on one device, in float32 numpy (its
-    declaration's reference, shardbook.hlo.registry)."""
+    declaration's reference, shardbook.programs.registry)."""
     return registry.get(name).reference(*[np.asarray(x, dtype=np.float32) for x in args])
 
 
@@ -39,7 +40,7 @@ def execute_and_check(name, devices=None):
     largest absolute error."""
     import jax
 
-    from . import fixtures
+    from ..programs import fixtures
 
     fx = fixtures.get(name)
     mesh = fixtures.make_mesh(fx.mesh_axes, devices)

@@ -122,8 +122,8 @@ def stage_to_next_stage(layout):
 
 def predict(name, mesh, specs, shapes, dtype_name):
     """Predicted inventory (a list like inventory.summary) for fixture `name`
-    with this layout, by the rule its declaration names (shardbook.hlo.registry)."""
-    from .registry import get
+    with this layout, by the rule its declaration names (shardbook.programs.registry)."""
+    from ..programs.registry import get
 
     dtype = HLO_DTYPE.get(dtype_name)
     if dtype not in BYTES:

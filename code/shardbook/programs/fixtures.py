@@ -4,8 +4,8 @@ Each fixture builds a mesh from the first 8 devices (simulated CPU devices
 here, GPUs on a GPU node, the global devices of a multi-process job) and
 returns the jitted function with abstract, sharded arguments. The fixtures
 themselves (mesh, specs, shapes, prediction, reference) are declared in
-shardbook.hlo.registry. Nothing here runs at import time:
-`import shardbook.hlo.fixtures` imports JAX, not the book's `import shardbook`.
+shardbook.programs.registry. Nothing here runs at import time:
+`import shardbook.programs.fixtures` imports JAX, not the book's `import shardbook`.
 """
 
 import jax
@@ -55,7 +55,7 @@ def jitted(fixture, mesh):
 
 
 # --- the programs: builder(mesh) -> function of the arguments ----------------
-# Each is named by a declaration's `program` in shardbook.hlo.registry.
+# Each is named by a declaration's `program` in shardbook.programs.registry.
 
 
 def matmul(mesh):

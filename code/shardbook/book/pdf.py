@@ -5,7 +5,7 @@ Playwright, with the site's print styles, page numbers in the footer and the
 headings as PDF bookmarks. The PDF is written to a temporary file and then
 moved into place, so a failure leaves the previous PDF as it was.
 
-    python -m shardbook.pdf _build/singlehtml _build/pdf/book.pdf
+    python -m shardbook.book.pdf _build/singlehtml _build/pdf/book.pdf
 """
 
 import os
@@ -72,7 +72,7 @@ def render(singlehtml_dir, pdf_path):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2:
-        print("usage: python -m shardbook.pdf SINGLEHTML_DIR OUTPUT.pdf", file=sys.stderr)
+        print("usage: python -m shardbook.book.pdf SINGLEHTML_DIR OUTPUT.pdf", file=sys.stderr)
         return 2
     try:
         path = render(*argv)

@@ -7,7 +7,7 @@ the images and SVGs it loads from the site itself), and, where Chromium is
 installed: each chapter's first visit in a fresh browser (every byte it
 loads: HTML, CSS, scripts, fonts, images; raw and as sent gzip-compressed),
 Lighthouse's scores and metrics for three chapters on a phone and a desktop
-(the site served as a static host serves it: shardbook.site), and the
+(the site served as a static host serves it: shardbook.book.site), and the
 seconds from pressing "Make this page live" to a live page.
 """
 
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import REPOSITORY_ROOT
+from .. import REPOSITORY_ROOT
 
 LIGHTHOUSE = REPOSITORY_ROOT / "node_modules" / "lighthouse" / "cli" / "index.js"
 LIGHTHOUSE_PAGES = ("chapters/02_sharding.html", "chapters/06_pipeline.html", "chapters/07_choosing_a_mesh.html")

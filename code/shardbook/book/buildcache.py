@@ -7,7 +7,7 @@ Jupyter Book starts (book machinery, layer 3):
   goes on to run the chapters again instead of failing deep inside
   jupyter-cache.
 
-    python -m shardbook.buildcache _build
+    python -m shardbook.book.buildcache _build
 """
 
 import shutil

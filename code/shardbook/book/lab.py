@@ -23,7 +23,7 @@ source on disk never holds a number.
 
 Start it with `make lab`, or by hand::
 
-    jupyter lab --ServerApp.contents_manager_class=shardbook.lab.ChapterContentsManager chapters
+    jupyter lab --ServerApp.contents_manager_class=shardbook.book.lab.ChapterContentsManager chapters
 """
 
 import json
@@ -32,7 +32,7 @@ from pathlib import Path
 
 from jupytext import AsyncTextFileContentsManager
 
-from . import REPOSITORY_ROOT
+from .. import REPOSITORY_ROOT
 
 EXPECTED_NUMBERS = REPOSITORY_ROOT / "tests" / "expected_numbers.json"
 BUILD_GLUE = REPOSITORY_ROOT / "_build" / "jupyter_execute" / "chapters"

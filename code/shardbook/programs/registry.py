@@ -1,5 +1,5 @@
 """Every HLO fixture, declared once: its mesh, argument specs and shapes,
-dtype, the program that computes it (by name, in shardbook.hlo.fixtures), the
+dtype, the program that computes it (by name, in shardbook.programs.fixtures), the
 cost model's rule for the collectives its partitioned HLO must contain
 (shardbook.hlo.predict), and its single-device numpy reference.
 
@@ -13,7 +13,7 @@ when a program is built, numpy when a reference runs.
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import predict
+from ..hlo import predict
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class Fixture:
     shapes: dict  # argument name -> global shape
     dtype: str
     summary: str
-    program: str  # the builder's name in shardbook.hlo.fixtures: mesh -> function of the arguments
+    program: str  # the builder's name in shardbook.programs.fixtures: mesh -> function of the arguments
     predict: Callable = field(repr=False)  # predict.Layout -> predicted collectives
     reference: Callable = field(repr=False)  # float32 numpy arguments -> the single-device result
     manual: bool = False  # written with shard_map

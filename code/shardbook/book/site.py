@@ -206,7 +206,9 @@ def chromium():
 def main(argv=None):
     """`make serve`: serve _build/html on 127.0.0.1:PORT, refusing pages that
     an unfinished or stale build left behind, and naming a taken port."""
-    parser = argparse.ArgumentParser(prog="python -m shardbook.site", description="Serve the built book on 127.0.0.1.")
+    parser = argparse.ArgumentParser(
+        prog="python -m shardbook.book.site", description="Serve the built book on 127.0.0.1."
+    )
     parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (default 8000)")
     parser.add_argument("--build", default="_build", help="the build folder (default _build)")
     parser.add_argument("--stale-ok", action="store_true", help="serve even if the last build did not finish")

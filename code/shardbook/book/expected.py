@@ -3,9 +3,9 @@ every ledger record from the executed notebooks, compare them with
 tests/expected_numbers.json, bless a reviewed change, and refuse a build that
 did not finish or is older than its sources (the build fingerprint).
 
-    python -m shardbook.expected check   # compare the build with tests/expected_numbers.json
-    python -m shardbook.expected bless   # rewrite it from the build; prints what changed
-    python -m shardbook.expected show    # list what the build shows
+    python -m shardbook.book.expected check   # compare the build with tests/expected_numbers.json
+    python -m shardbook.book.expected bless   # rewrite it from the build; prints what changed
+    python -m shardbook.book.expected show    # list what the build shows
 
 Standard library only.
 """
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .ledger import META_KEY
+from ..ledger import META_KEY
 
 # --- after the build -------------------------------------------------------
 
@@ -188,7 +188,7 @@ def check_build(executed_dir, root="."):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m shardbook.expected",
+        prog="python -m shardbook.book.expected",
         description="Check the built book's numbers against tests/expected_numbers.json.",
     )
     parser.add_argument("command", choices=["check", "bless", "show"])

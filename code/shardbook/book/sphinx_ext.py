@@ -25,7 +25,7 @@ import re
 import shutil
 from pathlib import Path
 
-from . import BROWSER_MODULES, REPOSITORY_ROOT
+from .. import BROWSER_MODULES, REPOSITORY_ROOT
 
 KATEX_CSS = "katex/katex.min.css"
 # pydata-sphinx-theme reads the colour mode from localStorage and, on a
@@ -168,7 +168,7 @@ def _forget_fingerprint(app):
 def _finish_site(app, exc):
     """After an HTML build: the colour-mode fix, the trimmed icons and icon
     fonts, the live mode's assets and KaTeX's stylesheet and fonts; then the fingerprint of the sources
-    this build read (shardbook.expected.check_build compares it)."""
+    this build read (shardbook.book.expected.check_build compares it)."""
     if exc is not None or app.builder.format != "html":
         return
     static = Path(app.outdir) / "_static"
@@ -473,7 +473,7 @@ def _keyed_glue_role():
 
 def _copy_live_assets(app):
     out = Path(app.outdir) / "_static"
-    package = Path(__file__).parent
+    package = Path(__file__).parent.parent  # the shardbook package
     _copy_if_changed(STATIC, out)
     for name in LIVE_MODULES:
         _copy_if_changed(package / f"{name}.py", out / "shardbook" / f"{name}.py")
