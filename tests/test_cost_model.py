@@ -491,6 +491,7 @@ def test_tp_backward_moves_4bd_or_6bd():
     assert math_s == pytest.approx(8 * b * d * f / (8 * c))
     assert comms_s == pytest.approx(4 * b * d / w)
     assert roofline.tp_layer_s(b, d, f, 8, c, w, regather_input=True)[1] == pytest.approx(6 * b * d / w)
+    assert roofline.tp_layer_s(b, d, f, 8, c, w) == (roofline.tp_layer_s(b, d, f, 8, c, w).math_s, comms_s)
 
 
 @pytest.mark.parametrize(

@@ -80,6 +80,7 @@ def test_hierarchical_all_reduce_has_three_phases():
     50 GB/s (2·0.125e9·3/4/50e9 = 3.75 ms), all-gather in the node (1.6276)."""
     phases = collectives.hierarchical_all_reduce_phases_s(1e9, 8, 4, MI355X_LINK, 50e9, 7)
     assert [p * 1e3 for p in phases] == pytest.approx([1.6276, 3.75, 1.6276], abs=1e-4)
+    assert phases.all_reduce_across_s == phases[1] and phases.reduce_scatter_inside_s == phases.all_gather_inside_s
     serial = collectives.hierarchical_all_reduce_s(1e9, 8, 4, MI355X_LINK, 50e9, 7)
     assert serial == pytest.approx(sum(phases))
     assert collectives.hierarchical_all_reduce_s(1e9, 8, 4, MI355X_LINK, 50e9, 7, overlapped=True) == pytest.approx(

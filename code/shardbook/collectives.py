@@ -12,6 +12,8 @@ launch or protocol overhead.
 Ref: scale-your-model-amd, scaling-book-sharding, nccl-tests-performance.
 """
 
+from typing import NamedTuple
+
 from . import _validate
 
 COLLECTIVE_KINDS = ("all_gather", "reduce_scatter", "all_reduce", "all_to_all")
@@ -89,15 +91,23 @@ def hierarchical_all_reduce_s(
     return hierarchical_s(rs_inside + ag_inside, across, overlapped)
 
 
+class AllReducePhases(NamedTuple):
+    """Seconds of a hierarchical all-reduce's three phases."""
+
+    reduce_scatter_inside_s: float
+    all_reduce_across_s: float
+    all_gather_inside_s: float
+
+
 def hierarchical_all_reduce_phases_s(
     total_bytes, n_inner, n_outer, inner_link_bytes_per_s, outer_bytes_per_s, inner_concurrent_links=1
 ):
-    """(reduce-scatter inside, all-reduce across, all-gather inside) in
-    seconds; see hierarchical_all_reduce_s."""
+    """AllReducePhases: reduce-scatter inside, all-reduce across, all-gather
+    inside, in seconds; see hierarchical_all_reduce_s."""
     _validate.positive("outer_bytes_per_s", outer_bytes_per_s)
     inside = reduce_scatter_s(total_bytes, n_inner, inner_link_bytes_per_s, concurrent_links=inner_concurrent_links)
     across = all_reduce_s(total_bytes / n_inner, n_outer, outer_bytes_per_s)
-    return (inside, across, inside)
+    return AllReducePhases(inside, across, inside)
 
 
 def all_to_all_s(local_bytes, n, egress_bytes_per_s):

@@ -9,6 +9,7 @@ gating ignored. Ref: scaling-book-training, scaling-book-gpus, choosing-a-mesh.
 """
 
 import math
+from typing import NamedTuple
 
 from . import _validate
 
@@ -87,8 +88,15 @@ def _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s):
     _validate.positive("bytes_per_s", bytes_per_s)
 
 
+class LayerTimes(NamedTuple):
+    """One layer's seconds of arithmetic and of communication on one device."""
+
+    math_s: float
+    comms_s: float
+
+
 def dp_layer_s(global_tokens, d_model, d_ff, n_dp, flops_per_s, bytes_per_s, n_axes=1):
-    """(math_s, comms_s) of one layer's backward pass under pure DP: 8BDF/(X·C)
+    """LayerTimes(math_s, comms_s) of one layer's backward pass under pure DP: 8BDF/(X·C)
     of matmuls against an all-reduce of the 4DF-byte gradient buffer (dW_in
     and dW_out in BF16), whose ring time is 2·4DF/(W·n_axes) = 8DF/(W·n_axes)."""
     _layer_args(global_tokens, d_model, d_ff, flops_per_s, bytes_per_s)
@@ -97,18 +105,18 @@ def dp_layer_s(global_tokens, d_model, d_ff, n_dp, flops_per_s, bytes_per_s, n_a
     math_s = 8 * global_tokens * d_model * d_ff / (n_dp * flops_per_s)
     gradient_bytes = 2 * 2 * d_model * d_ff
     comms_s = 2 * gradient_bytes / (bytes_per_s * n_axes)
-    return math_s, comms_s
+    return LayerTimes(math_s, comms_s)
 
 
 def fsdp_layer_s(global_tokens, d_model, d_ff, n_fsdp, flops_per_s, bytes_per_s, n_axes=1):
-    """(math_s, comms_s) of one layer's backward pass under FSDP: the weight
+    """LayerTimes(math_s, comms_s) of one layer's backward pass under FSDP: the weight
     all-gather plus gradient reduce-scatter cost what DP's all-reduce costs,
     so the terms equal dp_layer_s; only memory differs."""
     return dp_layer_s(global_tokens, d_model, d_ff, n_fsdp, flops_per_s, bytes_per_s, n_axes)
 
 
 def tp_layer_s(global_tokens, d_model, d_ff, n_tp, flops_per_s, bytes_per_s, n_axes=1, regather_input=False):
-    """(math_s, comms_s) of one layer's backward pass under Megatron TP:
+    """LayerTimes(math_s, comms_s) of one layer's backward pass under Megatron TP:
     8BDF/(Y·C) of matmuls against the transposes of the forward's two
     activation collectives, a reduce-scatter of dIn and an all-gather of
     dOut, 2BD bytes each in BF16: 4BD over W·n_axes; 6BD when the forward
@@ -122,13 +130,13 @@ def tp_layer_s(global_tokens, d_model, d_ff, n_tp, flops_per_s, bytes_per_s, n_a
     activation_bytes = 2 * global_tokens * d_model
     collectives_moved = 3 if regather_input else 2
     comms_s = collectives_moved * activation_bytes / (bytes_per_s * n_axes)
-    return math_s, comms_s
+    return LayerTimes(math_s, comms_s)
 
 
 def fsdp_tp_layer_s(
     global_tokens, d_model, d_ff, n_fsdp, n_tp, flops_per_s, bytes_per_s, m_fsdp=2, m_tp=1, overlap_collectives=True
 ):
-    """(math_s, comms_s) of one layer's forward pass on an X×Y mesh: math
+    """LayerTimes(math_s, comms_s) of one layer's forward pass on an X×Y mesh: math
     4BDF/(N·C); the FSDP all-gathers of W_in and W_out, 2·2·D·F/Y bytes
     over W·m_fsdp; the TP all-gather of In and reduce-scatter of Out,
     2·2·B·D/X bytes over W·m_tp. comms_s is the larger of the two when
@@ -144,7 +152,7 @@ def fsdp_tp_layer_s(
     weight_s = 4 * d_model * d_ff / (n_tp * m_fsdp * bytes_per_s)
     activation_s = 4 * global_tokens * d_model / (n_fsdp * m_tp * bytes_per_s)
     comms_s = max(weight_s, activation_s) if overlap_collectives else weight_s + activation_s
-    return math_s, comms_s
+    return LayerTimes(math_s, comms_s)
 
 
 def fsdp_tp_best_ratio(
