@@ -372,3 +372,34 @@ def test_no_connection_tried_to_leave_the_machine(browser, server):
     page.close()
     assert any("example.invalid" in line for line in browser.left_the_machine)
     browser.left_the_machine.clear()
+
+
+def test_the_local_server_compresses_and_caches_as_a_static_host(tmp_path):
+    """shardbook.book.site serves gzip to a browser that accepts it, lets
+    assets be cached for ten minutes, makes pages revalidate (so `make serve`
+    shows a rebuild at once) and answers a revalidation with 304."""
+    import gzip
+    import urllib.error
+    import urllib.request
+
+    (tmp_path / "page.html").write_text("<p>" + "numbers " * 500 + "</p>")
+    (tmp_path / "style.css").write_text("p { color: red; }\n" * 100)
+
+    def get(url, **headers):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers)) as r:
+                return r.status, dict(r.headers), r.read()
+        except urllib.error.HTTPError as err:
+            return err.code, dict(err.headers), b""
+
+    with site.serve(tmp_path) as base:
+        status, headers, body = get(f"{base}/page.html", **{"Accept-Encoding": "gzip"})
+        assert status == 200 and headers["Content-Encoding"] == "gzip" and headers["Cache-Control"] == "no-cache"
+        assert gzip.decompress(body) == (tmp_path / "page.html").read_bytes()
+        assert int(headers["Content-Length"]) < (tmp_path / "page.html").stat().st_size / 5
+        status, headers, _ = get(f"{base}/style.css", **{"Accept-Encoding": "gzip"})
+        assert status == 200 and headers["Cache-Control"] == "max-age=600"
+        status, _, body = get(f"{base}/page.html")  # no Accept-Encoding: plain bytes
+        assert status == 200 and body == (tmp_path / "page.html").read_bytes()
+        later = "Sun, 01 Jan 2102 00:00:00 GMT"
+        assert get(f"{base}/page.html", **{"Accept-Encoding": "gzip", "If-Modified-Since": later})[0] == 304

@@ -56,6 +56,10 @@ COMPRESSED_SUFFIXES = frozenset(
     {".html", ".css", ".js", ".mjs", ".json", ".svg", ".txt", ".py", ".wasm", ".map", ".xml"}
 )
 CACHE_CONTROL = "max-age=600"
+# Pages themselves are revalidated on every visit (a 304 when unchanged), so
+# that `make serve` shows a rebuilt page at once; their assets (Pyodide, the
+# theme, figures) stay fresh for ten minutes.
+PAGE_CACHE_CONTROL = "no-cache"
 
 
 class StaticHandler(http.server.SimpleHTTPRequestHandler):
@@ -76,7 +80,8 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
     def end_headers(self):
-        self.send_header("Cache-Control", CACHE_CONTROL)
+        page = self.path.split("?")[0].endswith((".html", "/"))
+        self.send_header("Cache-Control", PAGE_CACHE_CONTROL if page else CACHE_CONTROL)
         super().end_headers()
 
     def send_head(self):
@@ -87,6 +92,10 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
         if not accepts or not os.path.isfile(path) or os.path.splitext(path)[1] not in COMPRESSED_SUFFIXES:
             return super().send_head()
         stat = os.stat(path)
+        if self._not_modified_since(stat.st_mtime):
+            self.send_response(304)
+            self.end_headers()
+            return None
         key = (path, stat.st_mtime_ns)
         body = self._compressed.get(key)
         if body is None:
@@ -101,6 +110,17 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
         self.send_header("Vary", "Accept-Encoding")
         self.end_headers()
         return io.BytesIO(body)
+
+    def _not_modified_since(self, mtime):
+        """True when the request's If-Modified-Since covers the file's mtime."""
+        header = self.headers.get("If-Modified-Since")
+        if not header or self.headers.get("If-None-Match"):
+            return False
+        try:
+            since = email.utils.parsedate_to_datetime(header).timestamp()
+        except (TypeError, ValueError, IndexError, OverflowError):
+            return False
+        return int(mtime) <= since
 
 
 class _Server(socketserver.ThreadingTCPServer):
