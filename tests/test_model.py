@@ -1,9 +1,8 @@
 """The small decoder of shardbook.programs.model, trained on every mesh: each
 sharded run computes what the single-device run computes; the compiled
 step's FLOPs, its DP gradient traffic and its persistent memory agree with
-the cost model's formulas. (Still to come: the inventories of the FSDP and TP
-steps, whose GSPMD partitioning adds activation all-to-alls and replicated
-work the formulas do not yet price, and the sequence-, expert-, context- and
+the cost model's formulas. (Still to come: the FSDP, TP and TP+SP
+inventories beside their predictions, and the expert-, context- and
 pipeline-parallel schemes.)"""
 
 import pytest

@@ -141,19 +141,30 @@ def _attention(layer, h, config):
     return out @ layer["wo"]
 
 
-def forward(params, tokens, config):
-    """Logits [B, S, vocab] for tokens [B, S]."""
-    x = params["embed"][tokens]
+# logical dimensions of the residual stream between blocks
+RESIDUAL_DIMS = ("batch", "seq", "embed_act")
+
+
+def _unconstrained(x, dims):
+    return x
+
+
+def forward(params, tokens, config, constrain=_unconstrained):
+    """Logits [B, S, vocab] for tokens [B, S]. `constrain(x, dims)` pins the
+    residual stream's layout between blocks (a scheme's activation rules:
+    the batch dimension for data parallelism, the sequence for sequence
+    parallelism); the single-device run leaves it alone."""
+    x = constrain(params["embed"][tokens], RESIDUAL_DIMS)
     for layer in params["layers"]:
-        x = x + _attention(layer, _rms_norm(x, layer["attn_norm"]), config)
+        x = constrain(x + _attention(layer, _rms_norm(x, layer["attn_norm"]), config), RESIDUAL_DIMS)
         h = _rms_norm(x, layer["mlp_norm"])
-        x = x + (jax.nn.silu(h @ layer["w_gate"]) * (h @ layer["w_up"])) @ layer["w_down"]
+        x = constrain(x + (jax.nn.silu(h @ layer["w_gate"]) * (h @ layer["w_up"])) @ layer["w_down"], RESIDUAL_DIMS)
     return _rms_norm(x, params["final_norm"]) @ params["unembed"]
 
 
-def loss_fn(params, batch, config):
+def loss_fn(params, batch, config, constrain=_unconstrained):
     """Mean next-token cross-entropy over the batch."""
-    logits = forward(params, batch["inputs"], config)
+    logits = forward(params, batch["inputs"], config, constrain)
     log_probs = jax.nn.log_softmax(logits, axis=-1)
     picked = jnp.take_along_axis(log_probs, batch["targets"][..., None], axis=-1)[..., 0]
     return -jnp.mean(picked)
@@ -166,9 +177,9 @@ def adam_init(params):
     return {"m": zeros, "v": jax.tree_util.tree_map(jnp.zeros_like, params), "step": jnp.zeros((), jnp.int32)}
 
 
-def train_step(params, opt_state, batch, config, b1=0.9, b2=0.95, eps=1e-8):
+def train_step(params, opt_state, batch, config, constrain=_unconstrained, b1=0.9, b2=0.95, eps=1e-8):
     """One Adam step; returns (params, opt_state, loss)."""
-    loss, grads = jax.value_and_grad(loss_fn)(params, batch, config)
+    loss, grads = jax.value_and_grad(loss_fn)(params, batch, config, constrain)
     step = opt_state["step"] + 1
     m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, opt_state["m"], grads)
     v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, opt_state["v"], grads)
@@ -223,6 +234,12 @@ SCHEMES = {
             "Megatron tensor parallel: heads, MLP width and vocabulary split; KV heads replicated (2 < 8)",
         ),
         Scheme(
+            "tp_sp",
+            {"tp": 8},
+            {"heads": "tp", "mlp": "tp", "vocab": "tp", "seq": "tp"},
+            "Megatron tensor parallel with sequence parallelism: the residual stream split by sequence between blocks",
+        ),
+        Scheme(
             "fsdp_tp",
             {"fsdp": 4, "tp": 2},
             {"batch": "fsdp", "embed": "fsdp", "heads": "tp", "mlp": "tp", "kv": "tp"},
@@ -269,8 +286,13 @@ def compiled_step(scheme, config=TinyConfig(), devices=None):
     opt_sh = {"m": param_sh, "v": param_sh, "step": NamedSharding(mesh, P())}
     batch_shardings = {"inputs": batch_sh, "targets": batch_sh}
 
+    def constrain(x, dims):
+        if not scheme.mesh_axes:
+            return x
+        return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, _spec(dims, scheme.rules)))
+
     def step(params, opt_state, batch):
-        return train_step(params, opt_state, batch, config)
+        return train_step(params, opt_state, batch, config, constrain)
 
     jitted = jax.jit(
         step,
