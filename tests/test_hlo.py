@@ -359,3 +359,15 @@ def test_inventory_reads_a_collective_whose_operand_it_has_not_seen():
     a, b = inventory.inventory(text)
     assert a["kind"] == "all_to_all" and a["bytes_sent_per_rank"] == 8 * 16 * 4 * 7 / 8
     assert b["kind"] == "reduce_scatter" and b["bytes_sent_per_rank"] == 8 * 2 * 16 * 4 * 7 / 8
+
+
+@pytest.mark.parametrize("module", ["shardbook.programs.fixtures", "shardbook.programs.model", "shardbook.hlo.capture"])
+def test_each_module_imports_first(module):
+    """The registry imports shardbook.hlo's prediction rules and shardbook.hlo
+    reads the registry: each side must import on its own, first, in a fresh
+    interpreter (a cycle once broke `import shardbook.programs.fixtures`)."""
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-1500:]

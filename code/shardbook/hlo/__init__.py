@@ -10,12 +10,21 @@ shardbook.programs.registry); the capture runs each fixture in
 its own process (XLA's dump flags are process-wide).
 """
 
-from ..programs import registry
 
-# The committed fixtures, in declaration order (shardbook.programs.registry).
-FIXTURE_NAMES = tuple(registry.FIXTURES)
+def __getattr__(name):
+    # FIXTURE_NAMES: the declared fixtures, in declaration order. Read from
+    # the registry when asked, not at import: the registry imports this
+    # package's prediction rules, so importing it here made
+    # `import shardbook.programs.fixtures` (or .model) fail as a first import.
+    if name == "FIXTURE_NAMES":
+        from ..programs import registry
+
+        return tuple(registry.FIXTURES)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_name(name):
     """`name` if a fixture of that name is declared, else a ValueError naming them."""
+    from ..programs import registry
+
     return registry.get(name).name
