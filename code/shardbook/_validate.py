@@ -6,6 +6,7 @@ sees what to fix instead of a traceback from deep inside a formula.
 
 import dataclasses
 import functools
+import json
 import math
 import numbers
 
@@ -67,6 +68,25 @@ def choice(name, value, options):
     if value not in options:
         raise ValueError(f"{name}: unknown value {value!r}; valid: {', '.join(options)}")
     return value
+
+
+def read_json(path, *, missing, remedy, folder=None):
+    """The JSON document in file `path`, or a ValueError naming the file and
+    what to do: `missing` when it does not exist, `remedy` when it is not
+    valid JSON, `folder` (if given) when the path is a folder."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file; {missing}") from None
+    except IsADirectoryError:
+        if folder is None:
+            raise ValueError(f"{path}: cannot be read (IsADirectoryError)") from None
+        raise ValueError(f"{path}: is a folder, not {folder}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); {remedy}") from None
 
 
 def _finite(value):

@@ -19,6 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .. import _validate
 from ..ledger import META_KEY
 
 # --- after the build -------------------------------------------------------
@@ -98,19 +99,12 @@ def load(path):
     """The expected values, checked: ValueError naming the file when it is
     missing, a folder, not JSON, or not a list of ledger records."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file; `make bless` writes it from a finished build") from None
-    except IsADirectoryError:
-        raise ValueError(f"{path}: is a folder, not the expected-values file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); restore it from git, "
-            "or delete it and run `make bless`"
-        ) from None
+    doc = _validate.read_json(
+        path,
+        missing="`make bless` writes it from a finished build",
+        remedy="restore it from git, or delete it and run `make bless`",
+        folder="the expected-values file",
+    )
     values = doc.get("values") if isinstance(doc, dict) else None
     if not isinstance(values, list) or not all(isinstance(v, dict) and _RECORD_KEYS <= v.keys() for v in values):
         raise ValueError(

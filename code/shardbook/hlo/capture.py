@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import REPOSITORY_ROOT, sharding
+from .. import REPOSITORY_ROOT, _validate, sharding
 from ..devices import xla_flags_with_device_count
 from . import FIXTURE_NAMES, check_name, dot
 from .inventory import inventory, summary
@@ -224,16 +224,7 @@ def load_meta(folder):
     """A fixture's meta.json, checked: ValueError naming the file when it is
     missing, not JSON, or has no collective inventory."""
     path = Path(folder) / "meta.json"
-    try:
-        meta = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file; run `make artifacts`") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(
-            f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); restore it or run `make artifacts`"
-        ) from None
+    meta = _validate.read_json(path, missing="run `make artifacts`", remedy="restore it or run `make artifacts`")
     if not isinstance(meta, dict) or not isinstance(meta.get("inventory"), list):
         raise ValueError(
             f"{path}: has no collective inventory (an 'inventory' list); restore it or run `make artifacts`"

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from .. import models
+from . import fixtures
 
 
 @dataclass(frozen=True)
@@ -267,14 +268,8 @@ def shardings(scheme, mesh, params):
 
 
 def make_mesh(scheme, devices=None):
-    """The scheme's mesh over the first devices (one device for "single")."""
-    devices = list(devices if devices is not None else jax.devices())
-    if not scheme.mesh_axes:
-        return Mesh(np.array(devices[:1]).reshape(1), ("single",))
-    n = int(np.prod(list(scheme.mesh_axes.values())))
-    if len(devices) < n:
-        raise RuntimeError(f"scheme {scheme.name}: needs {n} devices, JAX has {len(devices)}")
-    return Mesh(np.array(devices[:n]).reshape(tuple(scheme.mesh_axes.values())), tuple(scheme.mesh_axes))
+    """The scheme's mesh over the first devices (a one-device mesh for "single")."""
+    return fixtures.make_mesh(scheme.mesh_axes or {"single": 1}, devices)
 
 
 def compiled_step(scheme, config=TinyConfig(), devices=None):
