@@ -173,8 +173,9 @@ def _finish_site(app, exc):
         return
     static = Path(app.outdir) / "_static"
     (static / MODE_JS).write_text(MODE_SOURCE)
-    _trim_icons(app)
-    _subset_icon_fonts(app)
+    icons = _icons_used(app.outdir)  # read the pages once for both
+    _trim_icons(app, icons)
+    _subset_icon_fonts(app, icons)
     _purge_stylesheets(app)
     _copy_live_assets(app)
     _copy_katex_assets(app)
@@ -241,9 +242,9 @@ def _icon_definitions(bundle, wanted):
     return found
 
 
-def _trim_icons(app):
+def _trim_icons(app, icons_used):
     bundle = _theme_fontawesome().read_text()
-    icons = _icon_definitions(bundle, _icons_used(app.outdir))
+    icons = _icon_definitions(bundle, icons_used)
     template = (Path(__file__).parent / "fontawesome_icons.js").read_text()
     script = template.replace("__ICONS__", json.dumps(icons, separators=(",", ":"))).replace(
         "__ICON_CSS__", json.dumps(ICON_CSS)
@@ -373,7 +374,7 @@ def _drop_thebe(app, pagename, templatename, context, doctree):
             ]
 
 
-def _subset_icon_fonts(app):
+def _subset_icon_fonts(app, icons_used):
     """Replace the theme's Font Awesome webfonts (157 kB and 118 kB) by
     subsets holding only the glyphs this site can show, same file names.
     Runs on the theme's originals each build, so it never subsets a subset."""
@@ -383,7 +384,7 @@ def _subset_icon_fonts(app):
 
     theme_static = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
     css = (theme_static / "styles" / "pydata-sphinx-theme.css").read_text()
-    used_names = {name for _, name in _icons_used(app.outdir)}
+    used_names = {name for _, name in icons_used}
     points = _icon_codepoints(css, used_names)
     fonts_out = Path(app.outdir) / "_static" / "vendor" / "fontawesome" / "webfonts"
     for original in sorted((theme_static / "vendor" / "fontawesome" / "webfonts").glob("*.woff2")):
