@@ -233,6 +233,36 @@ def test_combined_collectives_are_listed_per_operand():
     ]
 
 
+@pytest.mark.parametrize(
+    "attrs,groups",
+    [
+        # a 4 x 2 mesh numbered data-major (device = 2·data + tp), as XLA
+        # writes it for a step whose mesh axes it has reordered: the pairs
+        # are the tp groups, whichever of its own axes XLA names
+        (
+            "replica_groups=mesh['axis_0'=2,'axis_1'=1,'axis_2'=4], device_ids=([4,2]T(1,0)) {'axis_0'}",
+            [[0, 1], [2, 3], [4, 5], [6, 7]],
+        ),
+        (
+            "replica_groups=mesh['axis_0'=4,'axis_1'=2], device_ids=([2,4]T(1,0)) {'axis_0'}",
+            [[0, 1, 2, 3], [4, 5, 6, 7]],
+        ),
+        ("replica_groups=mesh['axis_0'=4,'axis_1'=2,'axis_2'=1] {'axis_0'}", [[0, 2, 4, 6], [1, 3, 5, 7]]),
+        ("replica_groups=mesh['a'=2,'b'=2], device_ids=(3,2,1,0) {'b'}", [[3, 2], [1, 0]]),
+        ("replica_groups=[4,2]<=[8]", [[0, 1], [2, 3], [4, 5], [6, 7]]),
+        ("replica_groups={{0,2},{1,3}}", [[0, 2], [1, 3]]),
+        ("replica_groups={}", [list(range(8))]),
+    ],
+)
+def test_replica_groups_in_every_notation(attrs, groups):
+    assert inventory.parse_replica_groups(attrs + ", dimensions={0}", 8) == groups
+
+
+def test_an_unknown_replica_group_notation_is_an_error_not_a_guess():
+    with pytest.raises(ValueError, match="replica_groups: a notation this reader does not know"):
+        inventory.parse_replica_groups("replica_groups=ring(8), dimensions={0}", 8)
+
+
 def _hlo_cli(*args, cwd=None):
     import subprocess
     import sys

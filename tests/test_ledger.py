@@ -35,6 +35,19 @@ def test_compare_reports_moved_missing_and_new():
     assert expected.compare(base, within) == []
 
 
+def test_a_measured_value_is_kept_but_never_compared():
+    """A step time is recorded as measured: any value on another machine
+    passes, but it must still be there."""
+    base = [ledger.record("step", 0.2, text="200 ms", measured=True) | {"chapter": "c"}]
+    assert base[0]["measured"] is True
+    other_machine = [dict(base[0], value=0.9, text="900 ms")]
+    assert expected.compare(base, other_machine) == []
+    assert [r[5] for r in expected.compare(base, [])] == ["missing"]
+    computed = [ledger.record("step", 0.2, text="200 ms") | {"chapter": "c"}]
+    assert "measured" not in computed[0]
+    assert [r[5] for r in expected.compare(computed, [dict(computed[0], value=0.9, text="900 ms")])] == ["moved"]
+
+
 def _execute_chapter(stem, planted_source, tmp_path):
     nb = jupytext.read(ROOT / "chapters" / f"{stem}.md")
     nb.cells.insert(1, nbformat.v4.new_code_cell(planted_source))

@@ -44,15 +44,20 @@ def format_value(value, *, digits=None, sig=None, scale=1.0, unit="", trim=False
     return f"{text} {unit}".strip() if unit else text
 
 
-def record(name, value, *, unit="", text, rel_tol=DEFAULT_REL_TOL, live=False):
-    """The ledger entry for one value (without the chapter, added at collect)."""
+def record(name, value, *, unit="", text, rel_tol=DEFAULT_REL_TOL, live=False, measured=False):
+    """The ledger entry for one value (without the chapter, added at collect).
+    `measured`: a value measured on the machine that built the page (a step
+    time): recorded and shown, never compared for drift."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(f"name: must be lower-case letters, digits and underscores, got {name!r}")
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise ValueError(f"value ({name}): must be a number, got {value!r}")
     if not (isinstance(rel_tol, (int, float)) and 0 <= rel_tol < 1):
         raise ValueError(f"rel_tol ({name}): must lie in [0, 1), got {rel_tol!r}")
-    return {"name": name, "value": float(value), "unit": unit, "text": text, "rel_tol": rel_tol, "live": bool(live)}
+    entry = {"name": name, "value": float(value), "unit": unit, "text": text, "rel_tol": rel_tol, "live": bool(live)}
+    if measured:
+        entry["measured"] = True
+    return entry
 
 
 def _display(bundle, metadata):
@@ -74,7 +79,19 @@ def glued(name):
     return _SHOWN[name]
 
 
-def show(name, value, unit="", *, digits=None, sig=None, scale=1.0, rel_tol=DEFAULT_REL_TOL, text=None, live=False):
+def show(
+    name,
+    value,
+    unit="",
+    *,
+    digits=None,
+    sig=None,
+    scale=1.0,
+    rel_tol=DEFAULT_REL_TOL,
+    text=None,
+    live=False,
+    measured=False,
+):
     """Glue `value` under `name` for ``{glue:text}`name``` and record it.
 
     `scale` divides the SI value for display (value in bytes, scale=1e9,
@@ -82,7 +99,7 @@ def show(name, value, unit="", *, digits=None, sig=None, scale=1.0, rel_tol=DEFA
     cell that ends with it shows nothing but the glued value."""
     if text is None:
         text = format_value(value, digits=digits, sig=sig, scale=scale, unit=unit)
-    entry = record(name, value, unit=unit, text=text, rel_tol=rel_tol, live=live)
+    entry = record(name, value, unit=unit, text=text, rel_tol=rel_tol, live=live, measured=measured)
     entry["scale"] = scale
     _SHOWN[name] = text
     # repr(): myst-nb literal-evaluates text/plain, which would turn "2,550"
@@ -97,14 +114,15 @@ def _slug(text):
     return re.sub(r"[^a-z0-9]+", "_", str(text).lower()).strip("_") or "x"
 
 
-def table(name, columns, rows, *, rel_tol=DEFAULT_REL_TOL, caption=None):
+def table(name, columns, rows, *, rel_tol=DEFAULT_REL_TOL, caption=None, measured_columns=()):
     """Show a Markdown table and record each numeric cell.
 
     `rows` holds, per cell, either a string (shown as is, not recorded) or a
     tuple (value, text) whose text is shown and whose value is recorded as
     ``{name}__{row label}__{column}`` (labels from the first cell and the
-    header, lower-cased, other characters as '_'). Displays the table and
-    returns None."""
+    header, lower-cased, other characters as '_'); the cells of
+    `measured_columns` are recorded as measured (see :func:`record`).
+    Displays the table and returns None."""
     if not columns:
         raise ValueError("columns: a table needs a header row")
     entries, lines = [], []
@@ -123,7 +141,8 @@ def table(name, columns, rows, *, rel_tol=DEFAULT_REL_TOL, caption=None):
             if isinstance(cell, tuple):
                 value, text = cell
                 key = f"{name}__{label}__{_slug(columns[j])}"
-                entries.append(record(key, value, text=text, rel_tol=rel_tol))
+                measured = columns[j] in measured_columns
+                entries.append(record(key, value, text=text, rel_tol=rel_tol, measured=measured))
                 cells.append(text)
             else:
                 cells.append(str(cell))

@@ -65,6 +65,39 @@ def _run(args, parser):
     return 0 if all(r["hlo_matches"] is not False for r in reports) else 1
 
 
+def _train(args, parser):
+    from ..programs import runs, schemes
+
+    scheme = schemes.check(schemes.get(args.name))
+    if args.processes == 1:
+        record = runs.run(scheme.name, log=print)
+        if scheme.mesh_axes:
+            reference = runs.report(scheme.reference, log=print)
+            problems = runs.loss_problems(reference["losses"], record["losses"], scheme.config.is_moe)
+            worst = max(runs.loss_differences(reference["losses"], record["losses"]))
+            print(
+                f"{scheme.name}: largest relative loss difference from one device ({scheme.reference}) "
+                f"{worst:.1e}: {'agrees' if not problems else 'DIFFERS'}"
+            )
+            for p in problems:
+                print(f"  {p}")
+            return 1 if problems else 0
+        return 0
+    from .multiprocess import train
+
+    _, problems = train(scheme.name, args.processes, args.timeout)
+    for p in problems:
+        print(f"  {p}")
+    return 1 if problems else 0
+
+
+def _train_worker(args, parser):
+    from .multiprocess import train_process_main
+
+    train_process_main(args.name, args.coordinator, args.num_processes, args.process_id)
+    return 0
+
+
 def _capture_worker(args, parser):
     from .capture import compile_for_dump
 
@@ -83,7 +116,8 @@ def _process(args, parser):
 
 def _parser():
     parser = argparse.ArgumentParser(
-        prog="python -m shardbook.hlo", description="Capture, compare and run the book's HLO fixtures."
+        prog="python -m shardbook.hlo",
+        description="Capture, compare and run the book's HLO fixtures; train the small model on a mesh.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the fixtures").set_defaults(handler=_list)
@@ -101,6 +135,21 @@ def _parser():
     run.add_argument("--processes", type=int, default=2)
     run.add_argument("--timeout", type=float, default=240)
     run.set_defaults(handler=_run)
+    tr = sub.add_parser(
+        "train",
+        help="train the small model under a scheme (shardbook.programs.schemes) and check its losses; "
+        "--processes N splits it across N JAX processes",
+    )
+    tr.add_argument("name")
+    tr.add_argument("--processes", type=int, default=1)
+    tr.add_argument("--timeout", type=float, default=600)
+    tr.set_defaults(handler=_train)
+    worker = sub.add_parser("_train_worker")
+    worker.add_argument("name")
+    worker.add_argument("--coordinator", required=True)
+    worker.add_argument("--num-processes", type=int, required=True)
+    worker.add_argument("--process-id", type=int, required=True)
+    worker.set_defaults(handler=_train_worker)
     # one process of a multi-process (multi-host) run: what a cluster starts on every host
     proc = sub.add_parser("process", help="one process of a multi-process run (start one per host on a cluster)")
     proc.add_argument("name")

@@ -63,13 +63,49 @@ def mesh_groups(axis_sizes, group_axes):
     return [ids[i : i + size] for i in range(0, len(ids), size)]
 
 
+def group_axes(axis_sizes, groups):
+    """The mesh axes (a tuple, in mesh order) whose groups are exactly
+    `groups`, or None when no set of axes gives them (a permute's pairs, or a
+    grouping the mesh does not name)."""
+    names = list(axis_sizes)
+    wanted = sorted(sorted(g) for g in groups)
+    for r in range(len(names) + 1):
+        for axes in itertools.combinations(names, r):
+            if sorted(sorted(g) for g in mesh_groups(axis_sizes, list(axes))) == wanted:
+                return axes
+    return None
+
+
+def _device_ids(text):
+    """The device ids of a mesh notation's `device_ids=(...)`: an iota
+    `[d0,d1,...]T(p0,p1,...)` (transposed as _iota_groups does) or a list."""
+    m = re.fullmatch(r"\[([0-9,]+)\](?:T\(([0-9,]+)\))?", text.strip())
+    if m:
+        dims = _shape(m.group(1))
+        perm = _shape(m.group(2)) if m.group(2) else tuple(range(len(dims)))
+        return _transpose(list(range(math.prod(dims))), dims, perm)
+    if re.fullmatch(r"[0-9,\s]+", text):
+        return [int(x) for x in text.split(",")]
+    raise ValueError(f"replica_groups: cannot read device_ids=({text})")
+
+
 def parse_replica_groups(attrs, num_partitions):
-    """Replica groups of one instruction's attribute text, as lists of ids."""
-    m = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", attrs)
+    """Replica groups of one instruction's attribute text, as lists of ids.
+    Four notations: XLA's mesh axes (`mesh['axis_0'=2,...] {'axis_0'}`,
+    optionally with `device_ids=(...)` numbering the mesh's positions), the
+    iota form (`[G,S]<=[...]T(...)`), explicit lists (`{{0,1},{2,3}}`), and
+    none or `{}` (one group of every partition). Anything else is an error,
+    not a guess."""
+    m = re.search(r"replica_groups=mesh\[([^\]]*)\](?:,\s*device_ids=\(([^)]*\)?)\))?\s*\{([^}]*)\}", attrs)
     if m:
         sizes = {k: int(v) for k, v in re.findall(r"'([^']+)'=(\d+)", m.group(1))}
-        axes = re.findall(r"'([^']+)'", m.group(2))
-        return mesh_groups(sizes, axes)
+        groups = mesh_groups(sizes, re.findall(r"'([^']+)'", m.group(3)))
+        if m.group(2):
+            ids = _device_ids(m.group(2))
+            if len(ids) != math.prod(sizes.values()):
+                raise ValueError(f"replica_groups: {len(ids)} device ids for a mesh of {math.prod(sizes.values())}")
+            groups = [[ids[i] for i in g] for g in groups]
+        return groups
     m = re.search(r"replica_groups=(\[[0-9,]+\]<=\[[0-9,]+\](?:T\([0-9,]+\))?)", attrs)
     if m:
         return _iota_groups(m.group(1))
@@ -78,6 +114,11 @@ def parse_replica_groups(attrs, num_partitions):
         groups = [list(_shape(g)) for g in re.findall(r"\{([0-9,]*)\}", m.group(1))]
         if groups and any(groups):
             return groups
+        return [list(range(num_partitions))]
+    if "replica_groups=" in attrs:
+        raise ValueError(
+            f"replica_groups: a notation this reader does not know: {attrs[attrs.index('replica_groups=') :][:120]}"
+        )
     return [list(range(num_partitions))]
 
 
@@ -155,6 +196,9 @@ def _entry(kind, name, dtype, dims, operand, attrs, shapes, num_partitions):
         "operand_shape": list(op_shape) if op_shape is not None else None,
         "result_shape": list(_shape(dims)),
     }
+    op_name = re.search(r'op_name="([^"]*)"', attrs)
+    if op_name:  # what JAX operation it comes from (not part of the summary)
+        entry["op_name"] = op_name.group(1)
     if kind == "collective_permute":
         entry["source_target_pairs"] = parse_pairs(attrs)
         entry["group_size"] = len(entry["source_target_pairs"])

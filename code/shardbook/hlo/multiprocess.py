@@ -7,6 +7,7 @@ cluster; see the README.
 """
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -192,6 +193,107 @@ def process_main(name, coordinator, num_processes, process_id, dump, artifacts):
         report["hlo_diff"] = diff
     else:
         report["hlo_matches"] = None
+    jax.distributed.shutdown()
+    print(json.dumps(report))
+    return report
+
+
+# --- the small model, trained across processes --------------------------------
+
+
+def _spawn(command, n_processes, n_local, port, tmp):
+    """Start one worker per process (8/n simulated CPU devices each)."""
+    procs, logs = [], []
+    for pid in range(n_processes):
+        env = dict(os.environ)
+        env.update(
+            XLA_FLAGS=f"--xla_force_host_platform_device_count={n_local}",
+            JAX_PLATFORMS="cpu",  # this local run simulates the devices
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "shardbook.hlo",
+            *command,
+            "--coordinator",
+            f"127.0.0.1:{port}",
+            "--num-processes",
+            str(n_processes),
+            "--process-id",
+            str(pid),
+        ]
+        out, err = open(Path(tmp) / f"out{pid}", "w+"), open(Path(tmp) / f"err{pid}", "w+")
+        logs.append((out, err))
+        procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True, cwd=REPOSITORY_ROOT))
+    return procs, logs
+
+
+def train(name, n_processes=2, timeout_s=600, log=print):
+    """Train scheme `name` of shardbook.programs.schemes as `n_processes`
+    JAX processes of 8/n CPU devices on this machine, joined by
+    jax.distributed, and check every process's losses against the same
+    scheme trained in one process (shardbook.programs.runs, cached).
+    Returns (per-process reports, problems); no problems means they agree."""
+    from ..programs import runs, schemes
+
+    scheme = schemes.check(schemes.get(name))
+    if n_processes < 2 or 8 % n_processes:
+        raise ValueError(f"processes: must divide 8 (the mesh size) and be at least 2, got {n_processes}")
+    if not scheme.mesh_axes:
+        raise ValueError(f"{name}: runs on one device; pick a scheme with a mesh to split across processes")
+    log(f"{name}: the one-process reference (cached after its first run)")
+    reference = runs.report(name, log=log)
+    port = _free_port()
+    with tempfile.TemporaryDirectory(prefix=f"mp-train-{name}-") as tmp:
+        log(f"{name}: {n_processes} processes of {8 // n_processes} CPU devices, coordinator 127.0.0.1:{port}")
+        procs, logs = _spawn(["_train_worker", name], n_processes, 8 // n_processes, port, tmp)
+        try:
+            reports = _wait(name, procs, logs, timeout_s)
+        finally:
+            for q in procs:
+                if q.poll() is None:
+                    q.kill()
+                    q.wait()
+            for out, err in logs:
+                out.close()
+                err.close()
+    problems = []
+    for r in reports:
+        found = runs.loss_problems(reference["losses"], r["losses"], scheme.config.is_moe)
+        worst = max(runs.loss_differences(reference["losses"], r["losses"]))
+        log(
+            f"{name}: process {r['process_id']} of {r['num_processes']}: {r['local_devices']} local / "
+            f"{r['global_devices']} global devices, loss {r['losses'][0]:.4f} -> {r['losses'][-1]:.4f}, "
+            f"largest relative difference from one process {worst:.1e}: {'agrees' if not found else 'DIFFERS'}"
+        )
+        problems += [f"process {r['process_id']}: {p}" for p in found]
+    return reports, problems
+
+
+def train_process_main(name, coordinator, num_processes, process_id):
+    """One worker of `train` (also what a cluster launcher starts per process)."""
+    import jax
+
+    from ..programs import runs
+
+    if jax.config.jax_platforms in (None, "", "cpu"):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(
+        coordinator_address=coordinator,
+        num_processes=num_processes,
+        process_id=process_id,
+        coordinator_bind_address=coordinator_bind_address(coordinator),
+    )
+    record = runs.run(name)
+    report = {
+        "scheme": name,
+        "process_id": jax.process_index(),
+        "num_processes": jax.process_count(),
+        "local_devices": jax.local_device_count(),
+        "global_devices": jax.device_count(),
+        "losses": record["losses"],
+        "step_s": record["step_s"],
+    }
     jax.distributed.shutdown()
     print(json.dumps(report))
     return report

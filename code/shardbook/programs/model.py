@@ -1,36 +1,38 @@
-"""One small LLaMA-style decoder, trained the same way on every mesh.
+"""One small LLaMA-style decoder, and its mixture-of-experts variant.
 
-A pure-function model over a params pytree: token embedding, RMSNorm,
-attention with grouped KV heads and rotary embeddings, a SwiGLU MLP, an
-untied output projection; next-token cross-entropy; Adam with float32
-weights and moments. Compute is float32 as well, so that a sharded run and
-the single-device run agree to float32 rounding (a GPU run would compute in
-BF16; the sharding does not change).
+Pure functions over a params pytree: token embedding, RMSNorm, attention with
+grouped KV heads and rotary embeddings, a SwiGLU MLP (or a top-k routed
+mixture of SwiGLU experts), an untied output projection; next-token
+cross-entropy; Adam with float32 weights and moments. Compute is float32 as
+well, so that a sharded run and the single-device run agree to float32
+rounding (a GPU run would compute in BF16; the sharding does not change).
 
-A scheme is a mesh and a set of *rules* mapping each parameter's logical
-dimensions (``embed``, ``heads``, ``kv``, ``mlp``, ``vocab``) and the batch
-to mesh axes, as MaxText's logical axis rules do; ``jax.jit`` with those
-shardings lets GSPMD partition the whole training step. Adding a scheme is
-one entry in SCHEMES.
-
-JAX is imported with this module (it lives in shardbook.hlo, the JAX layer).
+The layers' weights are stacked, one array per weight with a leading
+``layers`` dimension, so that a pipeline can split that dimension over a
+stage axis. How a scheme splits the work enters through three hooks, given
+by shardbook.programs.schemes: `constrain(x, dims)` pins an activation's
+layout, `attend(q, k, v)` is the attention core (dense, or a ring over a
+context-parallel axis), and `run_layers(layers, x, block)` applies the
+stack (a loop, or a pipeline over stages).
 """
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, fields
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import NamedSharding
-from jax.sharding import PartitionSpec as P
 
 from .. import models
-from . import fixtures
 
 
 @dataclass(frozen=True)
 class TinyConfig:
-    """Sizes of the small model (every mesh of 8 devices divides them)."""
+    """Sizes of the small model. `n_experts` > 1 makes every layer's MLP a
+    mixture of `n_experts` SwiGLU experts of width `d_ff`, `top_k` per token,
+    each taking at most `capacity` tokens of a sequence (the rest of that
+    expert's tokens are dropped: their MLP output is zero, the residual
+    carries them on)."""
 
     vocab_size: int = 512
     d_model: int = 256
@@ -40,17 +42,44 @@ class TinyConfig:
     d_ff: int = 768
     seq_len: int = 128
     batch_seqs: int = 8
+    n_experts: int = 1
+    top_k: int = 1
+    capacity_factor: float = 1.25
     rope_theta: float = 10_000.0
     learning_rate: float = 3e-3
+
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int) and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"TinyConfig.{f.name}: must be a positive integer, got {value!r}")
+            if f.type in ("float", float) and not (isinstance(value, (int, float)) and value > 0):
+                raise ValueError(f"TinyConfig.{f.name}: must be a positive number, got {value!r}")
+        for name, divisor in (("n_heads", self.n_kv_heads), ("d_model", self.n_heads)):
+            if getattr(self, name) % divisor:
+                raise ValueError(f"TinyConfig.{name}: must be a multiple of {divisor}, got {getattr(self, name)}")
+        if (self.d_model // self.n_heads) % 2:
+            raise ValueError("TinyConfig.d_model: the head width d_model/n_heads must be even (rotary pairs)")
+        if self.top_k > self.n_experts:
+            raise ValueError(f"TinyConfig.top_k: must be <= n_experts ({self.n_experts}), got {self.top_k}")
 
     @property
     def head_dim(self):
         return self.d_model // self.n_heads
 
+    @property
+    def is_moe(self):
+        return self.n_experts > 1
+
+    @property
+    def capacity(self):
+        """Slots per expert per sequence: ceil(capacity_factor · k · S / E)."""
+        return math.ceil(self.capacity_factor * self.top_k * self.seq_len / self.n_experts)
+
     def as_model(self):
         """The same architecture as a cost-model preset (for its formulas)."""
         return models.Model(
-            "shardbook tiny decoder",
+            "shardbook tiny MoE decoder" if self.is_moe else "shardbook tiny decoder",
             "dubey2024llama3",
             self.d_model,
             self.d_ff,
@@ -59,48 +88,82 @@ class TinyConfig:
             self.n_kv_heads,
             self.head_dim,
             self.vocab_size,
+            n_experts=self.n_experts,
+            top_k=self.top_k,
         )
 
 
-# logical dimensions of each parameter (per layer for the layer weights)
+DENSE = TinyConfig()
+# The MoE variant: 8 experts of width 192, two per token, so a token's
+# activated MLP width k·F = 384 is half the dense model's 768.
+MOE = TinyConfig(d_ff=192, n_experts=8, top_k=2)
+
+# logical dimensions of each parameter ("layers" leads every stacked weight)
 PARAM_DIMS = {
     "embed": ("vocab", "embed"),
     "unembed": ("embed", "vocab"),
     "final_norm": ("norm",),
-    "attn_norm": ("norm",),
-    "wq": ("embed", "heads"),
-    "wk": ("embed", "kv"),
-    "wv": ("embed", "kv"),
-    "wo": ("heads", "embed"),
-    "mlp_norm": ("norm",),
-    "w_gate": ("embed", "mlp"),
-    "w_up": ("embed", "mlp"),
-    "w_down": ("mlp", "embed"),
+    "attn_norm": ("layers", "norm"),
+    "wqkv": ("layers", "embed", "kv", "qkv"),
+    "wo": ("layers", "heads", "embed"),
+    "mlp_norm": ("layers", "norm"),
+    "w_in": ("layers", "embed", None, "mlp"),
+    "w_down": ("layers", "mlp", "embed"),
+    "router": ("layers", "embed", "router"),
+    "e_gate": ("layers", "experts", "embed", "expert_mlp"),
+    "e_up": ("layers", "experts", "embed", "expert_mlp"),
+    "e_down": ("layers", "experts", "expert_mlp", "embed"),
 }
 
 
+def param_shapes(config):
+    """{name: global shape} of every parameter (the layer weights stacked)."""
+    d, f, hd, n_l, n_e = config.d_model, config.d_ff, config.head_dim, config.n_layers, config.n_experts
+    groups = config.n_heads // config.n_kv_heads
+    shapes = {
+        "embed": (config.vocab_size, d),
+        "unembed": (d, config.vocab_size),
+        "final_norm": (d,),
+        "attn_norm": (n_l, d),
+        "wqkv": (n_l, d, config.n_kv_heads, (groups + 2) * hd),
+        "wo": (n_l, config.n_heads * hd, d),
+        "mlp_norm": (n_l, d),
+    }
+    if config.is_moe:
+        shapes.update(router=(n_l, d, n_e), e_gate=(n_l, n_e, d, f), e_up=(n_l, n_e, d, f), e_down=(n_l, n_e, f, d))
+    else:
+        shapes.update(w_in=(n_l, d, 2, f), w_down=(n_l, f, d))
+    return shapes
+
+
 def init_params(config, seed=0):
-    """Float32 parameters; layer weights as a list of per-layer dicts."""
+    """Float32 parameters; numpy arrays (place them with jax.device_put)."""
     rng = np.random.default_rng(seed)
-    d, f, hd = config.d_model, config.d_ff, config.head_dim
+    d, f, hd, n_l, n_e = config.d_model, config.d_ff, config.head_dim, config.n_layers, config.n_experts
 
-    def dense(n_in, n_out):
-        return (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32)
+    def dense(*shape):  # fan-in scaling on the second-to-last dimension
+        return (rng.standard_normal(shape) / np.sqrt(shape[-2])).astype(np.float32)
 
-    layers = [
-        {
-            "attn_norm": np.ones(d, np.float32),
-            "wq": dense(d, config.n_heads * hd),
-            "wk": dense(d, config.n_kv_heads * hd),
-            "wv": dense(d, config.n_kv_heads * hd),
-            "wo": dense(config.n_heads * hd, d),
-            "mlp_norm": np.ones(d, np.float32),
-            "w_gate": dense(d, f),
-            "w_up": dense(d, f),
-            "w_down": dense(f, d),
-        }
-        for _ in range(config.n_layers)
-    ]
+    layers = {
+        "attn_norm": np.ones((n_l, d), np.float32),
+        # Q, K and V of each KV group side by side (G query heads, one K, one V),
+        # so that splitting the KV groups gives each device whole groups (Megatron's layout)
+        "wqkv": dense(n_l, d, config.n_heads * hd + 2 * config.n_kv_heads * hd).reshape(
+            n_l, d, config.n_kv_heads, (config.n_heads // config.n_kv_heads + 2) * hd
+        ),
+        "wo": dense(n_l, config.n_heads * hd, d),
+        "mlp_norm": np.ones((n_l, d), np.float32),
+    }
+    if config.is_moe:
+        layers.update(
+            router=dense(n_l, d, n_e),
+            e_gate=dense(n_l, n_e, d, f),
+            e_up=dense(n_l, n_e, d, f),
+            e_down=dense(n_l, n_e, f, d),
+        )
+    else:
+        # gate and up projections as one weight, as Megatron fuses them: one matmul, one gradient reduction
+        layers.update(w_in=dense(n_l, d, 2 * f).reshape(n_l, d, 2, f), w_down=dense(n_l, f, d))
     return {
         "embed": (0.02 * rng.standard_normal((config.vocab_size, d))).astype(np.float32),
         "layers": layers,
@@ -128,44 +191,129 @@ def _rotary(x, theta):
     return jnp.concatenate([x1 * cos - x2 * sin, x1 * sin + x2 * cos], axis=-1)
 
 
-def _attention(layer, h, config):
-    b, s, _ = h.shape
-    hd, n_h, n_kv = config.head_dim, config.n_heads, config.n_kv_heads
-    q = _rotary((h @ layer["wq"]).reshape(b, s, n_h, hd), config.rope_theta)
-    k = _rotary((h @ layer["wk"]).reshape(b, s, n_kv, hd), config.rope_theta)
-    v = (h @ layer["wv"]).reshape(b, s, n_kv, hd)
-    k, v = jnp.repeat(k, n_h // n_kv, axis=2), jnp.repeat(v, n_h // n_kv, axis=2)  # grouped KV heads
-    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) / jnp.sqrt(jnp.float32(hd))
+def grouped_scores(q, k):
+    """Scaled scores of grouped-query attention without copying K: q [B, S,
+    H, hd] is viewed as [B, S, KV, H/KV, hd] (query head h uses KV head
+    h // (H/KV)); returns [B, KV, H/KV, S_q, S_k]."""
+    b, s, n_heads, hd = q.shape
+    q = q.reshape(b, s, k.shape[2], n_heads // k.shape[2], hd)
+    return jnp.einsum("bqngd,bknd->bngqk", q, k) / jnp.sqrt(jnp.float32(hd))
+
+
+def grouped_values(weights, v):
+    """Weights [B, KV, H/KV, S_q, S_k] applied to v [B, S_k, KV, hd]: [B, S_q, H, hd]."""
+    out = jnp.einsum("bngqk,bknd->bqngd", weights, v)
+    return out.reshape(*out.shape[:2], -1, out.shape[-1])
+
+
+def dense_attention(q, k, v):
+    """Causal softmax attention; q [B, S, H, hd], k and v [B, S, KV, hd]."""
+    s = q.shape[1]
     causal = jnp.tril(jnp.ones((s, s), dtype=bool))
-    weights = jax.nn.softmax(jnp.where(causal, scores, -jnp.inf), axis=-1)
-    out = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(b, s, n_h * hd)
-    return out @ layer["wo"]
+    weights = jax.nn.softmax(jnp.where(causal, grouped_scores(q, k), -jnp.inf), axis=-1)
+    return grouped_values(weights, v)
 
 
-# logical dimensions of the residual stream between blocks
+def _attention(layer, h, config, attend, constrain):
+    b, s, _ = h.shape
+    hd, n_kv = config.head_dim, config.n_kv_heads
+    groups = config.n_heads // n_kv
+    qkv = constrain(jnp.einsum("bsd,dnx->bsnx", h, layer["wqkv"]), ("batch", "block_seq", "kv", "qkv"))
+    qkv = qkv.reshape(b, s, n_kv, groups + 2, hd)
+    q = _rotary(qkv[:, :, :, :groups].reshape(b, s, config.n_heads, hd), config.rope_theta)
+    k = _rotary(qkv[:, :, :, groups], config.rope_theta)
+    v = qkv[:, :, :, groups + 1]
+    heads = constrain(attend(q, k, v).reshape(b, s, config.n_heads * hd), ("batch", "block_seq", "heads"))
+    return heads @ layer["wo"]
+
+
+def route(router_logits, config):
+    """Top-k routing with a per-sequence capacity, as GShard and Switch do it.
+
+    router_logits [B, S, E]. Each token's k largest router probabilities,
+    renormalized to sum to one, are its gates. Slots are filled in priority
+    order, every token's first choice before any second choice, in sequence
+    order; a choice that finds its expert's `capacity` slots full is dropped.
+    Returns (dispatch, combine), both [B, S, E, C]: dispatch is 1 where a
+    token occupies a slot, combine is its gate there."""
+    b, s, e = router_logits.shape
+    k, capacity = config.top_k, config.capacity
+    gates, experts = jax.lax.top_k(jax.nn.softmax(router_logits, axis=-1), k)  # [B, S, k]
+    gates = gates / jnp.sum(gates, axis=-1, keepdims=True)
+    chosen = jax.nn.one_hot(experts, e, dtype=jnp.float32)  # [B, S, k, E]
+    by_priority = jnp.swapaxes(chosen, 1, 2).reshape(b, k * s, e)  # first choices first
+    position = (jnp.cumsum(by_priority, axis=1) - 1) * by_priority  # slot taken in that expert
+    position = jnp.swapaxes(position.reshape(b, k, s, e), 1, 2).sum(axis=-1)  # [B, S, k]
+    kept = (position < capacity).astype(jnp.float32)
+    slot = jax.nn.one_hot(position.astype(jnp.int32), capacity, dtype=jnp.float32)  # [B, S, k, C]
+    dispatch = jnp.einsum("bske,bskc,bsk->bsec", chosen, slot, kept)
+    combine = jnp.einsum("bske,bskc,bsk->bsec", chosen, slot, kept * gates)
+    return dispatch, combine
+
+
+def _moe_mlp(layer, h, config, constrain):
+    """Routed SwiGLU experts: tokens to their experts' slots (an all-to-all
+    when experts are split over an axis), the expert math, and back."""
+    dispatch, combine = route(h @ layer["router"], config)
+    slots = constrain(jnp.einsum("bsec,bsd->becd", dispatch, h), ("expert_batch", "experts", None, "embed_act"))
+    gate = jnp.einsum("becd,edf->becf", slots, layer["e_gate"])
+    up = jnp.einsum("becd,edf->becf", slots, layer["e_up"])
+    out = constrain(
+        jnp.einsum("becf,efd->becd", jax.nn.silu(gate) * up, layer["e_down"]),
+        ("expert_batch", "experts", None, "embed_act"),
+    )
+    return jnp.einsum("bsec,becd->bsd", combine, out)
+
+
+def _dense_mlp(layer, h, constrain):
+    gate_up = constrain(jnp.einsum("bsd,dtf->bstf", h, layer["w_in"]), ("batch", "block_seq", None, "mlp"))
+    hidden = constrain(jax.nn.silu(gate_up[:, :, 0]) * gate_up[:, :, 1], ("batch", "block_seq", "mlp"))
+    return hidden @ layer["w_down"]
+
+
+# logical dimensions of the residual stream between blocks, and of a block's
+# normalized input: sequence parallelism splits the first by sequence and
+# gathers the second (its rules map "seq" but not "block_seq"); context
+# parallelism keeps both split (it maps both)
 RESIDUAL_DIMS = ("batch", "seq", "embed_act")
+BLOCK_INPUT_DIMS = ("batch", "block_seq", "embed_act")
 
 
 def _unconstrained(x, dims):
     return x
 
 
-def forward(params, tokens, config, constrain=_unconstrained):
-    """Logits [B, S, vocab] for tokens [B, S]. `constrain(x, dims)` pins the
-    residual stream's layout between blocks (a scheme's activation rules:
-    the batch dimension for data parallelism, the sequence for sequence
-    parallelism); the single-device run leaves it alone."""
+def block(layer, x, config, constrain=_unconstrained, attend=dense_attention):
+    """One decoder layer (pre-norm attention, then pre-norm MLP or MoE)."""
+    h = constrain(_rms_norm(x, layer["attn_norm"]), BLOCK_INPUT_DIMS)
+    x = constrain(x + _attention(layer, h, config, attend, constrain), RESIDUAL_DIMS)
+    h = constrain(_rms_norm(x, layer["mlp_norm"]), BLOCK_INPUT_DIMS)
+    mlp = _moe_mlp(layer, h, config, constrain) if config.is_moe else _dense_mlp(layer, h, constrain)
+    return constrain(x + mlp, RESIDUAL_DIMS)
+
+
+def loop_layers(layers, x, apply_layer):
+    """Apply the stacked layers one after another (every scheme but the pipeline)."""
+    n_layers = jax.tree_util.tree_leaves(layers)[0].shape[0]
+    for i in range(n_layers):
+        x = apply_layer(jax.tree_util.tree_map(lambda w, i=i: w[i], layers), x)
+    return x
+
+
+def forward(params, tokens, config, constrain=_unconstrained, attend=dense_attention, run_layers=loop_layers):
+    """Logits [B, S, vocab] for tokens [B, S]."""
     x = constrain(params["embed"][tokens], RESIDUAL_DIMS)
-    for layer in params["layers"]:
-        x = constrain(x + _attention(layer, _rms_norm(x, layer["attn_norm"]), config), RESIDUAL_DIMS)
-        h = _rms_norm(x, layer["mlp_norm"])
-        x = constrain(x + (jax.nn.silu(h @ layer["w_gate"]) * (h @ layer["w_up"])) @ layer["w_down"], RESIDUAL_DIMS)
+
+    def apply_layer(layer, x):
+        return block(layer, x, config, constrain, attend)
+
+    x = run_layers(params["layers"], x, apply_layer)
     return _rms_norm(x, params["final_norm"]) @ params["unembed"]
 
 
-def loss_fn(params, batch, config, constrain=_unconstrained):
+def loss_fn(params, batch, config, **hooks):
     """Mean next-token cross-entropy over the batch."""
-    logits = forward(params, batch["inputs"], config, constrain)
+    logits = forward(params, batch["inputs"], config, **hooks)
     log_probs = jax.nn.log_softmax(logits, axis=-1)
     picked = jnp.take_along_axis(log_probs, batch["targets"][..., None], axis=-1)[..., 0]
     return -jnp.mean(picked)
@@ -178,9 +326,9 @@ def adam_init(params):
     return {"m": zeros, "v": jax.tree_util.tree_map(jnp.zeros_like, params), "step": jnp.zeros((), jnp.int32)}
 
 
-def train_step(params, opt_state, batch, config, constrain=_unconstrained, b1=0.9, b2=0.95, eps=1e-8):
+def train_step(params, opt_state, batch, config, b1=0.9, b2=0.95, eps=1e-8, **hooks):
     """One Adam step; returns (params, opt_state, loss)."""
-    loss, grads = jax.value_and_grad(loss_fn)(params, batch, config, constrain)
+    loss, grads = jax.value_and_grad(loss_fn)(params, batch, config, **hooks)
     step = opt_state["step"] + 1
     m = jax.tree_util.tree_map(lambda m, g: b1 * m + (1 - b1) * g, opt_state["m"], grads)
     v = jax.tree_util.tree_map(lambda v, g: b2 * v + (1 - b2) * g * g, opt_state["v"], grads)
@@ -204,131 +352,3 @@ def batches(config, n_steps, seed=0):
         tokens = np.concatenate(seq, axis=1).astype(np.int32)
         out.append({"inputs": tokens[:, :-1], "targets": tokens[:, 1:]})
     return out
-
-
-# --- schemes: a mesh and where each logical dimension goes ----------------------
-
-
-@dataclass(frozen=True)
-class Scheme:
-    name: str
-    mesh_axes: dict  # axis -> size, in mesh order; {} is the single-device run
-    rules: dict = field(default_factory=dict)  # logical dimension (or "batch") -> mesh axis or None
-    summary: str = ""
-
-
-SCHEMES = {
-    s.name: s
-    for s in (
-        Scheme("single", {}, {}, "one device: the reference"),
-        Scheme("dp", {"data": 8}, {"batch": "data"}, "data parallel: batch split, weights replicated"),
-        Scheme(
-            "fsdp",
-            {"fsdp": 8},
-            {"batch": "fsdp", "embed": "fsdp"},
-            "FSDP: batch and every weight's model dimension split over the same axis",
-        ),
-        Scheme(
-            "tp",
-            {"tp": 8},
-            {"heads": "tp", "mlp": "tp", "vocab": "tp"},
-            "Megatron tensor parallel: heads, MLP width and vocabulary split; KV heads replicated (2 < 8)",
-        ),
-        Scheme(
-            "tp_sp",
-            {"tp": 8},
-            {"heads": "tp", "mlp": "tp", "vocab": "tp", "seq": "tp"},
-            "Megatron tensor parallel with sequence parallelism: the residual stream split by sequence between blocks",
-        ),
-        Scheme(
-            "fsdp_tp",
-            {"fsdp": 4, "tp": 2},
-            {"batch": "fsdp", "embed": "fsdp", "heads": "tp", "mlp": "tp", "kv": "tp"},
-            "FSDP × TP: FSDP over 4, tensor parallel over 2 (the 2 KV heads split too)",
-        ),
-    )
-}
-
-
-def _spec(dims, rules):
-    """A PartitionSpec from logical dimensions: each mapped by the rules, or replicated."""
-    return P(*(rules.get(d) for d in dims))
-
-
-def shardings(scheme, mesh, params):
-    """NamedShardings of the params pytree (and of a batch) under `scheme`."""
-
-    def for_path(path, _):
-        name = path[-1].key
-        return NamedSharding(mesh, _spec(PARAM_DIMS[name], scheme.rules))
-
-    param_shardings = jax.tree_util.tree_map_with_path(for_path, params)
-    batch_sharding = NamedSharding(mesh, P(scheme.rules.get("batch"), None))
-    return param_shardings, batch_sharding
-
-
-def make_mesh(scheme, devices=None):
-    """The scheme's mesh over the first devices (a one-device mesh for "single")."""
-    return fixtures.make_mesh(scheme.mesh_axes or {"single": 1}, devices)
-
-
-def compiled_step(scheme, config=TinyConfig(), devices=None):
-    """(jitted step, mesh, param shardings, batch sharding) for `scheme`: the
-    training step with every input and output sharding fixed."""
-    mesh = make_mesh(scheme, devices)
-    params = init_params(config)
-    param_sh, batch_sh = shardings(scheme, mesh, params)
-    opt_sh = {"m": param_sh, "v": param_sh, "step": NamedSharding(mesh, P())}
-    batch_shardings = {"inputs": batch_sh, "targets": batch_sh}
-
-    def constrain(x, dims):
-        if not scheme.mesh_axes:
-            return x
-        return jax.lax.with_sharding_constraint(x, NamedSharding(mesh, _spec(dims, scheme.rules)))
-
-    def step(params, opt_state, batch):
-        return train_step(params, opt_state, batch, config, constrain)
-
-    jitted = jax.jit(
-        step,
-        in_shardings=(param_sh, opt_sh, batch_shardings),
-        out_shardings=(param_sh, opt_sh, NamedSharding(mesh, P())),
-    )
-    return jitted, mesh, param_sh, batch_shardings
-
-
-def train(scheme_name, n_steps=20, config=TinyConfig(), devices=None):
-    """Losses of `n_steps` Adam steps under a scheme, from the same
-    initialization and the same batches as every other scheme."""
-    scheme = SCHEMES[scheme_name]
-    jitted, _, param_sh, batch_sh = compiled_step(scheme, config, devices)
-    params = jax.device_put(init_params(config), param_sh)
-    opt_state = adam_init(params)  # zeros with the parameters' shardings
-    losses = []
-    for batch in batches(config, n_steps):
-        params, opt_state, loss = jitted(params, opt_state, jax.device_put(batch, batch_sh))
-        losses.append(float(loss))
-    return losses
-
-
-def compile_step(scheme_name, config=TinyConfig(), devices=None):
-    """(compiled training step, mesh) for a scheme, from abstract arguments:
-    XLA's own accounting (cost_analysis, memory_analysis, as_text) of it."""
-    scheme = SCHEMES[scheme_name]
-    jitted, mesh, param_sh, batch_sh = compiled_step(scheme, config, devices)
-    params = init_params(config)
-    abstract = jax.tree_util.tree_map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), params, param_sh)
-    opt = {"m": abstract, "v": abstract, "step": jax.ShapeDtypeStruct((), jnp.int32, sharding=NamedSharding(mesh, P()))}
-    shape = (config.batch_seqs, config.seq_len)
-    batch = {k: jax.ShapeDtypeStruct(shape, jnp.int32, sharding=s) for k, s in batch_sh.items()}
-    return jitted.lower(abstract, opt, batch).compile(), mesh
-
-
-def step_flops(scheme_name, config=TinyConfig(), devices=None):
-    """FLOPs of one compiled training step, summed over devices, from XLA's
-    cost analysis."""
-    compiled, mesh = compile_step(scheme_name, config, devices)
-    analysis = compiled.cost_analysis()
-    if isinstance(analysis, list):
-        analysis = analysis[0]
-    return float(analysis["flops"]) * mesh.size

@@ -1,0 +1,206 @@
+"""Train the small model under a scheme and record what the compiler says
+about its step: the losses, the collectives, memory_analysis(),
+cost_analysis() and the measured step time.
+
+One run per scheme is shared by everything that asks for it: the chapter
+"One model on every mesh" and the tests read the same record, kept in
+``_build/model_runs/<key>/<scheme>.json``. The key is a hash of the code that
+produces the record (this module, the model, the schemes, the HLO reader),
+the JAX version and the XLA flags, so a change to any of them runs the
+schemes again; a record is written to a temporary file and then renamed, so
+an interrupted run leaves nothing half-written.
+"""
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import REPOSITORY_ROOT
+
+N_STEPS = 20
+CACHE_DIR = REPOSITORY_ROOT / "_build" / "model_runs"
+_KEY_FILES = (
+    "programs/model.py",
+    "programs/schemes.py",
+    "programs/runs.py",
+    "programs/fixtures.py",
+    "hlo/inventory.py",
+)
+
+
+def cache_key(n_steps=N_STEPS):
+    """Hash of what a record depends on."""
+    import jax
+
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for name in _KEY_FILES:
+        digest.update(name.encode() + b"\0" + (package / name).read_bytes())
+    digest.update(f"{jax.__version__}|{os.environ.get('XLA_FLAGS', '')}|{n_steps}".encode())
+    return digest.hexdigest()[:16]
+
+
+def machine():
+    """A one-line description of the machine that measured the step times."""
+    model_name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model_name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model_name}, {os.cpu_count()} cores, {platform.system()}"
+
+
+def _place(tree, shardings):
+    """Host arrays onto (possibly other processes') devices: each process
+    fills only its own shards, so the same code runs on one process or many."""
+    import jax
+
+    def one(x, sharding):
+        x = np.asarray(x)
+        return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
+
+    return jax.tree_util.tree_map(one, tree, shardings)
+
+
+def _replicated(mesh):
+    from jax.sharding import NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    return NamedSharding(mesh, P())
+
+
+# How closely a run must reproduce its reference (the scheme's single-device
+# run, or the same scheme in one process). float32 everywhere: the first loss
+# is the same computation and agrees to rounding; after that a sharded
+# reduction sums in another order, and Adam (learning rate 3e-3, a loss that
+# is not monotone) amplifies that rounding: measured on this book's machine,
+# at most 2e-6 over the first two steps and 2e-5 over twenty for every dense
+# scheme. So the first two steps to 1e-5, where a wrong collective or
+# gradient shows at once, and the whole curve to 3e-4. The MoE variant routes each token to its
+# top two experts: once rounding moves a router logit across a tie, a token
+# changes experts (or is dropped at capacity), a discrete change the dense
+# model has no counterpart of. Measured, EP against one device: 1e-7 for the
+# first two steps, up to 3e-2 by step 20; its whole curve is held to 6e-2.
+EARLY_STEPS, EARLY_RTOL = 2, 1e-5
+LOSS_RTOL, MOE_LOSS_RTOL = 3e-4, 6e-2
+
+
+def loss_differences(reference, losses):
+    """Relative difference per step."""
+    if len(reference) != len(losses):
+        raise ValueError(f"losses: {len(losses)} steps, the reference has {len(reference)}")
+    return [abs(a - b) / abs(a) for a, b in zip(reference, losses, strict=True)]
+
+
+def loss_problems(reference, losses, moe=False):
+    """What is wrong with `losses` against `reference` ([] when they agree)."""
+    diff = loss_differences(reference, losses)
+    problems = []
+    if max(diff[:EARLY_STEPS]) >= EARLY_RTOL:
+        problems.append(
+            f"the first {EARLY_STEPS} losses differ by {max(diff[:EARLY_STEPS]):.2e} (limit {EARLY_RTOL:.0e})"
+        )
+    limit = MOE_LOSS_RTOL if moe else LOSS_RTOL
+    if max(diff) >= limit:
+        problems.append(f"the losses differ by up to {max(diff):.2e} (limit {limit:.0e})")
+    return problems
+
+
+def run(scheme_name, n_steps=N_STEPS, devices=None, log=None):
+    """Compile and train `scheme_name` for `n_steps` steps; the record (a
+    dict of plain values). No cache: see :func:`report`."""
+    import jax
+
+    from ..hlo import inventory
+    from . import model, schemes
+
+    scheme = schemes.check(schemes.get(scheme_name))
+    start = time.perf_counter()
+    jitted, mesh, param_sh, batch_sh = schemes.jitted_step(scheme, devices)
+    compiled = jitted.lower(*schemes.abstract_arguments(scheme, mesh, param_sh, batch_sh)).compile()
+    compile_s = time.perf_counter() - start
+    init = model.init_params(scheme.config)
+    params = _place(init, param_sh)
+    zeros = jax.tree_util.tree_map(np.zeros_like, init)
+    opt_state = {
+        "m": _place(zeros, param_sh),
+        "v": _place(zeros, param_sh),
+        "step": _place(np.int32(0), _replicated(mesh)),
+    }
+    losses, step_s = [], []
+    for batch in model.batches(scheme.config, n_steps):
+        t = time.perf_counter()
+        params, opt_state, loss = compiled(params, opt_state, _place(batch, batch_sh))
+        losses.append(float(loss.addressable_shards[0].data))  # waits for the step
+        step_s.append(time.perf_counter() - t)
+    memory = compiled.memory_analysis()
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list) else cost
+    record = {
+        "scheme": scheme.name,
+        "mesh_axes": scheme.mesh_axes,
+        "n_devices": mesh.size,
+        "losses": losses,
+        "collectives": inventory.inventory(compiled.as_text()),
+        "memory": {
+            "argument_bytes": memory.argument_size_in_bytes,
+            "output_bytes": memory.output_size_in_bytes,
+            "temporary_bytes": memory.temp_size_in_bytes,
+            "alias_bytes": memory.alias_size_in_bytes,
+        },
+        "flops_per_device": float(cost["flops"]),
+        "compile_s": compile_s,
+        # the first step also transfers and warms up: the median of the rest
+        "step_s": statistics.median(step_s[1:]) if len(step_s) > 1 else step_s[0],
+        "machine": machine(),
+        "jax_version": jax.__version__,
+    }
+    if log:
+        log(
+            f"{scheme.name}: compiled in {compile_s:.1f} s, {n_steps} steps, "
+            f"loss {losses[0]:.3f} -> {losses[-1]:.3f}, {record['step_s'] * 1e3:.0f} ms per step"
+        )
+    return record
+
+
+def report(scheme_name, n_steps=N_STEPS, cache_dir=None, log=None):
+    """The record of `scheme_name`: read from the cache when the code, JAX
+    and the flags are those that wrote it, else run and cached."""
+    from . import schemes
+
+    schemes.get(scheme_name)  # an unknown name fails here, with the list
+    folder = Path(cache_dir or CACHE_DIR) / cache_key(n_steps)
+    path = folder / f"{scheme_name}.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            pass  # a damaged record is recomputed
+    record = run(scheme_name, n_steps, log=log)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{scheme_name}-", suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(record, fh)
+    os.replace(tmp, path)
+    return record
+
+
+def reports(names=None, log=None):
+    """{name: record} for the named schemes (all by default), in order."""
+    from . import schemes
+
+    names = list(names or schemes.SCHEMES)
+    out = {}
+    for i, name in enumerate(names, 1):
+        out[name] = report(name, log=(lambda msg, i=i: log(f"[{i}/{len(names)}] {msg}")) if log else None)
+    return out
