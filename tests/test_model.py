@@ -240,3 +240,41 @@ def test_the_train_command_refuses_an_unknown_scheme():
     assert result.returncode == 2
     assert result.stderr.startswith("shardbook.hlo: scheme: unknown 'zero'; known: single, dp")
     assert "Traceback" not in result.stderr
+
+
+def test_loss_check_catches_a_wrong_step_and_a_drift():
+    reference = [6.0, 5.0, 4.0, 3.0]
+    assert runs.loss_problems(reference, list(reference)) == []
+    early = runs.loss_problems(reference, [6.0, 5.001, 4.0, 3.0])
+    assert len(early) == 1 and early[0].startswith("the first 2 losses differ by 2.00e-04")
+    late = runs.loss_problems(reference, [6.0, 5.0, 4.0, 3.003])
+    assert late == ["the losses differ by up to 1.00e-03 (limit 3e-04)"]
+    assert runs.loss_problems(reference, [6.0, 5.0, 4.0, 3.003], moe=True) == []
+
+
+def test_two_processes_train_like_one(records):
+    """FSDP × TP as two JAX processes of four CPU devices each (gloo
+    collectives between them): every process's losses match the
+    one-process run."""
+    from shardbook.hlo import multiprocess
+
+    reports, problems = multiprocess.train("fsdp_tp", 2, timeout_s=300, log=print)
+    assert problems == []
+    assert sorted(r["process_id"] for r in reports) == [0, 1]
+    assert all((r["local_devices"], r["global_devices"]) == (4, 8) for r in reports)
+    assert all(r["losses"][-1] < r["losses"][0] / 10 for r in reports)
+
+
+@pytest.mark.parametrize("processes", ["3", "0"])
+def test_the_train_command_refuses_a_process_count_that_does_not_divide_the_mesh(processes):
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.hlo", "train", "dp", "--processes", processes],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        == f"shardbook.hlo: processes: must divide 8 (the mesh size) and be at least 2, got {processes}"
+    )

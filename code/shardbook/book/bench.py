@@ -7,8 +7,10 @@ the images and SVGs it loads from the site itself), and, where Chromium is
 installed: each chapter's first visit in a fresh browser (every byte it
 loads: HTML, CSS, scripts, fonts, images; raw and as sent gzip-compressed),
 Lighthouse's scores and metrics for three chapters on a phone and a desktop
-(the site served as a static host serves it: shardbook.book.site), and the
-seconds from pressing "Make this page live" to a live page.
+(the site served as a static host serves it: shardbook.book.site), the
+seconds from pressing "Make this page live" to a live page, and the step
+time of each configuration of the small model (chapter 8), as the clean
+build measured it.
 """
 
 import json
@@ -168,6 +170,23 @@ def live_seconds(page="chapters/01_topology.html"):
     return seconds
 
 
+def model_step_times():
+    """(scheme, compile s, step s, machine) for each configuration of the
+    small model (shardbook.programs.schemes), as the build measured them
+    (shardbook.programs.runs keeps one record per scheme)."""
+    from ..programs import runs, schemes
+
+    folder = runs.CACHE_DIR / runs.cache_key()
+    out = []
+    for name in schemes.SCHEMES:
+        path = folder / f"{name}.json"
+        if not path.exists():
+            return None
+        record = json.loads(path.read_text())
+        out.append((name, record["compile_s"], record["step_s"], record["machine"]))
+    return out
+
+
 def main():
     shutil.rmtree(REPOSITORY_ROOT / "_build", ignore_errors=True)
     print("bench: clean build (make book after removing _build) ...", flush=True)
@@ -179,6 +198,14 @@ def main():
     print("\nbytes per page (HTML + images and SVGs it loads):")
     for name, size in page_weights(REPOSITORY_ROOT / "_build" / "html"):
         print(f"  {size:>10,}  {name}")
+    times = model_step_times()
+    if times is None:
+        print("\nsmall model: no step times (the build did not run chapter 8)")
+    else:
+        print(f"\nsmall model, one training step on 8 simulated CPU devices ({times[0][3]}):")
+        print(f"  {'scheme':<11} {'compile':>8} {'step':>8}")
+        for name, compile_s, step_s, _ in times:
+            print(f"  {name:<11} {compile_s:>6.1f} s {step_s * 1e3:>5.0f} ms")
     browser_figures()
     seconds = live_seconds()
     if seconds is None:

@@ -66,7 +66,13 @@ def _run(args, parser):
 
 
 def _train(args, parser):
+    import os
+
+    from ..devices import use_cpu_devices
     from ..programs import runs, schemes
+
+    if args.processes == 1 and os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
+        use_cpu_devices(schemes.N_DEVICES)  # a one-process run on this machine: 8 simulated devices
 
     scheme = schemes.check(schemes.get(args.name))
     if args.processes == 1:
@@ -144,7 +150,8 @@ def _parser():
     tr.add_argument("--processes", type=int, default=1)
     tr.add_argument("--timeout", type=float, default=600)
     tr.set_defaults(handler=_train)
-    worker = sub.add_parser("_train_worker")
+    # one process of a multi-process training run: what a cluster starts on every host
+    worker = sub.add_parser("train-process", help="one process of a multi-process training run (one per host)")
     worker.add_argument("name")
     worker.add_argument("--coordinator", required=True)
     worker.add_argument("--num-processes", type=int, required=True)

@@ -246,7 +246,7 @@ def train(name, n_processes=2, timeout_s=600, log=print):
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix=f"mp-train-{name}-") as tmp:
         log(f"{name}: {n_processes} processes of {8 // n_processes} CPU devices, coordinator 127.0.0.1:{port}")
-        procs, logs = _spawn(["_train_worker", name], n_processes, 8 // n_processes, port, tmp)
+        procs, logs = _spawn(["train-process", name], n_processes, 8 // n_processes, port, tmp)
         try:
             reports = _wait(name, procs, logs, timeout_s)
         finally:
