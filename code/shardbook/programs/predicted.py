@@ -93,7 +93,6 @@ def _activation(scheme):
     return shape, F32 * math.prod(shape)
 
 
-LAYER_NAMES = ("attn_norm", "wqkv", "wo", "mlp_norm", "w_in", "w_down")
 NORMS = ("attn_norm", "mlp_norm", "final_norm")
 
 
@@ -119,8 +118,7 @@ def _fsdp(s):
     tokens_shape = (c.batch_seqs, c.seq_len, 1)
     gathered = param_bytes(c) - param_bytes(c, NORMS) - param_bytes(c, ["embed"])
     reduced = param_bytes(c) - param_bytes(c, ["embed"])
-    (b, seq, d), _ = _activation(s)
-    lookup_local = F32 * c.batch_seqs * seq * d // n  # every token, D/n columns
+    lookup_local = F32 * c.batch_seqs * c.seq_len * c.d_model // n  # every token, D/n columns
     return [
         Term(
             "weights gathered once; XLA keeps them for the backward pass instead of gathering again",
@@ -157,7 +155,7 @@ def _fsdp(s):
     ]
 
 
-def _megatron(s, act_shape, act_bytes, n, n_layers, vocab_parallel):
+def _megatron(act_shape, act_bytes, n, n_layers, vocab_parallel):
     """Megatron's activation all-reduces: after the attention and MLP output
     projections forward, after the QKV and gate/up projections backward (4
     per layer), plus the vocabulary-parallel embedding (forward) and output
@@ -179,7 +177,7 @@ def _tp(s):
     act_shape, act_bytes = _activation(s)
     per_token = F32 * act_shape[0] * act_shape[1]
     return [
-        _megatron(s, act_shape, act_bytes, n, c.n_layers, vocab_parallel=True),
+        _megatron(act_shape, act_bytes, n, c.n_layers, vocab_parallel=True),
         Term(
             "the vocabulary-parallel log-softmax: maximum, sum and target logit forward, one backward (a float per token each)",
             "all_reduce",
@@ -306,7 +304,7 @@ def _fsdp_tp(s):
             2 * all_to_all_bytes(lookup, n),
             textbook=False,
         ),
-        _megatron(s, act_shape, act_bytes, tp, c.n_layers, vocab_parallel=False),
+        _megatron(act_shape, act_bytes, tp, c.n_layers, vocab_parallel=False),
         Term(
             "the embedding table's gradient: each TP rank looked up half the tokens",
             "all_reduce",
