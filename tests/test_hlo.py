@@ -401,3 +401,17 @@ def test_each_module_imports_first(module):
 
     result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-1500:]
+
+
+def test_collective_matmul_sends_each_block_beside_the_dot_that_reads_it():
+    """The decomposed all-gather: n−1 permutes and n dots in the partitioned
+    HLO, no all-gather, and every permute's operand is also a dot's operand
+    (nothing orders the transfer after the multiply)."""
+    import re
+
+    hlo = (ARTIFACTS / "collective_matmul" / "after_partitioning.txt").read_text()
+    permute_operands = [op.strip() for op in re.findall(r"collective-permute\(([^)]*)\)", hlo)]
+    dot_lhs = [ops.split(",")[0].strip() for ops in re.findall(r" dot\(([^)]*)\)", hlo)]
+    assert "all-gather" not in hlo
+    assert (len(permute_operands), len(dot_lhs)) == (7, 8)
+    assert all(op in dot_lhs for op in permute_operands)

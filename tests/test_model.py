@@ -278,3 +278,10 @@ def test_the_train_command_refuses_a_process_count_that_does_not_divide_the_mesh
         result.stderr.strip()
         == f"shardbook.hlo: processes: must divide 8 (the mesh size) and be at least 2, got {processes}"
     )
+
+
+def test_the_cpu_backend_runs_every_collective_synchronously(records):
+    """Chapter 3's claim: the compiled FSDP step has collectives and no
+    asynchronous start/done pair (a GPU backend splits each into two)."""
+    assert records["fsdp"]["collective_instructions"] > 10
+    assert all(records[name]["async_collective_starts"] == 0 for name in records)

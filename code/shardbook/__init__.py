@@ -46,6 +46,7 @@ LAYERS = {
         "moe",
         "training",
         "attention",
+        "overlap",
         "maxtext",
         "explorer",
     ),

@@ -54,4 +54,72 @@ def dense_dispatch_flops(n_groups, tokens_per_group, n_experts, capacity_slots, 
     return 5 * 2 * n_groups * tokens_per_group * n_experts * capacity_slots * d_model
 
 
+def ep_min_expert_width(flops_per_s, egress_bytes_per_s, ep, bytes_per_element=2, gated=True):
+    """Smallest expert width F at which an MoE layer's expert math hides its
+    dispatch and combine all-to-alls (overlapped across chunks of tokens, as
+    DualPipe-style schedules do). A routed token costs 2·m·D·F FLOPs in its
+    expert (m = 3 matrices gated, 2 plain) and leaves its device twice, out
+    to the expert and back, D·s bytes each time, (ep−1)/ep of them over the
+    egress W: 2·m·D·F/C ≥ 2·D·s·(ep−1)/(ep·W), so F ≥ s·α·(ep−1)/(ep·m) with
+    α = C/W. The tokens and k cancel: only the expert's width, the element
+    size and the fabric decide. The backward doubles both sides.
+    Ref: scaling-book-training, deepseek2024v3."""
+    _validate.positive("flops_per_s", flops_per_s)
+    _validate.positive("egress_bytes_per_s", egress_bytes_per_s)
+    _validate.count("ep", ep)
+    _validate.positive("bytes_per_element", bytes_per_element)
+    matrices = 3 if gated else 2
+    return bytes_per_element * (flops_per_s / egress_bytes_per_s) * (ep - 1) / ep / matrices
+
+
+def dropped_fraction(expert_loads, capacity_slots):
+    """Share of routed tokens dropped when each expert takes at most
+    `capacity_slots`: Σ max(0, load − capacity) / Σ load."""
+    if not isinstance(expert_loads, (list, tuple)) or not expert_loads:
+        raise ValueError("expert_loads: must be a non-empty list of tokens per expert")
+    for load in expert_loads:
+        _validate.non_negative("expert_loads", load)
+    _validate.non_negative("capacity_slots", capacity_slots)
+    total = sum(expert_loads)
+    if total == 0:
+        return 0.0
+    return sum(max(0, load - capacity_slots) for load in expert_loads) / total
+
+
+def skewed_loads(n_tokens, top_k, n_experts, skew, seed=0):
+    """Tokens per expert when `n_tokens` tokens each pick `top_k` distinct
+    experts with popularity ∝ 1/(rank+1)^skew (skew 0: uniform). A seeded
+    draw from the standard library's random, so it is the same everywhere."""
+    import random
+
+    _validate.count("n_tokens", n_tokens)
+    _validate.count("top_k", top_k)
+    _validate.count("n_experts", n_experts)
+    _validate.non_negative("skew", skew)
+    if top_k > n_experts:
+        raise ValueError(f"top_k: must be <= n_experts ({n_experts}), got {top_k}")
+    rng = random.Random(seed)
+    weights = [1 / (rank + 1) ** skew for rank in range(n_experts)]
+    loads = [0] * n_experts
+    for _ in range(n_tokens):
+        chosen = set()
+        while len(chosen) < top_k:
+            chosen.add(rng.choices(range(n_experts), weights)[0])
+        for e in chosen:
+            loads[e] += 1
+    return loads
+
+
+def slowest_device_factor(expert_loads, ep):
+    """How much longer the busiest of `ep` devices computes than the mean,
+    experts placed in contiguous blocks of E/ep: max block load / mean."""
+    _validate.count("ep", ep)
+    if not isinstance(expert_loads, (list, tuple)) or not expert_loads or len(expert_loads) % ep:
+        raise ValueError(f"expert_loads: need a list whose length (the experts) ep={ep} divides")
+    per = len(expert_loads) // ep
+    blocks = [sum(expert_loads[i * per : (i + 1) * per]) for i in range(ep)]
+    mean = sum(blocks) / ep
+    return max(blocks) / mean if mean else 1.0
+
+
 _validate.guard_module(globals())

@@ -38,6 +38,21 @@ def dp_min_tokens_per_device(flops_per_s, bytes_per_s, n_axes=1, n_replicas=None
     return tokens
 
 
+def fsdp_min_tokens_per_device(flops_per_s, bytes_per_s, weight_bytes=2, grad_bytes=2, n_axes=1):
+    """Tokens per device above which an FSDP layer's backward math hides its
+    collectives when the weights are gathered with `weight_bytes` per element
+    and the gradients reduce-scattered with `grad_bytes` (FP8 compute sets C
+    at its FP8 rate). Backward math 8·B·D·F/X FLOPs against a gather and a
+    reduce-scatter of the 2·D·F weights: B/X > C·(s_w + s_g)/(4·W·n_axes).
+    BF16 for both (2 + 2) gives α/n_axes, dp_min_tokens_per_device.
+    Ref: scaling-book-training."""
+    alpha = intensity(flops_per_s, bytes_per_s)
+    _validate.positive("weight_bytes", weight_bytes)
+    _validate.positive("grad_bytes", grad_bytes)
+    _validate.count("n_axes", n_axes)
+    return alpha * (weight_bytes + grad_bytes) / (4 * n_axes)
+
+
 def tp_max_degree(d_ff, flops_per_s, bytes_per_s, n_axes=1):
     """Largest TP degree that stays compute-bound: Y < F·W·n_axes/C.
     Independent of the batch; lower precision halves bytes and doubles C, so

@@ -280,3 +280,41 @@ def pipeline_timeline(ops, n_stages, title, n_virtual=1, ax=None, span=None):
         return ax
     ax.set_xlabel("time (one unit: one stage's forward of one microbatch)")
     return _finish(fig)
+
+
+def stream_timeline(ops, title, ax, span=None, scale=1e3):
+    """An FSDP step (overlap.fsdp_step) as two rows, compute above and
+    communication below: forwards blue, backwards red, gathers grey,
+    reduce-scatters green, each labelled with its layer. Time in ms
+    (`scale` 1e3). Draws on `ax` and returns it."""
+    colors = {"forward": ACCENT, "backward": ACCENT2, "gather": "#616161", "reduce_scatter": "#2e7d32"}
+    rows = {"compute": 0, "comm": 1}
+    makespan = span or max(o.end_s for o in ops)
+    for o in ops:
+        y = rows[o.stream]
+        ax.add_patch(
+            plt.Rectangle(
+                (o.start_s * scale, y - 0.38),
+                (o.end_s - o.start_s) * scale,
+                0.76,
+                fc=colors[o.kind],
+                ec="white",
+                lw=0.5,
+            )
+        )
+        if (o.end_s - o.start_s) / makespan > 0.012:
+            ax.text(
+                (o.start_s + o.end_s) / 2 * scale,
+                y,
+                str(o.layer),
+                ha="center",
+                va="center",
+                color="white",
+                fontsize=5.5,
+            )
+    ax.set_xlim(0, makespan * scale)
+    ax.set_ylim(1.5, -0.5)
+    ax.set_yticks([0, 1], ["compute", "communication"], fontsize=7)
+    ax.set_title(title, fontsize=9)
+    ax.spines[["top", "right"]].set_visible(False)
+    return ax

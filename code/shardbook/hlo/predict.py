@@ -5,6 +5,7 @@ operand only needs a gather; one sharded on both leaves partial sums that a
 reduction completes; a spec change on a dimension is an all-to-all; a stage
 boundary is a permute. Standard library only."""
 
+import math
 from typing import NamedTuple
 
 from .. import sharding
@@ -101,6 +102,29 @@ def expert_dispatch(layout):
         collective("all_to_all", layout, tokens, tokens, ["expert"]),
         collective("all_gather", layout, w, gathered, ["fsdp"]),
     ]
+
+
+def ring_permute(layout, shape, axis, hops):
+    """`hops` collective-permutes of a `shape` buffer, each rank to the next along `axis`."""
+    n = layout.mesh[axis]
+    return [
+        {
+            "kind": "collective_permute",
+            "dtype": layout.dtype,
+            "operand_shape": list(shape),
+            "result_shape": list(shape),
+            "group_size": n,
+            "source_target_pairs": [[i, (i + 1) % n] for i in range(n)],
+            "bytes_sent_per_rank": BYTES[layout.dtype] * math.prod(shape),
+        }
+        for _ in range(hops)
+    ]
+
+
+def collective_matmul_steps(layout):
+    """The all-gather of x decomposed into n-1 hops around the tp ring, one
+    row block each, the same bytes as the all-gather it replaces."""
+    return ring_permute(layout, layout.local["x"], "tp", layout.mesh["tp"] - 1)
 
 
 def stage_to_next_stage(layout):

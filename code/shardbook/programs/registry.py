@@ -226,5 +226,17 @@ for _fixture in (
         reference=stage_ring,
         manual=True,
     ),
+    Fixture(
+        "collective_matmul",
+        {"tp": 8},
+        {"x": ("tp", None), "w": (None, "tp"), "out": (None, "tp")},
+        {"x": (1024, 512), "w": (512, 1024)},
+        "float32",
+        "Collective matmul: the all-gather of x's rows decomposed into 7 ring hops, each beside a partial dot.",
+        program="collective_matmul",
+        predict=predict.collective_matmul_steps,
+        reference=matmul,
+        manual=True,
+    ),
 ):
     register(_fixture)

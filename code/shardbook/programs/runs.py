@@ -11,8 +11,15 @@ schemes again; a record is written to a temporary file and then renamed, so
 an interrupted run leaves nothing half-written.
 """
 
+import argparse
 import hashlib
 import json
+import sys
+
+try:
+    import fcntl
+except ImportError:  # Windows: no lock; a scheme may then be trained twice, harmlessly
+    fcntl = None
 import os
 import platform
 import statistics
@@ -146,12 +153,18 @@ def run(scheme_name, n_steps=N_STEPS, devices=None, log=None):
     memory = compiled.memory_analysis()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
+    text = compiled.as_text()
+    collectives = inventory.inventory(text)
     record = {
         "scheme": scheme.name,
         "mesh_axes": scheme.mesh_axes,
         "n_devices": mesh.size,
         "losses": losses,
-        "collectives": inventory.inventory(compiled.as_text()),
+        "collectives": collectives,
+        # instructions (a combined collective of several tensors counts once),
+        # and how many of them the backend split into an asynchronous start/done pair
+        "collective_instructions": len({e["name"].split("#")[0] for e in collectives}),
+        "async_collective_starts": sum(text.count(f"{op}-start(") for op in inventory.HLO_OPCODES),
         "memory": {
             "argument_bytes": memory.argument_size_in_bytes,
             "output_bytes": memory.output_size_in_bytes,
@@ -180,19 +193,25 @@ def report(scheme_name, n_steps=N_STEPS, cache_dir=None, log=None):
 
     schemes.get(scheme_name)  # an unknown name fails here, with the list
     folder = Path(cache_dir or CACHE_DIR) / cache_key(n_steps)
-    path = folder / f"{scheme_name}.json"
-    if path.exists():
-        try:
-            return json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
-            pass  # a damaged record is recomputed
-    record = run(scheme_name, n_steps, log=log)
     folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{scheme_name}-", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(record, fh)
-    os.replace(tmp, path)
-    return record
+    path = folder / f"{scheme_name}.json"
+    # one process computes a scheme at a time: `make test` trains the schemes in
+    # the background while the book builds, and a chapter that reaches one
+    # being trained waits for it instead of training it twice
+    with open(folder / f".{scheme_name}.lock", "w") as lock:
+        if fcntl is not None:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.exists():
+            try:
+                return json.loads(path.read_text())
+            except (OSError, json.JSONDecodeError):
+                pass  # a damaged record is recomputed
+        record = run(scheme_name, n_steps, log=log)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{scheme_name}-", suffix=".json")
+        with os.fdopen(fd, "w") as fh:
+            json.dump(record, fh)
+        os.replace(tmp, path)
+        return record
 
 
 def reports(names=None, log=None):
@@ -204,3 +223,31 @@ def reports(names=None, log=None):
     for i, name in enumerate(names, 1):
         out[name] = report(name, log=(lambda msg, i=i: log(f"[{i}/{len(names)}] {msg}")) if log else None)
     return out
+
+
+def main(argv=None):
+    """`python -m shardbook.programs.runs [SCHEME ...]`: train and record
+    the schemes (all by default) that have no current record."""
+    from . import schemes
+
+    parser = argparse.ArgumentParser(
+        prog="python -m shardbook.programs.runs",
+        description="Train the small model under each scheme and record its losses, collectives, memory and FLOPs.",
+    )
+    parser.add_argument("names", nargs="*", help=f"schemes (default: all of {', '.join(schemes.SCHEMES)})")
+    args = parser.parse_args(argv)
+    try:
+        for name in args.names:
+            schemes.get(name)
+        reports(args.names or None, log=lambda msg: print(msg, flush=True))
+    except ValueError as exc:
+        print(f"shardbook.programs.runs: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    from ..devices import use_cpu_devices
+
+    use_cpu_devices(8)
+    sys.exit(main())
