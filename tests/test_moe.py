@@ -46,3 +46,12 @@ def test_skewed_loads_route_every_token_to_k_distinct_experts():
 def test_bad_input_names_the_argument(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_skewed_loads_stay_fast_and_defined_at_the_extremes():
+    """A huge request is refused by name, and a skew so steep that the
+    other experts' weights vanish still gives k distinct experts."""
+    with pytest.raises(ValueError, match="n_tokens × n_experts: at most 1,000,000 keys are drawn"):
+        moe.skewed_loads(10**9, 2, 8, 0.0)
+    loads = moe.skewed_loads(100, 2, 8, 2000.0)
+    assert loads[0] == 100 and sum(loads) == 200

@@ -79,3 +79,8 @@ def test_fsdp_step_refuses_bad_input_by_name(kwargs, message):
 def test_collective_matmul_refuses_a_split_that_does_not_divide():
     with pytest.raises(ValueError, match=r"n: must divide rows \(1020\) and d_ff \(1024\), got 8"):
         overlap.collective_matmul_s(1020, 512, 1024, 8, 1e12, 1e9)
+
+
+def test_fsdp_step_refuses_a_model_too_deep_to_simulate():
+    with pytest.raises(ValueError, match="n_layers: the simulator handles at most 2,000 layers"):
+        overlap.fsdp_step(10**6, 1.0, 2.0, 0.5, 0.5)

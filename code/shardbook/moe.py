@@ -86,10 +86,18 @@ def dropped_fraction(expert_loads, capacity_slots):
     return sum(max(0, load - capacity_slots) for load in expert_loads) / total
 
 
+MAX_DRAWS = 1_000_000  # tokens × experts: skewed_loads draws a key per pair; a bound keeps it about a second
+
+
 def skewed_loads(n_tokens, top_k, n_experts, skew, seed=0):
     """Tokens per expert when `n_tokens` tokens each pick `top_k` distinct
-    experts with popularity ∝ 1/(rank+1)^skew (skew 0: uniform). A seeded
-    draw from the standard library's random, so it is the same everywhere."""
+    experts with popularity ∝ 1/(rank+1)^skew (skew 0: uniform), drawn
+    without replacement by Efraimidis and Spirakis's keys: expert e gets
+    log(u)/w_e for a uniform u, and the token takes the k largest (experts
+    whose weight underflows to zero come last, in random order). A seeded
+    draw from the standard library's random, the same everywhere."""
+    import heapq
+    import math as _math
     import random
 
     _validate.count("n_tokens", n_tokens)
@@ -98,14 +106,16 @@ def skewed_loads(n_tokens, top_k, n_experts, skew, seed=0):
     _validate.non_negative("skew", skew)
     if top_k > n_experts:
         raise ValueError(f"top_k: must be <= n_experts ({n_experts}), got {top_k}")
+    if n_tokens * n_experts > MAX_DRAWS:
+        raise ValueError(f"n_tokens × n_experts: at most {MAX_DRAWS:,} keys are drawn, got {n_tokens} × {n_experts}")
     rng = random.Random(seed)
-    weights = [1 / (rank + 1) ** skew for rank in range(n_experts)]
+    weights = [(rank + 1) ** -skew for rank in range(n_experts)]  # a steep skew underflows to 0, never overflows
     loads = [0] * n_experts
     for _ in range(n_tokens):
-        chosen = set()
-        while len(chosen) < top_k:
-            chosen.add(rng.choices(range(n_experts), weights)[0])
-        for e in chosen:
+        keys = [
+            ((1, _math.log(1.0 - rng.random()) / w) if w > 0 else (0, rng.random()), e) for e, w in enumerate(weights)
+        ]
+        for _, e in heapq.nlargest(top_k, keys):
             loads[e] += 1
     return loads
 

@@ -85,6 +85,9 @@ class FsdpStep(NamedTuple):
         return self.step_s - self.compute_s
 
 
+MAX_LAYERS = 2_000  # the simulation's time grows with the square of the layers
+
+
 def _issue_order(n_layers, prefetch):
     """The communication stream's order: the forward gathers, then per
     backward position t (layer L−1−t) its reduce-scatter and the gather
@@ -133,6 +136,8 @@ def fsdp_step(n_layers, forward_s, backward_s, gather_s, reduce_scatter_s, prefe
     ):
         _validate.non_negative(name, value)
     _validate.count("prefetch", prefetch, minimum=0)
+    if n_layers > MAX_LAYERS:
+        raise ValueError(f"n_layers: the simulator handles at most {MAX_LAYERS:,} layers, got {n_layers}")
     L = n_layers
     compute = [("forward", i) for i in range(L)] + [("backward", t) for t in range(L)]  # backward t: layer L−1−t
     comm = _issue_order(L, prefetch)
