@@ -89,8 +89,8 @@ test: setup chromium buildcheck lint
 	echo "==> building the book with forced execution (-n -W --keep-going)"; \
 	$(BIN)/jupyter-book build . --path-output . --config _build/_config.force.yml --all -n -W --keep-going -q || status=1; \
 	wait $$runs || { echo "==> the background training failed:"; tail -5 _build/model_runs.log; status=1; }; \
-	echo "==> running the tests"; \
-	$(BIN)/python -m pytest -q tests || status=1; \
+	echo "==> running the tests (two workers, one test file each at a time)"; \
+	$(BIN)/python -m pytest -q tests -n 2 --dist loadfile || status=1; \
 	exit $$status
 
 bless: setup

@@ -415,3 +415,35 @@ def test_collective_matmul_sends_each_block_beside_the_dot_that_reads_it():
     assert "all-gather" not in hlo
     assert (len(permute_operands), len(dot_lhs)) == (7, 8)
     assert all(op in dot_lhs for op in permute_operands)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["context_ring", "context_all_gather_kv", "context_ulysses", "moe_dispatch_auto", "moe_dispatch_expert_on_batch"],
+)
+def test_the_fixture_computes_its_single_device_result(name):
+    """Each way of splitting the sequence (and each dispatch constraint)
+    computes the same thing as one device: every shard against the float32
+    numpy reference of its declaration."""
+    import jax
+
+    from shardbook.hlo import multiprocess
+    from shardbook.programs import registry
+
+    # float32: softmax and matmuls to a few ulps of 0.1-sized values; bfloat16
+    # inputs rounded to 8 bits and products summed over 512 in bfloat16
+    limit = {"float32": 1e-5, "bfloat16": 2e-2}[registry.get(name).dtype]
+    assert multiprocess.execute_and_check(name, jax.devices()[:8]) < limit
+
+
+def test_the_dispatch_constraint_decides_what_travels():
+    """moe_dispatch_no_expert_sharding (MaxText): with expert on E the tokens
+    move by all-to-all; with expert left on the rows no token moves and every
+    device gathers all eight experts' weights."""
+    auto = _meta("moe_dispatch_auto")["inventory"]
+    on_batch = _meta("moe_dispatch_expert_on_batch")["inventory"]
+    assert [c["kind"] for c in auto] == ["all_to_all", "all_gather"]
+    assert [c["kind"] for c in on_batch] == ["all_gather", "all_gather"]
+    assert on_batch[-1]["result_shape"] == [8, 512, 1024]  # every expert, whole
+    assert sum(c["bytes_sent_per_rank"] for c in on_batch) > 3 * sum(c["bytes_sent_per_rank"] for c in auto)
+    assert "all-to-all" not in _text("moe_dispatch_expert_on_batch")

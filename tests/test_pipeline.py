@@ -38,6 +38,68 @@ def test_every_op_runs_once_and_respects_dependencies():
     assert pipeline.simulated_bubble_fraction(ops, p) < pipeline.bubble_fraction(p, m)
 
 
+@pytest.mark.parametrize("p", range(1, 9))
+def test_zero_bubble_reaches_zb_h1_at_1f1b_memory(p):
+    """ZB-H1 (qi2024zerobubble): (p-1)/(3m + p-1) idle with F, B and W of one
+    unit each, while no device holds more than p microbatches, 1F1B's peak.
+    Hand check for p=4, m=8: 3 idle units against 24 of work, 3/27."""
+    for m in range(p, 17):
+        ops = pipeline.schedule("zero_bubble", p, m)
+        assert pipeline.simulated_bubble_fraction(ops, p) == pytest.approx(pipeline.zb_h1_bubble_fraction(p, m))
+        assert max(pipeline.held_activations(ops)) == p
+    assert pipeline.zb_h1_bubble_fraction(4, 8) == pytest.approx(3 / 27)
+
+
+def test_zb_h1_closed_form_refuses_fewer_microbatches_than_stages():
+    # one microbatch on two stages: F, F, B, B, W in a chain of 5 units for
+    # 3 units of work per device, idle 2/5, not the formula's 1/4
+    ops = pipeline.schedule("zero_bubble", 2, 1)
+    assert pipeline.simulated_bubble_fraction(ops, 2) == pytest.approx(2 / 5)
+    with pytest.raises(ValueError, match="ZB-H1 closed form needs at least n_stages=2 microbatches, got 1"):
+        pipeline.zb_h1_bubble_fraction(2, 1)
+
+
+def test_interleaved_runs_as_megatron_1f1b_not_all_forwards_first():
+    """Device 0 of p=4, v=2, m=8 issues (v-1)·p + 2·(p-1) = 10 chunk forwards
+    then one forward and one backward six times; its first backward comes
+    before its last forward."""
+    ops = [o for o in pipeline.schedule("interleaved", 4, 8, 2) if o.device == 0]
+    phases = "".join(o.phase for o in ops)
+    assert phases == "F" * 10 + "FB" * 6 + "B" * 10
+    assert pipeline.held_activations(pipeline.schedule("interleaved", 4, 8, 2), 2) == [5.5, 4.5, 3.5, 2.5]
+
+
+@pytest.mark.parametrize("p", range(1, 9))
+def test_held_activations_match_the_closed_forms(p):
+    """GPipe holds all m, 1F1B min(p, m) on the first device; interleaved
+    p·(1 + (p-1)/(p·v)) (korthikanti2022reducing, section 4.2.3) once m·v
+    exceeds the warm-up; zero bubble p."""
+    for m in range(1, 17):
+        for kind, virtuals in (("gpipe", [1]), ("1f1b", [1]), ("zero_bubble", [1]), ("interleaved", [2, 3, 4])):
+            for v in virtuals:
+                if kind == "zero_bubble" and m < p or kind == "interleaved" and m % p:
+                    continue
+                peaks = pipeline.held_activations(pipeline.schedule(kind, p, m, v), v)
+                assert peaks[0] == max(peaks) == pytest.approx(pipeline.first_stage_activations(kind, p, m, v))
+    if p > 1:
+        assert pipeline.first_stage_activations("interleaved", p, 4 * p, 2) == pytest.approx(
+            p * (1 + (p - 1) / (2 * p))
+        )
+    with pytest.raises(ValueError, match="Megatron's, for m a multiple of n_stages=4, got 6"):
+        pipeline.first_stage_activations("interleaved", 4, 6, 2)
+
+
+def test_flush_tail():
+    # a 0.25 s reduction behind a 0.2 s last backward leaves 0.05 s on stage 0;
+    # stage 1 has one more backward step of drain and hides it all
+    assert pipeline.flush_tail_s(0.25, 0.2) == pytest.approx(0.05)
+    assert pipeline.flush_tail_s(0.25, 0.2, stage=1) == 0
+    with pytest.raises(ValueError, match="microbatch_backward_s"):
+        pipeline.flush_tail_s(0.25, 0)
+    with pytest.raises(ValueError, match="stage: must be >= 0"):
+        pipeline.flush_tail_s(0.25, 0.2, stage=-1)
+
+
 def test_bad_schedule_arguments():
     with pytest.raises(ValueError, match="kind: unknown value 'dualpipe'"):
         pipeline.schedule("dualpipe", 4, 8)

@@ -46,6 +46,7 @@ LAYERS = {
         "moe",
         "training",
         "attention",
+        "context",
         "overlap",
         "maxtext",
         "explorer",

@@ -43,8 +43,14 @@ def zb_h1_bubble_fraction(n_stages, n_microbatches):
     """Idle share of the ZB-H1 schedule with forward, activation-gradient and
     weight-gradient passes of equal time: its bubble is (p−1)·(T_F + T_B − T_W)
     = (p−1) units against 3m units of work, so (p−1)/(3m + p−1), a third of
-    1F1B's idle time, at 1F1B's peak activation memory. Ref: qi2024zerobubble."""
+    1F1B's idle time, at 1F1B's peak activation memory. It needs m >= p:
+    with fewer microbatches the forward and backward chains alone outlast
+    the work (a ValueError). Ref: qi2024zerobubble."""
     _args(n_stages, n_microbatches, 1)
+    if n_microbatches < n_stages:
+        raise ValueError(
+            f"n_microbatches: the ZB-H1 closed form needs at least n_stages={n_stages} microbatches, got {n_microbatches}"
+        )
     return (n_stages - 1) / (3 * n_microbatches + n_stages - 1)
 
 
@@ -54,6 +60,21 @@ def boundary_bytes_per_token(d_model, bytes_per_element=2):
     _validate.count("d_model", d_model)
     _validate.positive("bytes_per_element", bytes_per_element)
     return d_model * bytes_per_element
+
+
+def flush_tail_s(gradient_reduction_s, microbatch_backward_s, stage=0):
+    """Gradient-reduction time left exposed after the pipeline flush on
+    `stage`. A stage's weight gradients are sums over all m microbatches, so
+    a layer's reduction across data-parallel replicas can start only when
+    that layer's backward of the last microbatch is done (reducing earlier
+    would move the bytes m times). Bucketed layer by layer, it overlaps at
+    best the stage's last microbatch backward, plus the `stage` backward
+    steps by which the stages before it are still draining: exposed is
+    max(0, R − (stage + 1)·b). Stage 0 finishes last and sets the tail."""
+    _validate.non_negative("gradient_reduction_s", gradient_reduction_s)
+    _validate.positive("microbatch_backward_s", microbatch_backward_s)
+    _validate.count("stage", stage, minimum=0)
+    return max(0.0, gradient_reduction_s - (stage + 1) * microbatch_backward_s)
 
 
 # --- schedule timelines --------------------------------------------------------
@@ -77,14 +98,39 @@ def _orders(kind, p, m, v):
             for i in range(m - warm):
                 ops += [("F", 0, warm + i), ("B", 0, i)]
             ops += [("B", 0, i) for i in range(m - warm, m)]
-        else:  # interleaved: chunk c of device s is virtual stage c·p + s
-            # issue order follows the ideal start time c·p + i (a diagonal),
-            # so a last group of fewer than p microbatches adds no idle time
-            pairs = [(c, i) for c in range(v) for i in range(m)]
-            ops = [("F", c, i) for c, i in sorted(pairs, key=lambda ci: (ci[0] * p + ci[1], ci[0]))]
-            ops += [("B", c, i) for c, i in sorted(pairs, key=lambda ci: ((v - 1 - ci[0]) * p + ci[1], -ci[0]))]
+        else:
+            ops = _interleaved_order(s, p, m, v)
         orders.append(ops)
     return orders
+
+
+def _microbatch_groups(p, m):
+    """Microbatches cut into max(1, m // p) consecutive groups of at least p
+    (as even as possible): an interleaved device runs a whole group through
+    one chunk before the next chunk."""
+    rounds = max(1, m // p)
+    base, extra = divmod(m, rounds)
+    groups, start = [], 0
+    for g in range(rounds):
+        size = base + (1 if g < extra else 0)
+        groups.append(range(start, start + size))
+        start += size
+    return groups
+
+
+def _interleaved_order(s, p, m, v):
+    """Megatron's interleaved 1F1B on device s: a warm-up of (v−1)·g + 2·(p−s−1)
+    forward chunks (g the first group's size; p when p divides m), then one
+    forward and one backward alternately, then the remaining backwards.
+    Chunk c of device s is virtual stage c·p + s. Ref: narayanan2021megatron."""
+    groups = _microbatch_groups(p, m)
+    forwards = [("F", c, i) for g in groups for c in range(v) for i in g]
+    backwards = [("B", c, i) for g in groups for c in reversed(range(v)) for i in g]
+    warm = min((v - 1) * len(groups[0]) + 2 * (p - s - 1), m * v)
+    ops = forwards[:warm]
+    for k, forward in enumerate(forwards[warm:]):
+        ops += [forward, backwards[k]]
+    return ops + backwards[m * v - warm :]
 
 
 class Op(NamedTuple):
@@ -115,15 +161,15 @@ def _schedule_size(kind, n_stages, n_microbatches, n_virtual):
     return p, m, v
 
 
-def _next_op(order, pending_w, window, s, p, now, durations, ready):
+def _next_op(order, pending_w, s, p, now, durations, ready, forward_allowed):
     """The op device `s` starts at `now`, removed from its queues, or None:
-    the first ready op of the first `window` in issue order, else a deferred
-    weight gradient that is ready."""
-    for k in range(window):
-        phase, c, i = order[k]
+    the next op in issue order when it is ready (a forward only while
+    `forward_allowed`), else the oldest deferred weight gradient."""
+    if order:
+        phase, c, i = order[0]
         j = c * p + s
-        if ready(phase, j, i, now):
-            order.pop(k)
+        if ready(phase, j, i, now) and (phase != "F" or forward_allowed):
+            order.pop(0)
             return phase, c, i, j, durations[phase]
     if pending_w:
         c, i, j = pending_w[0]
@@ -139,7 +185,10 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
     one stage takes 1 unit and a backward 2 (per virtual chunk: 1/v and 2/v,
     scaled to whole units by v); zero_bubble splits the backward into an
     activation gradient B and a weight gradient W of 1 unit each and runs
-    each W whenever its device would otherwise wait. Times are in units of
+    each W whenever its device would otherwise wait, or before a forward
+    that would take the device past p microbatches in flight (ZB-H1's rule:
+    1F1B's peak memory). interleaved is Megatron's interleaved 1F1B, run
+    strictly in its issue order. Times are in units of
     one stage's forward of one microbatch for every schedule. Ref:
     huang2019gpipe, narayanan2021megatron, distributed-training-notes."""
     p, m, v = _schedule_size(kind, n_stages, n_microbatches, n_virtual)
@@ -149,6 +198,7 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
     done = {}  # (phase, virtual stage, microbatch) -> end time
     pending_w = [[] for _ in range(p)]
     free_at = [0] * p
+    held = [0] * p  # zero_bubble: microbatches forwarded and not yet through W
     ops_out = []
     t = 0
     total = sum(len(o) for o in orders) + (p * m if kind == "zero_bubble" else 0)
@@ -165,19 +215,21 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
         for s in range(p):
             if free_at[s] > t:
                 continue
-            # interleaved: the first ready op in issue order (a chunk whose
-            # input has not arrived does not hold back later ready ones);
-            # the other schedules run strictly in issue order
-            window = len(orders[s]) if kind == "interleaved" else min(1, len(orders[s]))
-            op = _next_op(orders[s], pending_w[s], window, s, p, t, durations, ready)
+            # zero_bubble: a forward waits while the device already holds
+            # 1F1B's peak of p − s microbatches (each freed by its W), so
+            # the deferred weight gradients fill idle slots at 1F1B's memory
+            forward_allowed = kind != "zero_bubble" or held[s] < p
+            op = _next_op(orders[s], pending_w[s], s, p, t, durations, ready, forward_allowed)
             if op is None:
                 continue
             phase, c, i, j, dur = op
             done[(phase, j, i)] = t + dur
             free_at[s] = t + dur
             ops_out.append(Op(s, t, t + dur, phase, c, i))
-            if kind == "zero_bubble" and phase == "B":
-                pending_w[s].append((c, i, j))
+            if kind == "zero_bubble":
+                held[s] += {"F": 1, "B": 0, "W": -1}[phase]
+                if phase == "B":
+                    pending_w[s].append((c, i, j))
         t += 1
         if t > 100 * total + 100:
             raise RuntimeError("schedule: simulation did not finish (a dependency cycle in the op order)")
@@ -186,13 +238,71 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
     return sorted(ops_out, key=lambda o: (o.device, o.start))
 
 
-def simulated_bubble_fraction(ops, n_stages):
-    """Idle share of elapsed device time in a simulated schedule."""
-    _validate.count("n_stages", n_stages)
+def held_activations(ops, n_virtual=1):
+    """Peak activations each device holds in a simulated schedule, in units
+    of one microbatch's activations for a whole stage (a chunk of an
+    interleaved device holds 1/v of them). A microbatch's activations are
+    held from the start of its forward to the end of its backward, or of
+    its weight gradient where the schedule splits one off (W still reads
+    the layer inputs). Returns one peak per device."""
+    _validate.count("n_virtual", n_virtual)
+    _check_ops(ops)
+    last_use = {}
+    for o in ops:
+        if o[3] in ("B", "W"):
+            key = (o[0], o[4], o[5])
+            last_use[key] = max(last_use.get(key, o[2]), o[2])
+    events = {}
+    for o in ops:
+        if o[3] == "F":
+            events.setdefault(o[0], []).extend([(o[1], 1), (last_use[(o[0], o[4], o[5])], -1)])
+    peaks = []
+    for device in sorted(events):
+        held = peak = 0
+        for _, change in sorted(events[device], key=lambda e: (e[0], e[1])):  # frees first at a tie
+            held += change
+            peak = max(peak, held)
+        peaks.append(peak / n_virtual)
+    return peaks
+
+
+def first_stage_activations(kind, n_stages, n_microbatches, n_virtual=1):
+    """Closed-form peak activations of the first device, the one that holds
+    the most, in microbatches of a whole stage: GPipe keeps all m; 1F1B
+    min(p, m); zero bubble (ZB-H1) p as 1F1B, by rule (for m >= p);
+    interleaved 1F1B, for m a multiple of p, the warm-up of (v−1)·p +
+    2·(p−1) chunk forwards plus one, over v: p·(1 + (p−1)/(p·v)) once
+    m·v exceeds it, else all m. Ref:
+    huang2019gpipe, narayanan2021megatron, korthikanti2022reducing,
+    qi2024zerobubble."""
+    p, m, v = _schedule_size(kind, n_stages, n_microbatches, n_virtual)
+    if kind == "gpipe":
+        return float(m)
+    if kind == "1f1b":
+        return float(min(p, m))
+    if m < p:
+        raise ValueError(f"n_microbatches: the {kind} closed form needs at least n_stages={p} microbatches, got {m}")
+    if kind == "zero_bubble":
+        return float(p)
+    if m % p:
+        raise ValueError(
+            f"n_microbatches: the interleaved closed form is Megatron's, for m a multiple of n_stages={p}, got {m}"
+        )
+    # the warm-up plus the first steady forward, unless that is every chunk
+    return min((v - 1) * p + 2 * (p - 1) + 1, m * v) / v
+
+
+def _check_ops(ops):
     if not isinstance(ops, (list, tuple)) or not ops or not all(isinstance(o, tuple) and len(o) == 6 for o in ops):
         raise ValueError(
             "ops: must be the non-empty list of (device, start, end, phase, chunk, microbatch) that schedule() returns"
         )
+
+
+def simulated_bubble_fraction(ops, n_stages):
+    """Idle share of elapsed device time in a simulated schedule."""
+    _validate.count("n_stages", n_stages)
+    _check_ops(ops)
     makespan = max(o[2] for o in ops)  # Op.end; plain 6-tuples are accepted too
     busy = sum(o[2] - o[1] for o in ops)
     return 1 - busy / (n_stages * makespan)

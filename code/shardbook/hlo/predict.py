@@ -144,6 +144,54 @@ def stage_to_next_stage(layout):
     ]
 
 
+def context_ring(layout):
+    """Ring attention: n−1 hops of the local K chunk and n−1 of the V chunk."""
+    hops = layout.mesh["cp"] - 1
+    return ring_permute(layout, layout.local["k"], "cp", hops) + ring_permute(layout, layout.local["v"], "cp", hops)
+
+
+def context_all_gather_kv(layout):
+    """One all-gather of K and one of V along the sequence."""
+    return [gather(layout, "k", "cp"), gather(layout, "v", "cp")]
+
+
+def context_ulysses(layout):
+    """All-to-alls of Q, K and V from sequence chunks [S/n, H, Q] to head
+    groups, and one of the output [S, H/n, Q] back: four of the same size."""
+    seq, heads, head_dim = layout.shapes["q"]
+    head_group = (seq, heads // layout.mesh["cp"], head_dim)
+    to_heads = [collective("all_to_all", layout, layout.local[a], layout.local[a], ["cp"]) for a in ("q", "k", "v")]
+    return to_heads + [collective("all_to_all", layout, head_group, head_group, ["cp"])]
+
+
+def dispatch_tokens_to_experts(layout):
+    """Tokens resharded from rows over (fsdp, expert) to E over expert and
+    rows over fsdp: an all-to-all over expert, of the local [E, T/8, D]
+    block that the partitioner views as [ep, E/ep, 1, T/8, D] (one slab per
+    destination; the same bytes); then the expert weights' input dimension
+    gathered over fsdp."""
+    experts, rows, d_model = layout.local["tokens"]
+    ep = layout.mesh["expert"]
+    slabs = (ep, experts // ep, 1, rows, d_model)
+    w, gathered = layout.local["w"], (layout.local["w"][0], layout.shapes["w"][1], layout.local["w"][2])
+    return [
+        collective("all_to_all", layout, slabs, slabs, ["expert"]),
+        collective("all_gather", layout, w, gathered, ["fsdp"]),
+    ]
+
+
+def dispatch_weights_to_tokens(layout):
+    """Tokens keep expert on their rows, so every device needs every
+    expert's weights: the weights are gathered, over fsdp (the input
+    dimension) and then over expert (the expert dimension), 7/8 of them."""
+    w = layout.local["w"]
+    over_fsdp = (w[0], layout.shapes["w"][1], w[2])
+    return [
+        collective("all_gather", layout, w, over_fsdp, ["fsdp"]),
+        collective("all_gather", layout, over_fsdp, layout.shapes["w"], ["expert"]),
+    ]
+
+
 def predict(name, mesh, specs, shapes, dtype_name):
     """Predicted inventory (a list like inventory.summary) for fixture `name`
     with this layout, by the rule its declaration names (shardbook.programs.registry)."""

@@ -179,4 +179,104 @@ def collective_matmul(mesh):
     return program
 
 
+# --- context parallelism three ways: q, k, v [S, H, Q], sequence over cp ------
+
+
+def _causal_attention(q, k, v, q_offset=0, k_offset=0):
+    """Softmax attention of q against k, v with a causal mask on global
+    positions (a query at position i sees keys at positions <= i)."""
+    scores = jnp.einsum("qhd,khd->hqk", q, k) / np.sqrt(q.shape[-1]).astype(q.dtype)
+    q_pos = q_offset + jnp.arange(q.shape[0])
+    k_pos = k_offset + jnp.arange(k.shape[0])
+    scores = jnp.where(k_pos[None, None, :] <= q_pos[None, :, None], scores, -1e30)
+    return jnp.einsum("hqk,khd->qhd", jax.nn.softmax(scores, axis=-1), v)
+
+
+def _sequence_sharded(mesh, local):
+    spec = P("cp", None, None)
+    return lambda q, k, v: jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec)(q, k, v)
+
+
+def context_ring(mesh):
+    """Ring attention: each device keeps its queries; K and V chunks go round
+    the ring (n−1 hops of each) and are merged by the online softmax."""
+    n = mesh.shape["cp"]
+    to_next = [(i, (i + 1) % n) for i in range(n)]
+
+    def local(q, k, v):
+        rows = q.shape[0]
+        me = jax.lax.axis_index("cp")
+        q_pos = me * rows + jnp.arange(rows)
+        scale = 1 / np.sqrt(q.shape[-1]).astype(q.dtype)
+        running_max = normalizer = weighted = None
+        for step in range(n):
+            k_pos = ((me - step) % n) * rows + jnp.arange(rows)
+            scores = jnp.einsum("qhd,khd->hqk", q, k) * scale
+            scores = jnp.where(k_pos[None, None, :] <= q_pos[None, :, None], scores, -1e30)
+            new_max = scores.max(-1) if running_max is None else jnp.maximum(running_max, scores.max(-1))
+            weights = jnp.exp(scores - new_max[..., None])
+            block = jnp.einsum("hqk,khd->hqd", weights, v)
+            if running_max is None:
+                normalizer, weighted = weights.sum(-1), block
+            else:
+                rescale = jnp.exp(running_max - new_max)
+                normalizer = normalizer * rescale + weights.sum(-1)
+                weighted = weighted * rescale[..., None] + block
+            running_max = new_max
+            if step < n - 1:
+                k, v = jax.lax.ppermute(k, "cp", to_next), jax.lax.ppermute(v, "cp", to_next)
+        return jnp.einsum("hqd->qhd", weighted / normalizer[..., None])
+
+    return _sequence_sharded(mesh, local)
+
+
+def context_all_gather_kv(mesh):
+    """All-gather K and V (Llama 3's choice): every device gathers the whole
+    K and V once and attends its own queries to them."""
+
+    def local(q, k, v):
+        offset = jax.lax.axis_index("cp") * q.shape[0]
+        k_all = jax.lax.all_gather(k, "cp", axis=0, tiled=True)
+        v_all = jax.lax.all_gather(v, "cp", axis=0, tiled=True)
+        return _causal_attention(q, k_all, v_all, q_offset=offset)
+
+    return _sequence_sharded(mesh, local)
+
+
+def context_ulysses(mesh):
+    """Head scattering (DeepSpeed-Ulysses): an all-to-all turns each device's
+    sequence chunk of every head into the whole sequence of H/n heads;
+    attention is local; a second all-to-all turns the output back."""
+
+    def local(q, k, v):
+        to_heads = lambda a: jax.lax.all_to_all(a, "cp", split_axis=1, concat_axis=0, tiled=True)  # noqa: E731
+        out = _causal_attention(to_heads(q), to_heads(k), to_heads(v))
+        return jax.lax.all_to_all(out, "cp", split_axis=0, concat_axis=1, tiled=True)
+
+    return _sequence_sharded(mesh, local)
+
+
+# --- MoE dispatch left to the partitioner: which dimension keeps `expert` ----
+
+
+def _dispatch_constrained(mesh, tokens_spec):
+    def program(tokens, w):
+        # tokens arrive grouped by expert, split over every device by row
+        routed = jax.lax.with_sharding_constraint(tokens, NamedSharding(mesh, tokens_spec))
+        return jnp.einsum("etd,edh->eth", routed, w)
+
+    return program
+
+
+def moe_dispatch_auto(mesh):
+    """MaxText's moe_dispatch_no_expert_sharding: the dispatched tokens are
+    constrained to keep `expert` on the expert dimension, not on their rows."""
+    return _dispatch_constrained(mesh, P("expert", "fsdp", None))
+
+
+def moe_dispatch_expert_on_batch(mesh):
+    """The same einsum with `expert` left on the tokens' rows."""
+    return _dispatch_constrained(mesh, P(None, ("fsdp", "expert"), None))
+
+
 get = registry.get

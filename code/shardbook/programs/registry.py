@@ -80,6 +80,18 @@ def stage_ring(x, w):
     return out
 
 
+def causal_attention(q, k, v):
+    """Causal softmax attention, q, k, v [S, H, Q] (float64 inside)."""
+    import numpy as np
+
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    scores = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(q.shape[-1])
+    scores = np.where(np.tril(np.ones((q.shape[0], k.shape[0]), bool))[None], scores, -np.inf)
+    weights = np.exp(scores - scores.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    return np.einsum("hqk,khd->qhd", weights, v)
+
+
 # --- the fixtures ---------------------------------------------------------------
 
 FIXTURES = {}
@@ -237,6 +249,65 @@ for _fixture in (
         predict=predict.collective_matmul_steps,
         reference=matmul,
         manual=True,
+    ),
+    *(
+        Fixture(
+            f"context_{way}",
+            {"cp": 8},
+            {"q": ("cp", None, None), "k": ("cp", None, None), "v": ("cp", None, None), "out": ("cp", None, None)},
+            {"q": (1024, 8, 64), "k": (1024, 8, 64), "v": (1024, 8, 64)},
+            "float32",
+            summary,
+            program=f"context_{way}",
+            predict=rule,
+            reference=causal_attention,
+            manual=True,
+        )
+        for way, summary, rule in (
+            (
+                "ring",
+                "Ring attention: K and V chunks passed round the cp ring, merged by online softmax.",
+                predict.context_ring,
+            ),
+            (
+                "all_gather_kv",
+                "Context parallelism by one all-gather of K and of V (as Llama 3 trains).",
+                predict.context_all_gather_kv,
+            ),
+            (
+                "ulysses",
+                "Head scattering (Ulysses): all-to-all to whole sequences of H/8 heads and back.",
+                predict.context_ulysses,
+            ),
+        )
+    ),
+    *(
+        Fixture(
+            name,
+            {"fsdp": 2, "expert": 4},
+            {"tokens": (None, ("fsdp", "expert"), None), "w": ("expert", "fsdp", None), "out": out},
+            {"tokens": (8, 1024, 512), "w": (8, 512, 1024)},
+            "bfloat16",
+            summary,
+            program=name,
+            predict=rule,
+            reference=expert_matmul,
+        )
+        for name, out, summary, rule in (
+            (
+                "moe_dispatch_auto",
+                ("expert", "fsdp", None),
+                "MoE dispatch left to the partitioner, tokens constrained to keep expert on E "
+                "(MaxText's moe_dispatch_no_expert_sharding).",
+                predict.dispatch_tokens_to_experts,
+            ),
+            (
+                "moe_dispatch_expert_on_batch",
+                (None, ("fsdp", "expert"), None),
+                "The same einsum with expert left on the tokens' rows: the weights travel instead.",
+                predict.dispatch_weights_to_tokens,
+            ),
+        )
     ),
 ):
     register(_fixture)
