@@ -528,3 +528,27 @@ def test_fsdp_threshold_with_fp8_by_hand():
     assert roofline.fsdp_min_tokens_per_device(2 * c, w, weight_bytes=1, grad_bytes=4) == pytest.approx(25_000)
     with pytest.raises(ValueError, match="weight_bytes: must be a positive"):
         roofline.fsdp_min_tokens_per_device(c, w, weight_bytes=0)
+
+
+def test_maxtext_parallelism_settings_resolve_as_create_device_mesh_does():
+    """MaxText fills one -1 per network from the devices of a slice (ICI)
+    or the number of slices (DCN) and refuses sizes that do not multiply
+    out (maxtext: create_device_mesh, fill_unspecified_mesh_axes)."""
+    from shardbook import maxtext
+
+    settings = {"ici_fsdp_parallelism": -1, "ici_tensor_parallelism": 2, "dcn_data_parallelism": -1}
+    ici, dcn = maxtext.parallelism(settings, devices_per_slice=8, n_slices=16)
+    assert (ici, dcn) == ({"fsdp": 4, "tensor": 2}, {"data": 16})
+    assert maxtext.mesh_from_config(ici, dcn)["data"] == 16
+    with pytest.raises(ValueError, match="ici: the sizes multiply to 3, but there are 8 devices per slice"):
+        maxtext.parallelism({"ici_fsdp_parallelism": 3}, 8)
+    with pytest.raises(ValueError, match="ici: at most one axis may be -1, got fsdp, tensor"):
+        maxtext.parallelism({"ici_fsdp_parallelism": -1, "ici_tensor_parallelism": -1}, 8)
+    with pytest.raises(
+        ValueError, match="dcn_data_parallelism: -1 cannot fill 3 slices: the other sizes multiply to 2"
+    ):
+        maxtext.parallelism({"ici_fsdp_parallelism": 8, "dcn_fsdp_parallelism": 2, "dcn_data_parallelism": -1}, 8, 3)
+    with pytest.raises(ValueError, match="ici_fdsp_parallelism: axis: unknown value 'fdsp'"):
+        maxtext.parallelism({"ici_fdsp_parallelism": 8}, 8)
+    with pytest.raises(ValueError, match="'num_slices' is not an ici_<axis>_parallelism"):
+        maxtext.parallelism({"num_slices": 2}, 8)

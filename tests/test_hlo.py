@@ -168,7 +168,7 @@ def test_planted_artifact_change_is_caught(tmp_path):
     assert "over 4 [[0, 1, 2, 3], [4, 5, 6, 7]]" in result.stdout and "over 2 [[0, 4]" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["fsdp_matmul", "moe_dispatch"])
+@pytest.mark.parametrize("name", ["fsdp_matmul", "moe_dispatch", "hsdp_train_step"])
 def test_two_processes_agree_with_one(name):
     from shardbook.hlo import multiprocess
 
@@ -447,3 +447,27 @@ def test_the_dispatch_constraint_decides_what_travels():
     assert on_batch[-1]["result_shape"] == [8, 512, 1024]  # every expert, whole
     assert sum(c["bytes_sent_per_rank"] for c in on_batch) > 3 * sum(c["bytes_sent_per_rank"] for c in auto)
     assert "all-to-all" not in _text("moe_dispatch_expert_on_batch")
+
+
+def test_hybrid_mesh_keeps_each_slice_together():
+    """create_hybrid_device_mesh on simulated slices: the fsdp groups stay
+    inside a slice, the replica groups join device i of each slice (the
+    same local rank, the rail a GPU cluster's scale-out network joins)."""
+    import jax
+
+    from shardbook.programs import fixtures
+
+    mesh = fixtures.hybrid_mesh({"replica": 2, "fsdp": 4}, {"replica": 2}, jax.devices()[:8])
+    assert [[d.id for d in row] for row in mesh.devices] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    inventory = _meta("hsdp_train_step")["inventory"]
+    assert [c["replica_groups"] for c in inventory] == [
+        [[0, 1, 2, 3], [4, 5, 6, 7]],
+        [[0, 1, 2, 3], [4, 5, 6, 7]],
+        [[0, 4], [1, 5], [2, 6], [3, 7]],
+    ]
+    # only a quarter of the gradient crosses between slices
+    assert inventory[2]["operand_shape"][0] * inventory[2]["operand_shape"][1] * 4 == 512 * 512
+    with pytest.raises(ValueError, match="dcn_axes: axis 'fsdp' of size 4 cannot span 3 slices"):
+        fixtures.hybrid_mesh({"replica": 2, "fsdp": 4}, {"fsdp": 3}, jax.devices()[:8])
+    with pytest.raises(ValueError, match=r"dcn_axes: \['pod'\] are not axes of the mesh"):
+        fixtures.hybrid_mesh({"replica": 2, "fsdp": 4}, {"pod": 2}, jax.devices()[:8])

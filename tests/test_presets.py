@@ -156,3 +156,24 @@ def test_deepseek_v2_lite_counts():
     assert models.param_count(m) == pytest.approx(15.7e9, rel=0.005)
     without_input_embedding = models.active_param_count(m) - m.vocab_size * m.d_model
     assert without_input_embedding == pytest.approx(2.4e9, rel=0.025)
+
+
+def test_sustained_factors_as_the_interactive_edition_prints_them():
+    """parallelize-transformer, hardware table: × sustained (compute) and
+    × achieved (link) per machine, "≈" where it prints one."""
+    from shardbook import measured
+
+    table = {f.accelerator: (f.compute, f.compute_approximate, f.link, f.link_approximate) for f in measured.SUSTAINED}
+    assert table == {
+        "TPU v5p": (0.72, True, 0.95, True),
+        "TPU v5e": (0.67, True, 0.95, True),
+        "H100": (0.73, False, 0.82, False),
+        "B200": (0.69, False, 0.82, True),
+        "GB200 NVL72": (0.70, True, 0.82, True),
+        "GB300 NVL72": (0.70, True, 0.82, True),
+        "H800": (0.73, True, 0.80, False),
+    }
+    assert all(f.source == "parallelize-transformer" for f in measured.SUSTAINED)
+    from shardbook import hardware
+
+    assert all(f.accelerator in hardware.PRESETS for f in measured.SUSTAINED)

@@ -171,6 +171,56 @@ def collective_s(
     return collectives.hierarchical_s(inside, across, overlapped)
 
 
+def _grid_shape(grid):
+    """Shape of a rectangular nested list of integer device ids."""
+    if isinstance(grid, bool) or not isinstance(grid, (int, list, tuple)):
+        raise ValueError(f"device_grid: must be nested lists of integer device ids, found {grid!r}")
+    if isinstance(grid, int):
+        return ()
+    if not grid:
+        raise ValueError("device_grid: a mesh axis has no devices")
+    shapes = {_grid_shape(g) for g in grid}
+    if len(shapes) != 1:
+        raise ValueError("device_grid: the nested lists are not rectangular")
+    return (len(grid), *shapes.pop())
+
+
+def groups_along(device_grid, axis):
+    """The device groups of one mesh axis: `device_grid` is the mesh's
+    device ids as nested lists ([[d.id for d in row] for row in
+    mesh.devices] for two axes), `axis` its index; each group holds the
+    devices that differ only in that coordinate."""
+    shape = _grid_shape(device_grid)
+    _validate.count("axis", axis, minimum=0)
+    if axis >= len(shape):
+        raise ValueError(f"axis: the grid has {len(shape)} axes, got axis {axis}")
+
+    def at(index):
+        cell = device_grid
+        for i in index:
+            cell = cell[i]
+        return cell
+
+    def indices(dims):
+        if not dims:
+            yield ()
+            return
+        for i in range(dims[0]):
+            for rest in indices(dims[1:]):
+                yield (i, *rest)
+
+    others = shape[:axis] + shape[axis + 1 :]
+    return [[at(index[:axis] + (k,) + index[axis:]) for k in range(shape[axis])] for index in indices(others)]
+
+
+def rail_misaligned_groups(device_grid, axis, devices_per_node):
+    """Groups along `axis` whose members do not share one local rank
+    (device id mod devices_per_node): on a rail-optimized network their
+    traffic leaves the rail's leaf switch. [] when the axis is aligned."""
+    _validate.count("devices_per_node", devices_per_node)
+    return [g for g in groups_along(device_grid, axis) if len({d % devices_per_node for d in g}) > 1]
+
+
 def single_ring_s(kind, total_bytes, accelerator, n):
     """The sources' illustration for the same group inside one domain: one
     ring over one link, one direction (all-to-all: one link of egress, which

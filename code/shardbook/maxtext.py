@@ -47,6 +47,47 @@ def mesh_from_config(ici, dcn=None):
     return {axis: ici.get(axis, 1) * dcn.get(axis, 1) for axis in MESH_AXES}
 
 
+def parallelism(settings, devices_per_slice, n_slices=1):
+    """The ICI and DCN axis sizes that MaxText's `ici_<axis>_parallelism`
+    and `dcn_<axis>_parallelism` settings give, as its create_device_mesh
+    resolves them: at most one -1 per network, filled so that the ICI sizes
+    multiply to the devices of one slice and the DCN sizes to the number of
+    slices. Returns (ici, dcn), dicts of axis -> size (size-1 axes left
+    out), the shapes create_hybrid_device_mesh takes in MESH_AXES order.
+    Ref: maxtext, scale-your-model-amd."""
+    _validate.count("devices_per_slice", devices_per_slice)
+    _validate.count("n_slices", n_slices)
+    if not isinstance(settings, dict):
+        raise ValueError(f"settings: must be a dict of MaxText settings, got {settings!r}")
+    tables = {"ici": {}, "dcn": {}}
+    for key, size in settings.items():
+        prefix, _, rest = str(key).partition("_")
+        axis = rest[: -len("_parallelism")] if rest.endswith("_parallelism") else None
+        if prefix not in tables or axis is None:
+            raise ValueError(f"settings: {key!r} is not an ici_<axis>_parallelism or dcn_<axis>_parallelism setting")
+        _validate.choice(f"{key}: axis", axis, MESH_AXES)
+        if isinstance(size, bool) or not isinstance(size, int) or (size < 1 and size != -1):
+            raise ValueError(f"{key}: must be a positive integer or -1 (fill from the device count), got {size!r}")
+        tables[prefix][axis] = size
+    for prefix, total, what in (("ici", devices_per_slice, "devices per slice"), ("dcn", n_slices, "slices")):
+        table = tables[prefix]
+        unknown = [a for a, size in table.items() if size == -1]
+        if len(unknown) > 1:
+            raise ValueError(f"{prefix}: at most one axis may be -1, got {', '.join(unknown)}")
+        product = 1
+        for size in table.values():
+            product *= size if size != -1 else 1
+        if unknown:
+            if total % product:
+                raise ValueError(
+                    f"{prefix}_{unknown[0]}_parallelism: -1 cannot fill {total} {what}: the other sizes multiply to {product}"
+                )
+            table[unknown[0]] = total // product
+        elif product != total:
+            raise ValueError(f"{prefix}: the sizes multiply to {product}, but there are {total} {what}")
+    return tuple({a: tables[p][a] for a in MESH_AXES if tables[p].get(a, 1) > 1} for p in ("ici", "dcn"))
+
+
 def resolve(logical_axes, mesh, rules=None):
     """The physical spec of a tensor whose dimensions have these logical
     names: one entry per dimension, None, a mesh axis, or a tuple of them."""

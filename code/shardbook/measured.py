@@ -74,6 +74,32 @@ def achieved_scale_up(accelerator):
 
 
 @dataclass(frozen=True)
+class SustainedFactors:
+    """The fraction of a machine's spec that a well-tuned job sustains, as
+    the interactive edition's hardware table prints it: `compute` of the
+    dense BF16 peak, `link` of the scale-up link rate. The `*_approximate`
+    flags mark the entries that table prints with "≈"."""
+
+    accelerator: str
+    compute: float
+    compute_approximate: bool
+    link: float
+    link_approximate: bool
+    source: str = "parallelize-transformer"
+
+
+SUSTAINED = (
+    SustainedFactors("TPU v5p", 0.72, True, 0.95, True),
+    SustainedFactors("TPU v5e", 0.67, True, 0.95, True),
+    SustainedFactors("H100", 0.73, False, 0.82, False),
+    SustainedFactors("B200", 0.69, False, 0.82, True),
+    SustainedFactors("GB200 NVL72", 0.70, True, 0.82, True),
+    SustainedFactors("GB300 NVL72", 0.70, True, 0.82, True),
+    SustainedFactors("H800", 0.73, True, 0.80, False),
+)
+
+
+@dataclass(frozen=True)
 class PublishedRun:
     """A training run whose hardware, mesh, batch and measured MFU were
     published. `mesh` uses the explorer's axes; `recompute` is the explorer

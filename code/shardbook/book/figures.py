@@ -318,3 +318,79 @@ def stream_timeline(ops, title, ax, span=None, scale=1e3):
     ax.set_title(title, fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
     return ax
+
+
+def global_and_local(global_shape, row_blocks, col_blocks, device_grid, local_device):
+    """A global array of `global_shape` (rows, columns) cut into row_blocks ×
+    col_blocks blocks, each labelled with the device that stores it
+    (`device_grid[r][c]`, device ids), beside the block `local_device` holds,
+    drawn to the same scale."""
+    from matplotlib.patches import Rectangle
+
+    rows, cols = global_shape
+    block_h, block_w = rows / row_blocks, cols / col_blocks
+    fig, (left, right) = plt.subplots(1, 2, figsize=(6.4, 3.6), gridspec_kw={"width_ratios": [1, 1]})
+    cmap = matplotlib.colormaps["tab10"]
+    for r in range(row_blocks):
+        for c in range(col_blocks):
+            device = device_grid[r][c]
+            x, y = c * block_w, rows - (r + 1) * block_h
+            lw = 2.2 if device == local_device else 0.8
+            left.add_patch(Rectangle((x, y), block_w, block_h, fc=cmap(device % 10), ec=INK, lw=lw, alpha=0.85))
+            left.text(
+                x + block_w / 2, y + block_h / 2, f"d{device}", ha="center", va="center", color="white", fontsize=8
+            )
+    for ax in (left, right):
+        ax.set_xlim(-0.05 * cols, 1.05 * cols)
+        ax.set_ylim(-0.05 * rows, 1.05 * rows)
+    _clean(left, f"global [{rows}, {cols}]")
+    r0, c0 = next((r, c) for r in range(row_blocks) for c in range(col_blocks) if device_grid[r][c] == local_device)
+    y0 = rows - block_h
+    right.add_patch(Rectangle((0, y0), block_w, block_h, fc=cmap(local_device % 10), ec=INK, lw=2.2, alpha=0.85))
+    right.text(block_w / 2, y0 + block_h / 2, f"d{local_device}", ha="center", va="center", color="white", fontsize=8)
+    right.text(
+        0,
+        y0 - 0.06 * rows,
+        f"local [{int(block_h)}, {int(block_w)}], block ({r0}, {c0})",
+        ha="left",
+        va="top",
+        fontsize=9,
+    )
+    _clean(right, f"what d{local_device} stores")
+    fig.tight_layout()
+    return _finish(fig)
+
+
+def ring_all_gather_steps(n_devices):
+    """A ring all-gather of n chunks, one panel per step: row i is device i,
+    column j chunk j, filled once device i holds chunk j. At each step every
+    device passes the chunk it received last to the next device."""
+    from matplotlib.patches import Rectangle
+
+    n = n_devices
+    fig, axes = plt.subplots(1, n, figsize=(1.7 * n, 2.2))
+    cmap = matplotlib.colormaps["tab10"]
+    for step, ax in enumerate(axes):
+        for device in range(n):
+            held = {(device - k) % n for k in range(step + 1)}
+            arrived = (device - step) % n if step else None
+            for chunk in range(n):
+                filled = chunk in held
+                ax.add_patch(
+                    Rectangle(
+                        (chunk, n - 1 - device),
+                        0.9,
+                        0.9,
+                        fc=cmap(chunk % 10) if filled else "white",
+                        ec=INK if chunk == arrived else MUTED,
+                        lw=2.0 if chunk == arrived else 0.6,
+                        alpha=0.85 if filled else 1.0,
+                    )
+                )
+        ax.set_xlim(-0.6, n)
+        ax.set_ylim(-0.2, n)
+        for device in range(n):
+            ax.text(-0.15, n - 0.55 - device, f"d{device}", ha="right", va="center", fontsize=8)
+        _clean(ax, "start" if step == 0 else f"after step {step}")
+    fig.tight_layout()
+    return _finish(fig)

@@ -121,7 +121,7 @@ def compile_for_dump(name):
     from ..programs import fixtures
 
     fx = fixtures.get(name)
-    mesh = fixtures.make_mesh(fx.mesh_axes)
+    mesh = fixtures.mesh_for(fx)
     fixtures.jitted(fx, mesh).lower(*fixtures.abstract_args(fx, mesh)).compile()
     return {
         "mesh": fx.mesh_axes,

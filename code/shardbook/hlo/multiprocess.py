@@ -44,7 +44,7 @@ def execute_and_check(name, devices=None):
     from ..programs import fixtures
 
     fx = fixtures.get(name)
-    mesh = fixtures.make_mesh(fx.mesh_axes, devices)
+    mesh = fixtures.mesh_for(fx, devices)
     fn = fixtures.jitted(fx, mesh)
     host = global_inputs(fx)
     dtype = jax.numpy.dtype(fx.dtype)

@@ -73,6 +73,23 @@ def fsdp_step_automatic(layout):
     return [gather(layout, "w", "fsdp"), collective("all_reduce", layout, grad, grad, ["fsdp"])]
 
 
+def hybrid_fsdp_step(layout):
+    """FSDP inside a slice, data parallel across slices: w gathered over
+    fsdp only; the gradient reduced over fsdp inside the slice (this
+    backend: an all-reduce of the whole gradient, then its shard sliced
+    out) and then only that shard all-reduced over replica, across slices:
+    1/fsdp of the gradient crosses the slower network. XLA cuts that shard
+    from the gradient as it computed it, [rows, columns/fsdp], where w's
+    own shard is [rows/fsdp, columns]: the same bytes."""
+    grad = layout.shapes["w"]
+    shard = (grad[0], grad[1] // layout.mesh["fsdp"])
+    return [
+        gather(layout, "w", "fsdp"),
+        collective("all_reduce", layout, grad, grad, ["fsdp"]),
+        collective("all_reduce", layout, shard, shard, ["replica"]),
+    ]
+
+
 def fsdp_step_manual(layout):
     """The same step written with shard_map: all_gather, then psum_scatter."""
     return [

@@ -27,6 +27,64 @@ def make_mesh(axes, devices=None):
     return Mesh(np.array(devices[:n]).reshape(tuple(axes.values())), tuple(axes))
 
 
+class SimulatedSliceDevice:
+    """A device seen as a member of slice `slice_index`: what a TPU device
+    reports and a simulated CPU device does not. Everything else is the
+    wrapped device's."""
+
+    def __init__(self, device, slice_index):
+        self.device = device
+        self.slice_index = slice_index
+
+    def __getattr__(self, name):
+        return getattr(self.device, name)
+
+
+def hybrid_mesh(mesh_axes, dcn_axes, devices=None):
+    """A Mesh whose `dcn_axes` ({axis: slices along it}) cross slices and
+    whose other factors stay inside one, built by JAX's
+    create_hybrid_device_mesh as MaxText builds its multi-slice meshes.
+    Slices are the devices' own (slice_index on TPU), else JAX processes
+    (one per host on a GPU cluster), else, in one process of simulated CPU
+    devices, consecutive runs of devices standing in for them."""
+    from jax.experimental import mesh_utils
+
+    devices = list(devices if devices is not None else jax.devices())
+    axes = tuple(mesh_axes)
+    n = int(np.prod(list(mesh_axes.values())))
+    if len(devices) < n:
+        raise RuntimeError(f"mesh {mesh_axes} needs {n} devices, JAX has {len(devices)}")
+    devices = devices[:n]
+    unknown = set(dcn_axes) - set(axes)
+    if unknown:
+        raise ValueError(f"dcn_axes: {sorted(unknown)} are not axes of the mesh {axes}")
+    dcn_shape = [dcn_axes.get(a, 1) for a in axes]
+    for a, slices in zip(axes, dcn_shape, strict=True):
+        if mesh_axes[a] % slices:
+            raise ValueError(f"dcn_axes: axis {a!r} of size {mesh_axes[a]} cannot span {slices} slices")
+    ici_shape = [mesh_axes[a] // d for a, d in zip(axes, dcn_shape, strict=True)]
+    n_slices = int(np.prod(dcn_shape))
+    # CPU devices of a multi-process job report slice_index 0: use the
+    # attribute only when it really names n_slices slices
+    if len({getattr(d, "slice_index", None) for d in devices} - {None}) == n_slices:
+        grid = mesh_utils.create_hybrid_device_mesh(ici_shape, dcn_shape, devices)
+    elif len({d.process_index for d in devices}) == n_slices:
+        grid = mesh_utils.create_hybrid_device_mesh(ici_shape, dcn_shape, devices, process_is_granule=True)
+    else:
+        per_slice = n // n_slices
+        stand_ins = [SimulatedSliceDevice(d, i // per_slice) for i, d in enumerate(devices)]
+        grid = mesh_utils.create_hybrid_device_mesh(ici_shape, dcn_shape, stand_ins)
+        grid = np.vectorize(lambda d: d.device, otypes=[object])(grid)
+    return Mesh(grid, axes)
+
+
+def mesh_for(fixture, devices=None):
+    """The fixture's mesh: hybrid when it declares axes across slices."""
+    if fixture.dcn_axes:
+        return hybrid_mesh(fixture.mesh_axes, fixture.dcn_axes, devices)
+    return make_mesh(fixture.mesh_axes, devices)
+
+
 def _spec(entries):
     return P(*entries)
 

@@ -28,6 +28,7 @@ class Fixture:
     predict: Callable = field(repr=False)  # predict.Layout -> predicted collectives
     reference: Callable = field(repr=False)  # float32 numpy arguments -> the single-device result
     manual: bool = False  # written with shard_map
+    dcn_axes: dict = field(default_factory=dict)  # axis -> slices it spans (a hybrid mesh)
 
     @property
     def arg_names(self):
@@ -249,6 +250,18 @@ for _fixture in (
         predict=predict.collective_matmul_steps,
         reference=matmul,
         manual=True,
+    ),
+    Fixture(
+        "hsdp_train_step",
+        {"replica": 2, "fsdp": 4},
+        {"x": (("replica", "fsdp"), None), "w": ("fsdp", None), "out": ("fsdp", None)},
+        {"x": (1024, 512), "w": (512, 512)},
+        "float32",
+        "Hybrid sharded data parallelism: FSDP inside each of 2 slices, data parallel across them.",
+        program="fsdp_train_step",
+        predict=predict.hybrid_fsdp_step,
+        reference=sgd_step,
+        dcn_axes={"replica": 2},
     ),
     *(
         Fixture(
