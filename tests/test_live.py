@@ -103,16 +103,25 @@ def test_bad_input_is_refused_and_numbers_kept(server, browser):  # noqa: F811
     page.close()
 
 
-@pytest.mark.parametrize("typed", ["1e3", "2.7", "3 nodes", ""])
-def test_integer_fields_parse_strictly(server, browser, typed):  # noqa: F811
-    """parseInt would turn 1e3 into 1 and 2.7 into 2 without a word; the field
-    refuses them, naming itself and the rule."""
+@pytest.fixture(scope="module")
+def topology_live(server, browser):  # noqa: F811
+    """Chapter 1 gone live once, shared by the tests that only type into it
+    (Pyodide starts once instead of once per test)."""
     page, _ = _visit(browser, f"{server}/chapters/01_topology.html")
     _live(page)
+    yield page
+    page.close()
+
+
+@pytest.mark.parametrize("typed", ["1e3", "2.7", "3 nodes", ""])
+def test_integer_fields_parse_strictly(topology_live, typed):
+    """parseInt would turn 1e3 into 1 and 2.7 into 2 without a word; the field
+    refuses them, naming itself and the rule."""
+    page = topology_live
+    assert _set(page, "n_nodes", "2") == ""  # from a valid state, whatever the last case left
     before = page.inner_text(".glue-key-topo_ag_across_n")
     assert _set(page, "n_nodes", typed) == f'nodes: must be a whole number (digits only), got "{typed}"'
     assert page.inner_text(".glue-key-topo_ag_across_n") == before
-    page.close()
 
 
 def test_reset_always_restores_and_later_edits_start_from_it(server, browser):  # noqa: F811

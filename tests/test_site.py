@@ -134,11 +134,52 @@ def _figure_problems(page):
     return problems
 
 
-def test_every_page_in_a_browser(server, browser):
+def _axe(page, script):
+    """axe-core's violations on the page as it is: (impact, id, first nodes)."""
+    if not page.evaluate("typeof axe !== 'undefined'"):
+        page.add_script_tag(content=script)
+    return page.evaluate(
+        "axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map(v => "
+        "({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))"
+    )
+
+
+@pytest.fixture(scope="module")
+def visits(server, browser):
+    """One visit per page, shared by the page checks and axe (the work of
+    three passes in one): what the page loaded and showed in light mode, its
+    screenshot, and axe-core's violations in light and then dark mode (the
+    theme switched in place, as its toggle does)."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    script = AXE.read_text()
+    out = {}
+    for rel in _pages() + ["search.html"]:
+        page, log = _visit(browser, f"{server}/{rel}")
+        report = {"axe": {}}
+        if rel != "search.html":
+            report["problems"] = _math_problems(page, log) + _figure_problems(page)
+            report["shift"] = page.evaluate(site.LAYOUT_SHIFT_JS)
+            report["first_visit"], _ = site.loaded_bytes(page, HTML)
+            page.screenshot(path=str(SCREENSHOTS / f"{Path(rel).stem}.png"), full_page=True)
+        report["log"] = {key: list(entries) for key, entries in log.items()}  # before axe runs
+        for scheme in ("light", "dark"):
+            page.evaluate(
+                "scheme => { localStorage.setItem('mode', scheme); localStorage.setItem('theme', scheme);"
+                " document.documentElement.dataset.mode = scheme; document.documentElement.dataset.theme = scheme; }",
+                scheme,
+            )
+            assert page.evaluate("document.documentElement.dataset.theme") == scheme
+            report["axe"][scheme] = _axe(page, script)
+        out[rel] = report
+        page.close()
+    return out
+
+
+def test_every_page_in_a_browser(visits):
     problems, weights, first_visits = [], {}, {}
     for rel in _pages():
-        page, log = _visit(browser, f"{server}/{rel}")
+        report = visits[rel]
+        log = report["log"]
         found = [
             f"{what} {log[key]}"
             for key, what in (
@@ -148,17 +189,14 @@ def test_every_page_in_a_browser(server, browser):
             )
             if log[key]
         ]
-        found += _math_problems(page, log) + _figure_problems(page)
-        shift = page.evaluate(site.LAYOUT_SHIFT_JS)
-        if shift > LAYOUT_SHIFT_LIMIT:
-            found.append(f"layout shift {shift:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
-        first_visits[rel], _ = site.loaded_bytes(page, HTML)
+        found += report["problems"]
+        if report["shift"] > LAYOUT_SHIFT_LIMIT:
+            found.append(f"layout shift {report['shift']:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
+        first_visits[rel] = report["first_visit"]
         if first_visits[rel] > FIRST_VISIT_BUDGET_BYTES:
             found.append(f"a first visit loads {first_visits[rel]:,} bytes (budget {FIRST_VISIT_BUDGET_BYTES:,})")
         problems += [f"{rel}: {p}" for p in found]
-        page.screenshot(path=str(SCREENSHOTS / f"{Path(rel).stem}.png"), full_page=True)
         weights[rel] = _bytes(log["paths"])
-        page.close()
     heaviest = max(weights, key=lambda r: weights[r][0])
     first_visit = sum(w[0] for w in weights.values()) + max(w[1] for w in weights.values())
     print(
@@ -177,26 +215,15 @@ def test_every_page_in_a_browser(server, browser):
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_axe_finds_no_serious_violations(server, browser, scheme):
+def test_axe_finds_no_serious_violations(visits, scheme):
     """axe-core (pinned in package.json) on every page in light and dark
     mode: no serious or critical violation; the others are printed."""
-    script = AXE.read_text()
     serious, other = [], []
-    for rel in _pages() + ["search.html"]:
-        page = browser.new_page()
-        page.add_init_script(f"localStorage.setItem('mode', '{scheme}'); localStorage.setItem('theme', '{scheme}');")
-        page.goto(f"{server}/{rel}", wait_until="networkidle")
-        assert page.evaluate("document.documentElement.dataset.theme") == scheme
-        page.add_script_tag(content=script)
-        found = page.evaluate(
-            "axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map(v => "
-            "({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))"
-        )
-        for v in found:
+    for rel, report in visits.items():
+        for v in report["axe"][scheme]:
             (serious if v["impact"] in ("serious", "critical") else other).append(
                 f"{rel}: {v['impact']} {v['id']} {v['nodes']}"
             )
-        page.close()
     if other:
         print("\n".join(["", f"axe ({scheme}), below serious:"] + other))
     assert not serious, "\n".join(serious)
