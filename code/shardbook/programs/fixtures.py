@@ -250,6 +250,23 @@ def _causal_attention(q, k, v, q_offset=0, k_offset=0):
     return jnp.einsum("hqk,khd->qhd", jax.nn.softmax(scores, axis=-1), v)
 
 
+def online_softmax_step(state, scores, weigh_values):
+    """Merge one block of keys into a running softmax (the online softmax of
+    shardbook.attention, on arrays): `state` is (running max, normalizer,
+    weighted sum) or None before the first block, `scores` the block's
+    scores with keys last, `weigh_values(weights)` the block's weighted sum
+    of its values. Both old sums are rescaled to the new maximum."""
+    block_max = scores.max(-1)
+    new_max = block_max if state is None else jnp.maximum(state[0], block_max)
+    weights = jnp.exp(scores - new_max[..., None])
+    block = weigh_values(weights)
+    if state is None:
+        return new_max, weights.sum(-1), block
+    running_max, normalizer, weighted = state
+    rescale = jnp.exp(running_max - new_max)
+    return new_max, normalizer * rescale + weights.sum(-1), weighted * rescale[..., None] + block
+
+
 def _sequence_sharded(mesh, local):
     spec = P("cp", None, None)
     return lambda q, k, v: jax.shard_map(local, mesh=mesh, in_specs=(spec, spec, spec), out_specs=spec)(q, k, v)
@@ -266,23 +283,15 @@ def context_ring(mesh):
         me = jax.lax.axis_index("cp")
         q_pos = me * rows + jnp.arange(rows)
         scale = 1 / np.sqrt(q.shape[-1]).astype(q.dtype)
-        running_max = normalizer = weighted = None
+        state = None  # (running max, normalizer, weighted sum)
         for step in range(n):
             k_pos = ((me - step) % n) * rows + jnp.arange(rows)
             scores = jnp.einsum("qhd,khd->hqk", q, k) * scale
             scores = jnp.where(k_pos[None, None, :] <= q_pos[None, :, None], scores, -1e30)
-            new_max = scores.max(-1) if running_max is None else jnp.maximum(running_max, scores.max(-1))
-            weights = jnp.exp(scores - new_max[..., None])
-            block = jnp.einsum("hqk,khd->hqd", weights, v)
-            if running_max is None:
-                normalizer, weighted = weights.sum(-1), block
-            else:
-                rescale = jnp.exp(running_max - new_max)
-                normalizer = normalizer * rescale + weights.sum(-1)
-                weighted = weighted * rescale[..., None] + block
-            running_max = new_max
+            state = online_softmax_step(state, scores, lambda w, v=v: jnp.einsum("hqk,khd->hqd", w, v))
             if step < n - 1:
                 k, v = jax.lax.ppermute(k, "cp", to_next), jax.lax.ppermute(v, "cp", to_next)
+        _, normalizer, weighted = state
         return jnp.einsum("hqd->qhd", weighted / normalizer[..., None])
 
     return _sequence_sharded(mesh, local)

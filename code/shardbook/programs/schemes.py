@@ -216,25 +216,16 @@ def ring_attention(mesh, axis, batch_axes):
         s_local = q.shape[1]
         me = jax.lax.axis_index(axis)
         q_pos = me * s_local + jnp.arange(s_local)
-        m = norm = acc = None  # running max, normalizer, weighted sum
+        state = None  # (running max, normalizer, weighted sum)
         for step in range(n):
             source = (me - step) % n  # whose chunk this device holds now
             k_pos = source * s_local + jnp.arange(s_local)
             scores = model.grouped_scores(q, k)  # [B, KV, G, S_q, S_k]
             scores = jnp.where(k_pos[None, :] <= q_pos[:, None], scores, -1e30)
-            block_max = jnp.max(scores, axis=-1)
-            m_new = block_max if m is None else jnp.maximum(m, block_max)
-            p = jnp.exp(scores - m_new[..., None])
-            pv = jnp.einsum("bngqk,bknd->bngqd", p, v)
-            if m is None:
-                norm, acc = p.sum(-1), pv
-            else:
-                rescale = jnp.exp(m - m_new)
-                norm = norm * rescale + p.sum(-1)
-                acc = acc * rescale[..., None] + pv
-            m = m_new
+            state = fixtures.online_softmax_step(state, scores, lambda p, v=v: jnp.einsum("bngqk,bknd->bngqd", p, v))
             if step < n - 1:
                 k, v = jax.lax.ppermute(k, axis, to_next), jax.lax.ppermute(v, axis, to_next)
+        _, norm, acc = state
         out = jnp.einsum("bngqd->bqngd", acc / norm[..., None])
         return out.reshape(*out.shape[:2], -1, out.shape[-1])
 
