@@ -84,41 +84,16 @@ def run(name, n_processes=2, timeout_s=240, artifacts=REPOSITORY_ROOT / "hlo_art
         raise ValueError(f"processes: must divide 8 (the mesh size), got {n_processes}")
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix=f"mp-{name}-") as tmp:
-        procs, logs = [], []
-        for pid in range(n_processes):
-            dump = Path(tmp) / f"dump{pid}"
-            env = worker_env(dump, name, n_devices=8 // n_processes)
-            env["JAX_PLATFORMS"] = "cpu"  # this local run simulates the devices
-            cmd = [
-                sys.executable,
-                "-m",
-                "shardbook.hlo",
-                "process",
-                name,
-                "--coordinator",
-                f"127.0.0.1:{port}",
-                "--num-processes",
-                str(n_processes),
-                "--process-id",
-                str(pid),
-                "--dump",
-                str(dump),
-                "--artifacts",
-                str(artifacts),
-            ]
-            out, err = open(Path(tmp) / f"out{pid}", "w+"), open(Path(tmp) / f"err{pid}", "w+")
-            logs.append((out, err))
-            procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True, cwd=REPOSITORY_ROOT))
-        try:
-            reports = _wait(name, procs, logs, timeout_s)
-        finally:
-            for q in procs:
-                if q.poll() is None:
-                    q.kill()
-                    q.wait()
-            for out, err in logs:
-                out.close()
-                err.close()
+        dumps = [Path(tmp) / f"dump{pid}" for pid in range(n_processes)]
+        reports = _run_workers(
+            name,
+            timeout_s,
+            n_processes,
+            port,
+            tmp,
+            command=lambda pid: ["process", name, "--dump", str(dumps[pid]), "--artifacts", str(artifacts)],
+            env=lambda pid: worker_env(dumps[pid], name, n_devices=8 // n_processes),
+        )
     for r in reports:
         log(
             f"{name}: process {r['process_id']} of {r['num_processes']}: "
@@ -201,20 +176,20 @@ def process_main(name, coordinator, num_processes, process_id, dump, artifacts):
 # --- the small model, trained across processes --------------------------------
 
 
-def _spawn(command, n_processes, n_local, port, tmp):
-    """Start one worker per process (8/n simulated CPU devices each)."""
+def _run_workers(name, timeout_s, n_processes, port, tmp, command, env):
+    """Start one worker per process id, `python -m shardbook.hlo`, then
+    command(pid) and the jax.distributed flags, in environment env(pid) with
+    the devices simulated on the CPU (output to files in `tmp`); wait for
+    their reports and stop any worker still running. Returns the reports."""
     procs, logs = [], []
     for pid in range(n_processes):
-        env = dict(os.environ)
-        env.update(
-            XLA_FLAGS=f"--xla_force_host_platform_device_count={n_local}",
-            JAX_PLATFORMS="cpu",  # this local run simulates the devices
-        )
+        worker = dict(env(pid))
+        worker["JAX_PLATFORMS"] = "cpu"  # this local run simulates the devices
         cmd = [
             sys.executable,
             "-m",
             "shardbook.hlo",
-            *command,
+            *command(pid),
             "--coordinator",
             f"127.0.0.1:{port}",
             "--num-processes",
@@ -224,8 +199,17 @@ def _spawn(command, n_processes, n_local, port, tmp):
         ]
         out, err = open(Path(tmp) / f"out{pid}", "w+"), open(Path(tmp) / f"err{pid}", "w+")
         logs.append((out, err))
-        procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True, cwd=REPOSITORY_ROOT))
-    return procs, logs
+        procs.append(subprocess.Popen(cmd, env=worker, stdout=out, stderr=err, text=True, cwd=REPOSITORY_ROOT))
+    try:
+        return _wait(name, procs, logs, timeout_s)
+    finally:
+        for q in procs:
+            if q.poll() is None:
+                q.kill()
+                q.wait()
+        for out, err in logs:
+            out.close()
+            err.close()
 
 
 def train(name, n_processes=2, timeout_s=600, log=print):
@@ -246,17 +230,15 @@ def train(name, n_processes=2, timeout_s=600, log=print):
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix=f"mp-train-{name}-") as tmp:
         log(f"{name}: {n_processes} processes of {8 // n_processes} CPU devices, coordinator 127.0.0.1:{port}")
-        procs, logs = _spawn(["train-process", name], n_processes, 8 // n_processes, port, tmp)
-        try:
-            reports = _wait(name, procs, logs, timeout_s)
-        finally:
-            for q in procs:
-                if q.poll() is None:
-                    q.kill()
-                    q.wait()
-            for out, err in logs:
-                out.close()
-                err.close()
+        reports = _run_workers(
+            name,
+            timeout_s,
+            n_processes,
+            port,
+            tmp,
+            command=lambda pid: ["train-process", name],
+            env=lambda pid: {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={8 // n_processes}"},
+        )
     problems = []
     for r in reports:
         found = runs.loss_problems(reference["losses"], r["losses"], scheme.config.is_moe)
