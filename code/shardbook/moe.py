@@ -23,16 +23,21 @@ def remote_bytes_per_device(tokens_per_device, top_k, d_model, bytes_per_element
     return routed_bytes_per_device(tokens_per_device, top_k, d_model, bytes_per_element) * (ep - 1) / ep
 
 
+def _routing(top_k, n_experts):
+    """Each token picks top_k of n_experts experts."""
+    _validate.count("top_k", top_k)
+    _validate.count("n_experts", n_experts)
+    if top_k > n_experts:
+        raise ValueError(f"top_k: must be <= n_experts ({n_experts}), got {top_k}")
+
+
 def capacity(tokens_per_group, top_k, n_experts, capacity_factor):
     """Slots per expert for a group of tokens routed together (GShard and
     Switch): ceil(capacity_factor · k · tokens / E). Tokens routed to a full
     expert are dropped. Ref: lepikhin2021gshard, fedus2022switch."""
     _validate.count("tokens_per_group", tokens_per_group)
-    _validate.count("top_k", top_k)
-    _validate.count("n_experts", n_experts)
+    _routing(top_k, n_experts)
     _validate.positive("capacity_factor", capacity_factor)
-    if top_k > n_experts:
-        raise ValueError(f"top_k: must be <= n_experts ({n_experts}), got {top_k}")
     return math.ceil(capacity_factor * top_k * tokens_per_group / n_experts)
 
 
@@ -97,15 +102,11 @@ def skewed_loads(n_tokens, top_k, n_experts, skew, seed=0):
     whose weight underflows to zero come last, in random order). A seeded
     draw from the standard library's random, the same everywhere."""
     import heapq
-    import math as _math
     import random
 
     _validate.count("n_tokens", n_tokens)
-    _validate.count("top_k", top_k)
-    _validate.count("n_experts", n_experts)
+    _routing(top_k, n_experts)
     _validate.non_negative("skew", skew)
-    if top_k > n_experts:
-        raise ValueError(f"top_k: must be <= n_experts ({n_experts}), got {top_k}")
     if n_tokens * n_experts > MAX_DRAWS:
         raise ValueError(f"n_tokens × n_experts: at most {MAX_DRAWS:,} keys are drawn, got {n_tokens} × {n_experts}")
     rng = random.Random(seed)
@@ -113,7 +114,7 @@ def skewed_loads(n_tokens, top_k, n_experts, skew, seed=0):
     loads = [0] * n_experts
     for _ in range(n_tokens):
         keys = [
-            ((1, _math.log(1.0 - rng.random()) / w) if w > 0 else (0, rng.random()), e) for e, w in enumerate(weights)
+            ((1, math.log(1.0 - rng.random()) / w) if w > 0 else (0, rng.random()), e) for e, w in enumerate(weights)
         ]
         for _, e in heapq.nlargest(top_k, keys):
             loads[e] += 1
