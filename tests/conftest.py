@@ -36,17 +36,21 @@ def built_book():
 
 
 # Markers from what a test needs, so that `make check` (-m "not build and not
-# browser and not jax") selects the fast tier without a list kept by hand.
+# browser and not jax") selects the fast tier without a list kept by hand, and
+# `make test` runs the tests not marked build beside the build.
 BROWSER_FIXTURES = {"browser", "server", "jupyter"}
 JAX_MODULES = {"test_hlo", "test_notebooks", "test_model"}
 PRINT_MODULES = {"test_pdf"}  # builds the single-page book and prints it with Chromium
+# reads the build's executions (and runs a chapter itself only when none matches)
+BUILD_READING_MODULES = {"test_notebooks"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         printing = item.module.__name__ in PRINT_MODULES
-        if "built_book" in names or names & BROWSER_FIXTURES or printing:
+        reads_build = item.module.__name__ in BUILD_READING_MODULES
+        if "built_book" in names or names & BROWSER_FIXTURES or printing or reads_build:
             item.add_marker(pytest.mark.build)
         if names & BROWSER_FIXTURES or printing:
             item.add_marker(pytest.mark.browser)
