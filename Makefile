@@ -81,8 +81,10 @@ check: setup
 # shardbook.programs.runs, locked per scheme), and, at the lowest priority
 # (nice 19), the tests that do not read the build, which so take only the
 # cycles the other two leave idle (chapter 8's kernel waits for the
-# training). The tests that read the build follow it on two workers
-# (pytest-xdist, one test file per worker at a time).
+# training). The tests that read the build follow it on three workers
+# (pytest-xdist): they wait on the browser as much as they compute, so a
+# third worker fills the cores; tests that share a costly module fixture
+# stay on one worker (--dist loadgroup; the groups are in tests/conftest.py).
 TESTS_BESIDE_THE_BUILD := _build/tests_beside_the_build.log
 test: setup chromium buildcheck lint
 	@# forced execution: the execution cache is emptied, so every chapter runs
@@ -99,8 +101,8 @@ test: setup chromium buildcheck lint
 	echo "==> building the book, every chapter executed afresh (-n -W --keep-going)"; \
 	$(BIN)/jupyter-book build . --path-output . --all -n -W --keep-going -q || status=1; \
 	wait $$runs || { echo "==> the background training failed:"; tail -5 _build/model_runs.log; status=1; }; \
-	echo "==> built in $$(( $$(date +%s) - start )) s; running the tests that read the build (two workers, one test file each at a time)"; \
-	$(BIN)/python -m pytest -q tests -m build -n 2 --dist loadfile --durations=8 || status=1; \
+	echo "==> built in $$(( $$(date +%s) - start )) s; running the tests that read the build (three workers)"; \
+	$(BIN)/python -m pytest -q tests -m build -n 3 --dist loadgroup --durations=8 || status=1; \
 	echo "==> the tests that need no build (run beside the build):"; \
 	wait $$beside || status=1; cat $(TESTS_BESIDE_THE_BUILD); \
 	echo "==> make test took $$(( $$(date +%s) - start )) s after installation"; \

@@ -43,8 +43,19 @@ JAX_MODULES = {"test_hlo", "test_notebooks", "test_model"}
 PRINT_MODULES = {"test_pdf"}  # builds the single-page book and prints it with Chromium
 # reads the build's executions (and runs a chapter itself only when none matches)
 BUILD_READING_MODULES = {"test_notebooks"}
+# Module fixtures too costly to set up on every worker: the tests that use one
+# form a group that pytest-xdist (--dist loadgroup) gives to a single worker;
+# every other test goes to whichever worker is free.
+SHARED_FIXTURE_GROUPS = {
+    "book_pdf": "pdf",  # `make pdf`: one single-page build and print
+    "executed_chapters": "notebooks",
+    "jupyter": "lab",  # a Jupyter server
+    "topology_live": "live-topology",  # chapter 1 gone live (Pyodide started once)
+    "records": "model-records",
+}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
@@ -56,3 +67,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.browser)
         if item.module.__name__ in JAX_MODULES:
             item.add_marker(pytest.mark.jax)
+        groups = {SHARED_FIXTURE_GROUPS[name] for name in names & SHARED_FIXTURE_GROUPS.keys()}
+        if len(groups) > 1:
+            raise pytest.UsageError(f"{item.nodeid}: uses the fixtures of more than one group {sorted(groups)}")
+        if groups:
+            item.add_marker(pytest.mark.xdist_group(groups.pop()))

@@ -226,3 +226,16 @@ def test_make_lab_runs_as_root():
     command = _make("-n", "lab").strip().splitlines()[-1]
     assert "jupyter lab" in command
     assert ("--allow-root" in command) == (os.geteuid() == 0)
+
+
+def test_a_page_paints_after_its_opening_section():
+    from shardbook.book.sphinx_ext import end_of_first_section
+
+    body = (
+        "<section id='page'><h1>T</h1><p>intro</p>"
+        "<section id='one'><h2>1</h2><table></table><section id='one-a'><h3>1a</h3></section></section>"
+        "<section id='two'><h2>2</h2></section></section>"
+    )
+    at = end_of_first_section(body)
+    assert body[:at].endswith("<h3>1a</h3></section></section>") and body[at:].startswith("<section id='two'>")
+    assert end_of_first_section("<section><p>one section</p></section>") == len("<section><p>one section</p></section>")

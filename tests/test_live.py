@@ -84,12 +84,33 @@ def _set(page, name, text):
     return page.inner_text(f"label:has([name='{name}']) .shardbook-live-error")
 
 
-def test_bad_input_is_refused_and_numbers_kept(server, browser):  # noqa: F811
+@pytest.fixture(scope="module")
+def topology_live(server, browser):  # noqa: F811
+    """Chapter 1 gone live once, shared by the tests that type into it
+    (Pyodide starts once instead of once per test)."""
+    page, _ = _visit(browser, f"{server}/chapters/01_topology.html")
+    _live(page)
+    yield page
+    page.close()
+
+
+@pytest.fixture
+def topology(topology_live):
+    """The shared live chapter 1 as a reader finds it after Reset: the printed
+    inputs and numbers, no refusal shown, nothing marked stale."""
+    page = topology_live
+    page.click("text=Reset to the printed values")
+    assert page.eval_on_selector_all(".shardbook-live-error", "es => es.map(e => e.textContent).join('')") == ""
+    assert page.eval_on_selector_all(".live-stale", "es => es.length") == 0
+    assert page.evaluate("document.querySelector('.shardbook-live-changed').hidden")
+    return page
+
+
+def test_bad_input_is_refused_and_numbers_kept(topology):
     """The cost model's refusal is shown next to the field in the field's own
     words; the numbers keep their last good values and are marked stale
     until the input is fixed."""
-    page, _ = _visit(browser, f"{server}/chapters/01_topology.html")
-    _live(page)
+    page = topology
     before = page.inner_text(".glue-key-topo_ag_across_ms")
     assert _set(page, "n_nodes", "0") == "nodes: 0 is not accepted (n: must be >= 1, got 0)"
     assert page.inner_text(".glue-key-topo_ag_across_ms") == before
@@ -100,35 +121,22 @@ def test_bad_input_is_refused_and_numbers_kept(server, browser):  # noqa: F811
     assert "live-stale" not in page.get_attribute(".glue-key-topo_ag_across_ms", "class")
     page.click("text=Reset to the printed values")
     assert page.input_value("[name='n_nodes']") == "2"
-    page.close()
-
-
-@pytest.fixture(scope="module")
-def topology_live(server, browser):  # noqa: F811
-    """Chapter 1 gone live once, shared by the tests that only type into it
-    (Pyodide starts once instead of once per test)."""
-    page, _ = _visit(browser, f"{server}/chapters/01_topology.html")
-    _live(page)
-    yield page
-    page.close()
 
 
 @pytest.mark.parametrize("typed", ["1e3", "2.7", "3 nodes", ""])
-def test_integer_fields_parse_strictly(topology_live, typed):
+def test_integer_fields_parse_strictly(topology, typed):
     """parseInt would turn 1e3 into 1 and 2.7 into 2 without a word; the field
     refuses them, naming itself and the rule."""
-    page = topology_live
-    assert _set(page, "n_nodes", "2") == ""  # from a valid state, whatever the last case left
+    page = topology
     before = page.inner_text(".glue-key-topo_ag_across_n")
     assert _set(page, "n_nodes", typed) == f'nodes: must be a whole number (digits only), got "{typed}"'
     assert page.inner_text(".glue-key-topo_ag_across_n") == before
 
 
-def test_reset_always_restores_and_later_edits_start_from_it(server, browser):  # noqa: F811
+def test_reset_always_restores_and_later_edits_start_from_it(topology):
     """After an edit and Reset, the next edit must compute from the printed
     inputs, not from the edit Reset undid."""
-    page, _ = _visit(browser, f"{server}/chapters/01_topology.html")
-    _live(page)
+    page = topology
     spec = next(s for rel, specs in _live_pages() if rel.endswith("01_topology.html") for s in specs)
     printed = page.inner_text(".glue-key-topo_ag_across_n")
     assert _set(page, "n_nodes", "4") == ""
@@ -141,15 +149,13 @@ def test_reset_always_restores_and_later_edits_start_from_it(server, browser):  
     expected = _cpython(spec, arguments)
     assert page.inner_text(".glue-key-topo_ag_across_n") == expected["topo_ag_across_n"] == printed
     assert page.inner_text(".glue-key-topo_ag_inside_ms") == expected["topo_ag_inside_ms"]
-    page.close()
 
 
-def test_loading_shows_bytes_and_the_panel_summarizes_changes(server, browser):  # noqa: F811
+def test_loading_shows_bytes_and_the_panel_summarizes_changes(topology):
     """Loading counts the bytes of Pyodide's large files; once live, the panel
     stays in view and lists each changed value as a link to where it stands;
     Reset empties the list."""
-    page, _ = _visit(browser, f"{server}/chapters/01_topology.html")
-    _live(page)
+    page = topology
     sizes = sum(
         (HTML / "_static" / "pyodide" / n).stat().st_size
         for n in ("pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs")
@@ -167,7 +173,6 @@ def test_loading_shows_bytes_and_the_panel_summarizes_changes(server, browser): 
         assert page.inner_text(href) == text
     page.click("text=Reset to the printed values")
     assert page.evaluate("document.querySelector('.shardbook-live-changed').hidden")
-    page.close()
 
 
 def test_wording_follows_the_numbers(server, browser):  # noqa: F811

@@ -285,3 +285,40 @@ def test_the_cpu_backend_runs_every_collective_synchronously(records):
     asynchronous start/done pair (a GPU backend splits each into two)."""
     assert records["fsdp"]["collective_instructions"] > 10
     assert all(records[name]["async_collective_starts"] == 0 for name in records)
+
+
+def test_a_scheme_claimed_by_the_trainer_is_awaited_not_trained_twice(tmp_path, monkeypatch):
+    """`python -m shardbook.programs.runs` (make test's background trainer)
+    claims every scheme first: a reader that asks for one it has not reached
+    yet waits for its record instead of training it a second time."""
+    import threading
+    import time
+
+    trained = []
+
+    def slow_run(name, n_steps, log=None):
+        trained.append((name, threading.current_thread().name))
+        time.sleep(0.3)
+        return {"scheme": name, "losses": [1.0] * n_steps}
+
+    monkeypatch.setattr(runs, "run", slow_run)
+    claimed = threading.Event()
+    real_lock = runs._lock
+
+    def lock_and_signal(folder, name):
+        held = real_lock(folder, name)
+        if name == "dp" and threading.current_thread().name == "trainer":  # its first claim
+            claimed.set()
+        return held
+
+    monkeypatch.setattr(runs, "_lock", lock_and_signal)
+    trainer = threading.Thread(
+        name="trainer", target=runs.reports, kwargs={"names": ["dp", "tp"], "claim_all": True, "cache_dir": tmp_path}
+    )
+    trainer.start()
+    assert claimed.wait(10)
+    time.sleep(0.05)  # the trainer claims "tp" right after "dp"
+    record = runs.report("tp", cache_dir=tmp_path)  # asked for while the trainer is still on "dp"
+    trainer.join(10)
+    assert record == {"scheme": "tp", "losses": [1.0] * runs.N_STEPS}
+    assert trained == [("dp", "trainer"), ("tp", "trainer")], f"not trained once each by the trainer: {trained}"

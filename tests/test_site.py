@@ -13,7 +13,7 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from conftest import BUILD, HTML
+from conftest import BUILD, CHAPTERS, HTML
 from shardbook.book import site
 
 PAGE_BUDGET_BYTES = 1.5e6  # a chapter's own content: HTML, figures, SVGs, data
@@ -25,6 +25,10 @@ SCREENSHOTS = BUILD / "screenshots"
 
 def _pages():
     return sorted(p.relative_to(HTML).as_posix() for p in HTML.glob("chapters/*.html"))
+
+
+# from the sources, so that the tests are the same whether or not the book is built yet
+CHAPTER_PAGES = sorted(f"chapters/{p.stem}.html" for p in CHAPTERS)
 
 
 @pytest.fixture(scope="module")
@@ -144,88 +148,97 @@ def _axe(page, script):
     )
 
 
-@pytest.fixture(scope="module")
-def visits(server, browser):
-    """One visit per page, shared by the page checks and axe: what the page
-    loaded and showed in light mode, its screenshot, axe-core's violations
-    in light mode, and after a reload in dark mode."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+def _visit_report(browser, server, rel):
+    """One visit of a page, shared by the page checks and axe: what the page
+    loaded and showed in light mode, its screenshot, axe-core's violations in
+    light mode, and after a reload in dark mode."""
     script = AXE.read_text()
-    out = {}
-    for rel in _pages() + ["search.html"]:
-        page, log = _visit(browser, f"{server}/{rel}")
-        report = {"axe": {}}
-        if rel != "search.html":
-            report["problems"] = _math_problems(page, log) + _figure_problems(page)
-            report["shift"] = page.evaluate(site.LAYOUT_SHIFT_JS)
-            report["first_visit"], _ = site.loaded_bytes(page, HTML)
-            page.screenshot(path=str(SCREENSHOTS / f"{Path(rel).stem}.png"), full_page=True)
-        report["log"] = {key: list(entries) for key, entries in log.items()}  # before axe runs
-        report["axe"]["light"] = _axe(page, script)
-        # dark as a reader gets it: the theme restored from storage on load
-        # (switching in place would catch the colours mid-transition)
-        page.evaluate("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
-        page.reload(wait_until="networkidle")
-        assert page.evaluate("document.documentElement.dataset.theme") == "dark"
-        report["axe"]["dark"] = _axe(page, script)
-        page.evaluate("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
-        out[rel] = report
-        page.close()
-    return out
+    page, log = _visit(browser, f"{server}/{rel}")
+    report = {"axe": {}}
+    if rel != "search.html":
+        report["problems"] = _math_problems(page, log) + _figure_problems(page)
+        report["shift"] = page.evaluate(site.LAYOUT_SHIFT_JS)
+        report["first_visit"], _ = site.loaded_bytes(page, HTML)
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / f"{Path(rel).stem}.png"), full_page=True)
+    report["log"] = {key: list(entries) for key, entries in log.items()}  # before axe runs
+    report["axe"]["light"] = _axe(page, script)
+    # dark as a reader gets it: the theme restored from storage on load
+    # (switching in place would catch the colours mid-transition)
+    page.evaluate("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
+    page.reload(wait_until="networkidle")
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    report["axe"]["dark"] = _axe(page, script)
+    page.evaluate("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
+    page.close()
+    return report
 
 
-def test_every_page_in_a_browser(visits):
-    problems, weights, first_visits = [], {}, {}
-    for rel in _pages():
-        report = visits[rel]
-        log = report["log"]
-        found = [
-            f"{what} {log[key]}"
-            for key, what in (
-                ("console", "console errors"),
-                ("failed", "failed requests"),
-                ("offsite", "requests off 127.0.0.1"),
-            )
-            if log[key]
-        ]
-        found += report["problems"]
-        if report["shift"] > LAYOUT_SHIFT_LIMIT:
-            found.append(f"layout shift {report['shift']:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
-        first_visits[rel] = report["first_visit"]
-        if first_visits[rel] > FIRST_VISIT_BUDGET_BYTES:
-            found.append(f"a first visit loads {first_visits[rel]:,} bytes (budget {FIRST_VISIT_BUDGET_BYTES:,})")
-        problems += [f"{rel}: {p}" for p in found]
-        weights[rel] = _bytes(log["paths"])
-    heaviest = max(weights, key=lambda r: weights[r][0])
-    first_visit = sum(w[0] for w in weights.values()) + max(w[1] for w in weights.values())
+def _axe_problems(rel, report):
+    """axe-core (pinned in package.json) in light and dark mode: serious or
+    critical violations are problems; the others are printed."""
+    serious = []
+    for scheme, violations in report["axe"].items():
+        for v in violations:
+            line = f"{rel}: axe ({scheme}) {v['impact']} {v['id']} {v['nodes']}"
+            if v["impact"] in ("serious", "critical"):
+                serious.append(line)
+            else:
+                print(line)
+    return serious
+
+
+def test_every_chapter_source_is_a_page(built_book):
+    """The pages checked one by one below are exactly the built chapter pages."""
+    assert _pages() == CHAPTER_PAGES
+
+
+@pytest.mark.parametrize("rel", CHAPTER_PAGES)
+def test_page_in_a_browser(rel, server, browser):
+    """A chapter as a reader opens it: no console error, failed or off-site
+    request; math typeset by KaTeX at build time; figures shown; little
+    layout shift; its first visit within budget; and no serious axe-core
+    violation in light or dark mode."""
+    report = _visit_report(browser, server, rel)
+    log = report["log"]
+    problems = [
+        f"{what} {log[key]}"
+        for key, what in (
+            ("console", "console errors"),
+            ("failed", "failed requests"),
+            ("offsite", "requests off 127.0.0.1"),
+        )
+        if log[key]
+    ]
+    problems += report["problems"]
+    if report["shift"] > LAYOUT_SHIFT_LIMIT:
+        problems.append(f"layout shift {report['shift']:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
+    if report["first_visit"] > FIRST_VISIT_BUDGET_BYTES:
+        problems.append(f"a first visit loads {report['first_visit']:,} bytes (budget {FIRST_VISIT_BUDGET_BYTES:,})")
+    own, theme = _bytes(log["paths"])
+    if own > PAGE_BUDGET_BYTES:
+        problems.append(f"{own:,} bytes of its own content (budget {PAGE_BUDGET_BYTES:,.0f})")
     print(
-        f"\nheaviest page: {heaviest} {weights[heaviest][0]:,} bytes own content; "
-        f"theme assets {max(w[1] for w in weights.values()):,} bytes; first visit of every page {first_visit:,} bytes"
+        f"\n{rel}: {own:,} bytes own content, theme assets {theme:,}; first visit {report['first_visit']:,} bytes raw"
     )
-    print(f"first visit, raw bytes: {min(first_visits.values()):,} to {max(first_visits.values()):,}")
+    problems += _axe_problems(rel, report)
+    assert (SCREENSHOTS / f"{Path(rel).stem}.png").stat().st_size > 0
+    assert not problems, "\n".join(f"{rel}: {p}" for p in problems)
+
+
+def test_search_page_in_a_browser(server, browser):
+    report = _visit_report(browser, server, "search.html")
+    log = report["log"]
+    assert not log["console"] and not log["failed"] and not log["offsite"], log
+    serious = _axe_problems("search.html", report)
+    assert not serious, "\n".join(serious)
+
+
+def test_the_icon_script_stays_trimmed(built_book):
     icon_script = HTML / "_static" / "scripts" / "fontawesome.js"
     assert icon_script.stat().st_size < 20_000, (
         "the theme's full icon bundle is back; shardbook.book.sphinx_ext trims it"
     )
-    over = {r: w[0] for r, w in weights.items() if w[0] > PAGE_BUDGET_BYTES}
-    assert not over, f"pages over the {PAGE_BUDGET_BYTES:,.0f}-byte budget: {over}"
-    assert not problems, "\n".join(problems)
-    assert all((SCREENSHOTS / f"{Path(rel).stem}.png").stat().st_size > 0 for rel in weights)
-
-
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_axe_finds_no_serious_violations(visits, scheme):
-    """axe-core (pinned in package.json) on every page in light and dark
-    mode: no serious or critical violation; the others are printed."""
-    serious, other = [], []
-    for rel, report in visits.items():
-        for v in report["axe"][scheme]:
-            (serious if v["impact"] in ("serious", "critical") else other).append(
-                f"{rel}: {v['impact']} {v['id']} {v['nodes']}"
-            )
-    if other:
-        print("\n".join(["", f"axe ({scheme}), below serious:"] + other))
-    assert not serious, "\n".join(serious)
 
 
 def test_search_finds_the_chapters(server, browser):
@@ -356,32 +369,33 @@ def test_every_figure_opens_full_size(built_book):
             assert (page.parent / src).resolve().exists(), f"{page.name}: {src} does not exist"
 
 
+@pytest.mark.parametrize("rel", CHAPTER_PAGES)
 @pytest.mark.parametrize("width,height,kind", [(390, 844, "phone"), (768, 1024, "tablet")])
-def test_phone_and_tablet_screenshots(server, browser, width, height, kind):
-    """Every chapter at a phone's and a tablet's width: no sideways scrolling of
-    the page itself, and a screenshot for review."""
+def test_phone_and_tablet_screenshots(server, browser, width, height, kind, rel):
+    """A chapter at a phone's and a tablet's width: no sideways scrolling of
+    the page itself, no display formula cut at its column's left edge, little
+    layout shift, and a screenshot for review."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     wide = []
-    for rel in _pages():
-        page = browser.new_page()
-        # the light theme, whatever an earlier test left in the shared profile
-        page.add_init_script("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
-        page.set_viewport_size({"width": width, "height": height})
-        page.goto(f"{server}/{rel}", wait_until="networkidle")
-        overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
-        if overflow > 1:
-            wide.append(f"{rel}: {overflow}px wider than the screen")
-        shift = page.evaluate(site.LAYOUT_SHIFT_JS)
-        if shift > LAYOUT_SHIFT_LIMIT:
-            wide.append(f"{rel}: layout shift {shift:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
-        clipped = page.evaluate(
-            "[...document.querySelectorAll('main div.math')].filter(d => { const k = d.querySelector('.katex-display');"
-            " return k && k.getBoundingClientRect().left < d.getBoundingClientRect().left - 1; }).length"
-        )
-        if clipped:
-            wide.append(f"{rel}: {clipped} display formula(s) start left of their column (clipped)")
-        page.screenshot(path=str(SCREENSHOTS / f"{kind}_{Path(rel).stem}.png"))
-        page.close()
+    page = browser.new_page()
+    # the light theme, whatever an earlier test left in the shared profile
+    page.add_init_script("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{server}/{rel}", wait_until="networkidle")
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    if overflow > 1:
+        wide.append(f"{rel}: {overflow}px wider than the screen")
+    shift = page.evaluate(site.LAYOUT_SHIFT_JS)
+    if shift > LAYOUT_SHIFT_LIMIT:
+        wide.append(f"{rel}: layout shift {shift:.3f} while loading (limit {LAYOUT_SHIFT_LIMIT})")
+    clipped = page.evaluate(
+        "[...document.querySelectorAll('main div.math')].filter(d => { const k = d.querySelector('.katex-display');"
+        " return k && k.getBoundingClientRect().left < d.getBoundingClientRect().left - 1; }).length"
+    )
+    if clipped:
+        wide.append(f"{rel}: {clipped} display formula(s) start left of their column (clipped)")
+    page.screenshot(path=str(SCREENSHOTS / f"{kind}_{Path(rel).stem}.png"))
+    page.close()
     assert not wide, wide
 
 
@@ -429,3 +443,21 @@ def test_the_local_server_compresses_and_caches_as_a_static_host(tmp_path):
         assert status == 200 and body == (tmp_path / "page.html").read_bytes()
         later = "Sun, 01 Jan 2102 00:00:00 GMT"
         assert get(f"{base}/page.html", **{"Accept-Encoding": "gzip", "If-Modified-Since": later})[0] == 304
+
+
+def test_a_page_with_a_table_waits_only_for_an_element_it_has(built_book):
+    """The render-blocking `expect` link names an element the page holds
+    (a missing one would hold the first paint until the whole page is parsed)."""
+    from shardbook.book.sphinx_ext import FIRST_SECTION_END_ID
+
+    expecting = 0
+    for path in sorted(HTML.glob("chapters/*.html")):
+        text = path.read_text()
+        if f'href="#{FIRST_SECTION_END_ID}" blocking="render"' in text:
+            expecting += 1
+            assert text.count(f'id="{FIRST_SECTION_END_ID}"') == 1, path.name
+        else:
+            assert "<table" not in text.split("<article", 1)[-1].split("</article>", 1)[0], (
+                f"{path.name}: a table but no expect link"
+            )
+    assert expecting >= 5

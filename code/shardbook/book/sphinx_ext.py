@@ -16,6 +16,8 @@
   selectors the pages and scripts name (PurgeCSS, pinned in package.json).
 - sphinx-thebe's assets are left out of every page: the book's live mode is
   its own, and Thebe's config script was declared twice per page.
+- A page with a table paints once its opening section is parsed, so that a
+  table streaming in does not push the text below it around.
 - The theme's icon fonts are cut down, in the built site only, to the glyphs
   its stylesheets and pages use (fontTools), under the same file names.
 """
@@ -329,6 +331,39 @@ def _preload_math_fonts(app, pagename, templatename, context, doctree):
     context["metatags"] = context.get("metatags", "") + links
 
 
+# While a long page streams in, a table near its top is painted before its last
+# rows arrive; the browser widens its columns as they come and the text below
+# jumps (layout shift, seen on the tablet width under load). The page holds its
+# first paint until the opening section is parsed (the HTML standard's
+# render-blocking `expect` link); the rest still streams.
+FIRST_SECTION_END_ID = "shardbook-first-section-end"
+
+
+def end_of_first_section(body):
+    """Index in a page's `body` HTML just after the first section nested in
+    the page's own (the intro and its first `##`), or the end of the body."""
+    opening = [m.start() for m in re.finditer(r"<section\b", body)]
+    if len(opening) < 2:
+        return len(body)
+    depth = 0
+    for tag in re.finditer(r"<section\b|</section>", body[opening[1] :]):
+        depth += 1 if tag.group() != "</section>" else -1
+        if depth == 0:
+            return opening[1] + tag.end()
+    return len(body)
+
+
+def _paint_after_the_first_section(app, pagename, templatename, context, doctree):
+    body = context.get("body")
+    if doctree is None or not body or "<table" not in body:
+        return
+    at = end_of_first_section(body)
+    context["body"] = body[:at] + f'<span id="{FIRST_SECTION_END_ID}"></span>' + body[at:]
+    context["metatags"] = (
+        context.get("metatags", "") + f'<link rel="expect" href="#{FIRST_SECTION_END_ID}" blocking="render">\n'
+    )
+
+
 DESCRIPTION_CHARS = 160
 
 
@@ -501,5 +536,6 @@ def setup(app):
     app.connect("html-page-context", _add_ipynb_download, priority=500)
     app.connect("html-page-context", _drop_thebe)
     app.connect("html-page-context", _preload_math_fonts)
+    app.connect("html-page-context", _paint_after_the_first_section)
     app.connect("html-page-context", _describe_page)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

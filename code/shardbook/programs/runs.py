@@ -186,48 +186,84 @@ def run(scheme_name, n_steps=N_STEPS, devices=None, log=None):
     return record
 
 
+def _folder(cache_dir, n_steps):
+    folder = Path(cache_dir or CACHE_DIR) / cache_key(n_steps)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _lock(folder, scheme_name):
+    """Wait for, then hold, the one lock on `scheme_name`'s record; closing
+    the returned file releases it."""
+    lock = open(folder / f".{scheme_name}.lock", "w")
+    if fcntl is not None:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+
+
+def _read_or_run(folder, scheme_name, n_steps, log):
+    """The record, read when present, else run and written (under the lock)."""
+    path = folder / f"{scheme_name}.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            pass  # a damaged record is recomputed
+    record = run(scheme_name, n_steps, log=log)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{scheme_name}-", suffix=".json")
+    with os.fdopen(fd, "w") as fh:
+        json.dump(record, fh)
+    os.replace(tmp, path)
+    return record
+
+
 def report(scheme_name, n_steps=N_STEPS, cache_dir=None, log=None):
     """The record of `scheme_name`: read from the cache when the code, JAX
     and the flags are those that wrote it, else run and cached."""
     from . import schemes
 
     schemes.get(scheme_name)  # an unknown name fails here, with the list
-    folder = Path(cache_dir or CACHE_DIR) / cache_key(n_steps)
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{scheme_name}.json"
+    folder = _folder(cache_dir, n_steps)
     # one process computes a scheme at a time: `make test` trains the schemes in
     # the background while the book builds, and a chapter that reaches one
     # being trained waits for it instead of training it twice
-    with open(folder / f".{scheme_name}.lock", "w") as lock:
-        if fcntl is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-        if path.exists():
-            try:
-                return json.loads(path.read_text())
-            except (OSError, json.JSONDecodeError):
-                pass  # a damaged record is recomputed
-        record = run(scheme_name, n_steps, log=log)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{scheme_name}-", suffix=".json")
-        with os.fdopen(fd, "w") as fh:
-            json.dump(record, fh)
-        os.replace(tmp, path)
-        return record
+    with _lock(folder, scheme_name):
+        return _read_or_run(folder, scheme_name, n_steps, log)
 
 
-def reports(names=None, log=None):
-    """{name: record} for the named schemes (all by default), in order."""
+def reports(names=None, log=None, claim_all=False, n_steps=N_STEPS, cache_dir=None):
+    """{name: record} for the named schemes (all by default), in order.
+
+    With `claim_all`, the locks of all of them are taken before the first is
+    trained and each is released once its record is written: another process
+    that asks for a scheme not yet reached waits for this one's record rather
+    than training it too (at its own, perhaps lower, priority)."""
     from . import schemes
 
     names = list(names or schemes.SCHEMES)
+    for name in names:
+        schemes.get(name)
+    folder = _folder(cache_dir, n_steps)
+    claimed = {name: _lock(folder, name) for name in names} if claim_all else {}
     out = {}
-    for i, name in enumerate(names, 1):
-        out[name] = report(name, log=(lambda msg, i=i: log(f"[{i}/{len(names)}] {msg}")) if log else None)
+    try:
+        for i, name in enumerate(names, 1):
+            step_log = (lambda msg, i=i: log(f"[{i}/{len(names)}] {msg}")) if log else None
+            if name in claimed:
+                out[name] = _read_or_run(folder, name, n_steps, step_log)
+                claimed.pop(name).close()
+            else:
+                out[name] = report(name, n_steps, cache_dir, log=step_log)
+    finally:
+        for lock in claimed.values():
+            lock.close()
     return out
 
 
 def main(argv=None):
     """`python -m shardbook.programs.runs [SCHEME ...]`: train and record
-    the schemes (all by default) that have no current record."""
+    the schemes (all by default) that have no current record, claiming
+    them all first (see `reports`)."""
     from . import schemes
 
     parser = argparse.ArgumentParser(
@@ -239,7 +275,7 @@ def main(argv=None):
     try:
         for name in args.names:
             schemes.get(name)
-        reports(args.names or None, log=lambda msg: print(msg, flush=True))
+        reports(args.names or None, log=lambda msg: print(msg, flush=True), claim_all=True)
     except ValueError as exc:
         print(f"shardbook.programs.runs: {exc}", file=sys.stderr)
         return 2
