@@ -12,6 +12,12 @@ export PYTHONHASHSEED := 0
 # executed pages (see ledger.live). Only these targets: `make lab` must show them.
 book test pdf bench bless: export SHARDBOOK_BUILD := 1
 
+# pip, npm and apt-get each keep about one core busy: make runs two recipes at
+# a time (installing the Python packages beside Pyodide's), and the two
+# apt-get installs one after the other (they would wait on one dpkg lock).
+MAKEFLAGS += --jobs=2
+chromium: graphviz
+
 .PHONY: book test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf
 
 setup: $(STAMP) graphviz node_modules/.installed
