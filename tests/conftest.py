@@ -55,7 +55,6 @@ SHARED_FIXTURE_GROUPS = {
 }
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
@@ -67,8 +66,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.browser)
         if item.module.__name__ in JAX_MODULES:
             item.add_marker(pytest.mark.jax)
-        groups = {SHARED_FIXTURE_GROUPS[name] for name in names & SHARED_FIXTURE_GROUPS.keys()}
-        if len(groups) > 1:
-            raise pytest.UsageError(f"{item.nodeid}: uses the fixtures of more than one group {sorted(groups)}")
-        if groups:
-            item.add_marker(pytest.mark.xdist_group(groups.pop()))
+
+
+def pytest_itemcollected(item):
+    # as each test is collected, before any collection_modifyitems hook
+    # (pytest-xdist reads the groups in its own)
+    names = set(getattr(item, "fixturenames", ()))
+    groups = {SHARED_FIXTURE_GROUPS[name] for name in names & SHARED_FIXTURE_GROUPS.keys()}
+    if len(groups) > 1:
+        raise pytest.UsageError(f"{item.nodeid}: uses the fixtures of more than one group {sorted(groups)}")
+    if groups:
+        item.add_marker(pytest.mark.xdist_group(groups.pop()))
+
+
+def pytest_collection_finish(session):
+    # a pytest-xdist that cannot read the groups (3.8 with pytest 9 writes the
+    # group where pytest 9 no longer reads it) would run a costly module
+    # fixture on every worker at once, `make pdf` twice in one folder
+    if getattr(session.config.option, "loadgroup", False):
+        lost = [i.nodeid for i in session.items if i.get_closest_marker("xdist_group") and "@" not in i.nodeid]
+        if lost:
+            raise pytest.UsageError(
+                f"pytest-xdist dropped the xdist_group of {len(lost)} tests ({lost[0]}, ...): "
+                "check the pytest and pytest-xdist pins in requirements.txt"
+            )

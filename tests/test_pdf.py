@@ -15,8 +15,12 @@ APPENDICES = sorted((ROOT / "chapters").glob("9[0-9]_*.md"))
 
 @pytest.fixture(scope="module")
 def book_pdf():
-    result = subprocess.run(["make", "pdf"], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # output to a file, not a pipe: a helper the build leaves running (KaTeX's
+    # node server) would hold a pipe open and the wait would never end
+    log = BUILD / "make_pdf.log"
+    with open(log, "w") as out:
+        result = subprocess.run(["make", "pdf"], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, timeout=900)
+    assert result.returncode == 0, log.read_text()[-6000:]
     assert PDF.exists()
     return PDF
 
