@@ -239,3 +239,37 @@ def test_a_page_paints_after_its_opening_section():
     at = end_of_first_section(body)
     assert body[:at].endswith("<h3>1a</h3></section></section>") and body[at:].startswith("<section id='two'>")
     assert end_of_first_section("<section><p>one section</p></section>") == len("<section><p>one section</p></section>")
+
+
+def test_the_katex_server_is_awaited_until_it_listens(tmp_path):
+    """A server that creates its socket file, then listens only a moment
+    later (as node does on a busy machine): the build's start waits for it
+    instead of failing on a refused connection."""
+    import socket
+
+    from shardbook.book.sphinx_ext import _start_katex_server_process
+
+    late_listener = (
+        "import socket, sys, time\n"
+        "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+        "s.bind(sys.argv[1]); time.sleep(0.5); s.listen(1)\n"
+        "c, _ = s.accept(); c.sendall(b'up'); time.sleep(1)\n"
+    )
+
+    class Server:
+        @staticmethod
+        def build_command(socket):
+            return [sys.executable, "-c", late_listener, str(socket)]
+
+        @staticmethod
+        def timeout_error(timeout):
+            return TimeoutError(f"no server after {timeout} s")
+
+    process, sock = _start_katex_server_process(Server, tmp_path, timeout=10)
+    try:
+        assert sock.recv(2) == b"up"
+        assert isinstance(sock, socket.socket)
+    finally:
+        sock.close()
+        process.kill()
+        process.wait()

@@ -21,6 +21,7 @@ FIRST_VISIT_BUDGET_BYTES = 1_000_000  # everything a first visit loads, raw (the
 LAYOUT_SHIFT_LIMIT = 0.05  # Lighthouse's CLS, "good" below 0.1; the book aims at 0.05
 AXE = Path(__file__).resolve().parents[1] / "node_modules" / "axe-core" / "axe.min.js"
 SCREENSHOTS = BUILD / "screenshots"
+SHOT_MAX_PX = 30_000  # JPEG holds at most 65,535 pixels a side
 
 
 def _pages():
@@ -160,8 +161,17 @@ def _visit_report(browser, server, rel):
         report["shift"] = page.evaluate(site.LAYOUT_SHIFT_JS)
         report["first_visit"], _ = site.loaded_bytes(page, HTML)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        # JPEG: a long page's full-length PNG takes Chromium half as long again to encode
-        page.screenshot(path=str(SCREENSHOTS / f"{Path(rel).stem}.jpg"), full_page=True, type="jpeg", quality=85)
+        # JPEG: a long page's full-length PNG takes Chromium half as long again to
+        # encode; a page taller than JPEG allows (the package reference) is shot
+        # down to SHOT_MAX_PX
+        height = page.evaluate("document.documentElement.scrollHeight")
+        page.screenshot(
+            path=str(SCREENSHOTS / f"{Path(rel).stem}.jpg"),
+            full_page=True,
+            clip={"x": 0, "y": 0, "width": 1280, "height": min(height, SHOT_MAX_PX)},
+            type="jpeg",
+            quality=85,
+        )
     report["log"] = {key: list(entries) for key, entries in log.items()}  # before axe runs
     report["axe"]["light"] = _axe(page, script)
     # dark as a reader gets it: the theme restored from storage on load
@@ -462,3 +472,40 @@ def test_a_page_with_a_table_waits_only_for_an_element_it_has(built_book):
                 f"{path.name}: a table but no expect link"
             )
     assert expecting >= 5
+
+
+def test_an_exercise_is_numbered_and_its_solution_opens_when_asked(server, browser):
+    """Chapter 2's first exercise is "Exercise 2.1"; its solution, linked to
+    it, is folded until the reader opens it, and then shows the computed
+    answer."""
+    page, log = _visit(browser, f"{server}/chapters/02_sharding.html")
+    exercise = page.locator("[id='ex-sharding-1']")
+    assert "Exercise 2.1" in exercise.inner_text()
+    solution = page.locator("div.solution").first
+    assert solution.locator("a[href='#ex-sharding-1']").count() == 1, "the solution does not link to its exercise"
+    answer = solution.locator(".glue-key-shard_ex1_mb")
+    assert not answer.is_visible(), "the solution is open before the reader asks"
+    solution.locator(".admonition-title").click()
+    answer.wait_for(state="visible", timeout=5_000)
+    assert answer.inner_text().strip() != ""
+    assert not log["console"] and not log["offsite"], log
+    page.close()
+
+
+def test_a_name_in_a_code_cell_opens_its_reference_entry(server, browser):
+    """Clicking a package name in a chapter's code cell lands on its entry in
+    the package reference, with its docstring in view."""
+    page, log = _visit(browser, f"{server}/chapters/03_data_parallel.html")
+    link = page.locator("a.sphinx-codeautolink-a[href*='95_reference.html#shardbook.']").first
+    target = link.get_attribute("href").split("#", 1)[1]
+    link.scroll_into_view_if_needed()
+    link.click()
+    page.wait_for_url(f"**/95_reference.html#{target}")
+    page.wait_for_load_state("networkidle")
+    entry = page.locator(f"[id='{target}']")
+    assert entry.is_visible()
+    top = entry.evaluate("e => e.getBoundingClientRect().top")
+    assert 0 <= top < page.viewport_size["height"], f"{target} is not in view after the jump ({top}px)"
+    assert entry.locator("xpath=..").locator("dd").first.inner_text().strip(), f"{target}: no docstring shown"
+    assert not log["console"] and not log["offsite"], log
+    page.close()

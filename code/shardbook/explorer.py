@@ -10,6 +10,7 @@ policy; the cheapest policy that fits is chosen. Standard library only;
 compiling candidates is in shardbook.hlo.candidates.
 
 Assumptions (stated on every result):
+
 - optimistic: peak FLOP/s, collectives at line rate on every link the
   fabric offers, perfect overlap for the collectives that can hide (below);
 - math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the attention
@@ -83,6 +84,11 @@ class Placement:
 
 @dataclass(frozen=True)
 class Candidate:
+    """One mesh the explorer priced: its degrees per scheme, whether its
+    state fits, the time of each part of a step (math, each scheme's
+    collectives, the pipeline bubble), the step time and MFU that follow,
+    and where each axis was placed on the machine."""
+
     fsdp: int
     tp: int
     ep: int
@@ -528,6 +534,8 @@ def format_table(candidates, top=None):
 
 
 def main(argv=None):
+    """`python -m shardbook.explorer MODEL ACCELERATOR N_DEVICES TOKENS`:
+    print the ranked meshes; bad input is one line on stderr and exit code 2."""
     parser = argparse.ArgumentParser(
         prog="python -m shardbook.explorer",
         description="Rank the meshes of a model on a number of accelerators with the book's cost model.",

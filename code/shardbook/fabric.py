@@ -130,14 +130,16 @@ def collective_s(
     each (m at most the domain size), each device uses its own scale-out
     share W_out (its NIC, or a chip's DCN share), so a node's m members
     bring data in at m·W_out:
-      all_gather / reduce_scatter: cross phase total·(k-1)/(k·m·W_out), then
-        the in-domain collective of the whole buffer over m devices;
-      all_reduce: reduce-scatter inside, all-reduce of total/m across k,
-        all-gather inside (collectives.hierarchical_all_reduce_s); the two
-        in-node phases use the same links, so pipelined the time is the
-        larger of their sum and the cross phase;
-      all_to_all: each device sends L·(n-m)/n off-node through W_out and
-        L·(m-1)/n inside.
+
+    - all_gather / reduce_scatter: cross phase total·(k-1)/(k·m·W_out), then
+      the in-domain collective of the whole buffer over m devices;
+    - all_reduce: reduce-scatter inside, all-reduce of total/m across k,
+      all-gather inside (collectives.hierarchical_all_reduce_s); the two
+      in-node phases use the same links, so pipelined the time is the
+      larger of their sum and the cross phase;
+    - all_to_all: each device sends L·(n-m)/n off-node through W_out and
+      L·(m-1)/n inside.
+
     overlapped=True gives the largest phase (perfect pipelining, the bound);
     False the sum (a serialized implementation). Spreading a group over
     nodes can make it faster than the same group inside one node (its

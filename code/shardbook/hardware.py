@@ -44,28 +44,29 @@ class Sourced(float):
 class Accelerator:
     """One accelerator and the links around it.
 
-    name: preset name.  family: 'gpu' or 'tpu'.
-    scale_up_fabric: what the scale-up links form. 'full_mesh': a direct
-        link to each of the other domain members (MI300X, MI355X: n-1 peer
-        links per device); 'switch': every device reaches every other through
-        switches, limited by its own egress (NVLink/NVSwitch, NVL72);
-        'torus': links to neighbours along each torus axis, two per axis,
-        wraparound only when a slice spans the whole axis (TPU ICI).
-    torus_dims: dimensions of the torus (0 when the fabric is not a torus).
-    scale_out_layout: 'rail_optimized' (device i of every node shares a
-        leaf switch), 'unspecified' (the source gives no switch topology),
-        or 'dcn' (TPU data-center network).
-    bf16_dense_flops_per_s: peak dense BF16 matmul FLOP/s (no sparsity).
-    hbm_bytes: HBM capacity of one device.
-    scale_up_link_bytes_per_s: one direction of one scale-up link (one xGMI
-        peer, one NVLink link, one ICI link).
-    scale_up_link_bidirectional_bytes_per_s: the same link, both directions.
-    scale_up_egress_bytes_per_s: one direction, all scale-up links of one device.
-    scale_up_domain_size: devices reachable over scale-up links (a node, an
-        NVL72 rack, a TPU pod).
-    scale_out_bytes_per_s: one direction of the scale-out path per device
-        (its NIC share, or DCN per TPU chip).
-    host_link_bytes_per_s: one direction of the host/I/O path (PCIe), where cited.
+    - ``name``: preset name.
+    - ``family``: 'gpu' or 'tpu'.
+    - ``scale_up_fabric``: what the scale-up links form. 'full_mesh': a direct
+      link to each of the other domain members (MI300X, MI355X: n-1 peer
+      links per device); 'switch': every device reaches every other through
+      switches, limited by its own egress (NVLink/NVSwitch, NVL72);
+      'torus': links to neighbours along each torus axis, two per axis,
+      wraparound only when a slice spans the whole axis (TPU ICI).
+    - ``torus_dims``: dimensions of the torus (0 when the fabric is not a torus).
+    - ``scale_out_layout``: 'rail_optimized' (device i of every node shares a
+      leaf switch), 'unspecified' (the source gives no switch topology),
+      or 'dcn' (TPU data-center network).
+    - ``bf16_dense_flops_per_s``: peak dense BF16 matmul FLOP/s (no sparsity).
+    - ``hbm_bytes``: HBM capacity of one device.
+    - ``scale_up_link_bytes_per_s``: one direction of one scale-up link (one xGMI
+      peer, one NVLink link, one ICI link).
+    - ``scale_up_link_bidirectional_bytes_per_s``: the same link, both directions.
+    - ``scale_up_egress_bytes_per_s``: one direction, all scale-up links of one device.
+    - ``scale_up_domain_size``: devices reachable over scale-up links (a node, an
+      NVL72 rack, a TPU pod).
+    - ``scale_out_bytes_per_s``: one direction of the scale-out path per device
+      (its NIC share, or DCN per TPU chip).
+    - ``host_link_bytes_per_s``: one direction of the host/I/O path (PCIe), where cited.
     """
 
     name: str

@@ -1,11 +1,11 @@
 """The ledger of numbers: every computed number a chapter shows.
 
-A chapter shows a computed value with :func:`show` (prose refers to it with
-``{glue:text}`name```) or a table with :func:`table`. Both write a record
-into the executed notebook's output metadata. After a build, :func:`collect`
+A chapter shows a computed value with :func:`show` (prose refers to it by
+name with MyST-NB's ``glue:text`` role) or a table with :func:`table`. Both write a record
+into the executed notebook's output metadata. After a build, ``collect``
 reads those records from the executed notebooks (no second execution) and
-:func:`compare` checks them against the committed expected file; both live
-in :mod:`shardbook.book.expected`, and the prose lint in :mod:`shardbook.book.prose_lint`.
+``compare`` checks them against the committed expected file; both live
+in ``shardbook.book.expected``, and the prose lint in ``shardbook.book.prose_lint``.
 
     python -m shardbook.book.expected check   # compare the build with tests/expected_numbers.json
     python -m shardbook.book.expected bless   # rewrite it from the build; prints what changed
@@ -92,7 +92,7 @@ def show(
     live=False,
     measured=False,
 ):
-    """Glue `value` under `name` for ``{glue:text}`name``` and record it.
+    """Glue `value` under `name` (for the prose's ``glue:text`` role) and record it.
 
     `scale` divides the SI value for display (value in bytes, scale=1e9,
     unit='GB'); the ledger keeps the unscaled value. Returns None, so a
@@ -223,7 +223,7 @@ def _texts(results):
 
 
 def show_phrase(name, text):
-    """Glue a live wording under `name` for ``{glue:text}`name```. Words are
+    """Glue a live wording under `name` (for a ``glue:text`` role). Words are
     not numbers: the ledger keeps the numbers that choose them."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(f"name: must be lower-case letters, digits and underscores, got {name!r}")

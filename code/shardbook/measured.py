@@ -9,6 +9,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class MeshRun:
+    """One published training run on a mesh: the model, its FSDP and EP
+    degrees, the measured step time and throughput per device, and (where
+    the source profiled it) the time RCCL was active and how much of it
+    overlapped computation."""
+
     model: str
     fsdp: int
     ep: int

@@ -194,6 +194,7 @@ PRESETS = {
 
 
 def names():
+    """The names of the model presets, in the order they are declared."""
     return list(PRESETS)
 
 

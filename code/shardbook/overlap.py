@@ -75,6 +75,9 @@ class StreamOp(NamedTuple):
 
 
 class FsdpStep(NamedTuple):
+    """An FSDP step laid out in time: its operations (each on a stream, with
+    its start and length), the step time, and the compute time alone."""
+
     ops: list
     step_s: float
     compute_s: float

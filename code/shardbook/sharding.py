@@ -121,6 +121,7 @@ def matmul_communication(lhs_spec, rhs_spec):
     - I and K split by the same axis: C would need one axis on two
       dimensions, so B is all-gathered along K first.
     - otherwise no communication: C is split as I and K are.
+
     Ref: scaling-book-sharding, distributed-training-notes."""
     for name, spec in (("lhs_spec", lhs_spec), ("rhs_spec", rhs_spec)):
         if isinstance(spec, str) or not isinstance(spec, (tuple, list)) or len(spec) != 2:

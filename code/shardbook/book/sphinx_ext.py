@@ -73,9 +73,48 @@ def _katex_dist(srcdir):
     return node_package(srcdir, "katex", "dist/katex.min.js") / "dist"
 
 
+def _start_katex_server_process(cls, rundir, timeout):
+    """sphinxcontrib-katex 0.9.11 connects to its node server as soon as the
+    socket file exists, which is before the server listens on it: on a busy
+    machine the connection is refused, the build fails, and the node process,
+    never stopped, keeps the build's output pipe open. The same start, with
+    the connection retried until the timeout (as its TCP path does) and the
+    process stopped if it never answers."""
+    import socket
+    import subprocess
+    import time
+
+    socket_path = rundir / "katex.sock"
+    process = subprocess.Popen(
+        cls.build_command(socket=socket_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=rundir
+    )
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            if socket_path.is_socket():
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                try:
+                    sock.settimeout(max(deadline - time.monotonic(), 0.001))
+                    sock.connect(str(socket_path))
+                    sock.settimeout(None)
+                    return process, sock
+                except ConnectionRefusedError:
+                    sock.close()  # bound, not listening yet
+            if time.monotonic() > deadline:
+                raise cls.timeout_error(timeout)
+            time.sleep(0.001)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+
+
 def _use_katex(app, config):
     """Math rendered at build time by the pinned npm KaTeX (the same version
     as the stylesheet the pages load)."""
+    from sphinxcontrib import katex
+
+    katex.KaTeXServer.start_server_process = classmethod(_start_katex_server_process)
     config.html_math_renderer = "katex"
     config.katex_prerender = True
     config.katex_css_path = KATEX_CSS
@@ -163,8 +202,11 @@ def _fingerprint_file(app):
 
 def _forget_fingerprint(app):
     """A build that starts is not yet a build that finished: drop the record
-    so that a failed build leaves nothing that looks current."""
-    _fingerprint_file(app).unlink(missing_ok=True)
+    so that a failed build leaves nothing that looks current. The record is
+    the HTML site's: the single-page build of `make pdf` (another builder,
+    another folder) leaves it alone, while the tests read the site."""
+    if app.builder.name == "html":
+        _fingerprint_file(app).unlink(missing_ok=True)
 
 
 def _finish_site(app, exc):
@@ -182,7 +224,7 @@ def _finish_site(app, exc):
     _copy_live_assets(app)
     _copy_katex_assets(app)
     _rewrite_pages(Path(app.outdir))
-    if app.statuscode == 0:
+    if app.statuscode == 0 and app.builder.name == "html":
         from .expected import source_fingerprint
 
         _fingerprint_file(app).write_text(source_fingerprint(app.srcdir) + "\n")
@@ -523,6 +565,8 @@ def _copy_live_assets(app):
 
 def setup(app):
     app.setup_extension("sphinxcontrib.katex")
+    app.setup_extension("shardbook.book.reference")  # autodoc, and no public name without a docstring
+    app.setup_extension("shardbook.book.glossary")
     _keyed_glue_role()
     app.add_js_file("shardbook-live.js", defer="defer")
     app.add_css_file("shardbook.css")  # live panel, full-size links, narrow screens

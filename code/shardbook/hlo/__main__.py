@@ -173,6 +173,9 @@ def _parser():
 
 
 def main(argv=None):
+    """`python -m shardbook.hlo COMMAND`: list, capture, compare, run and
+    train the fixtures and schemes (see --help); a refused input or a
+    failed worker is one line on stderr and exit code 2."""
     parser = _parser()
     args = parser.parse_args(argv)
     try:

@@ -34,7 +34,7 @@ DUMP_FLAGS = "--xla_dump_hlo_as_text --xla_dump_hlo_as_dot --xla_dump_hlo_pass_r
 
 
 class CaptureError(RuntimeError):
-    pass
+    """A fixture could not be compiled and captured (the worker's error is in the message)."""
 
 
 def relativize(text):
@@ -137,6 +137,8 @@ def compile_for_dump(name):
 
 
 def run_worker(name, dump_dir, timeout_s=300):
+    """Compile fixture `name` in a fresh process with XLA's dump flags aimed
+    at `dump_dir` (they are process-wide); returns the worker's report."""
     cmd = [sys.executable, "-m", "shardbook.hlo", "_worker", name]
     result = subprocess.run(
         cmd, env=worker_env(dump_dir, name), capture_output=True, text=True, timeout=timeout_s, cwd=REPOSITORY_ROOT

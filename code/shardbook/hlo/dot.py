@@ -15,6 +15,9 @@ _ID = re.compile(r"\b(?:cluster_)?(\d{6,})\b")
 
 
 def sanitize(dot_text):
+    """XLA's DOT text with what varies between runs removed (the stylesheet,
+    comments, tooltips) and its node ids renumbered in order, so that a
+    recapture renders byte for byte the same SVG."""
     text = re.sub(r"stylesheet=<.*?>\s*;?\n", "", dot_text, flags=re.S)
     text = re.sub(r"//[^\n]*\n", "\n", text)
     text = re.sub(r'tooltip\s*=\s*"(?:[^"\\]|\\.)*"\s*,?\s*', "", text, flags=re.S)
@@ -84,6 +87,7 @@ def prune(dot_text, title):
 
 
 def dot_binary():
+    """The path of Graphviz's `dot`, or a RuntimeError that names the Debian package."""
     path = shutil.which("dot")
     if path is None:
         raise RuntimeError(

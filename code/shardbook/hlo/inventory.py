@@ -123,6 +123,7 @@ def parse_replica_groups(attrs, num_partitions):
 
 
 def parse_pairs(attrs):
+    """The [source, target] pairs of a collective-permute's attributes, [] if it names none."""
     m = re.search(r"source_target_pairs=\{((?:\{\d+,\d+\},?)*)\}", attrs)
     return [list(map(int, p)) for p in re.findall(r"\{(\d+),(\d+)\}", m.group(1))] if m else []
 

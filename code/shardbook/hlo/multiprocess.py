@@ -31,6 +31,8 @@ def reference(name, args):
 
 
 def global_inputs(fixture):
+    """The fixture's arguments as every process builds them: float32 arrays of
+    its global shapes from one seeded generator, scaled by 0.1."""
     rng = np.random.default_rng(0)
     return [(0.1 * rng.standard_normal(fixture.shapes[a])).astype(np.float32) for a in fixture.arg_names]
 

@@ -20,6 +20,8 @@ N_DEVICES = 8
 
 
 def make_mesh(axes, devices=None):
+    """A Mesh of the first devices with the named `axes` (name -> size, in
+    order); a RuntimeError when there are too few devices."""
     devices = list(devices if devices is not None else jax.devices())
     n = int(np.prod(list(axes.values())))
     if len(devices) < n:
@@ -90,6 +92,9 @@ def _spec(entries):
 
 
 def abstract_args(fixture, mesh):
+    """The fixture's arguments as ShapeDtypeStructs carrying their
+    NamedShardings on `mesh`: what `jit(...).lower` needs to compile it
+    without data."""
     dtype = jnp.dtype(fixture.dtype)
     return [
         jax.ShapeDtypeStruct(fixture.shapes[a], dtype, sharding=NamedSharding(mesh, _spec(fixture.specs[a])))
@@ -117,6 +122,9 @@ def jitted(fixture, mesh):
 
 
 def matmul(mesh):
+    """x @ w, left to the compiler: the shardings of the arguments decide
+    the collectives (the DP and FSDP matmul fixtures)."""
+
     def program(x, w):
         return x @ w
 
@@ -124,6 +132,9 @@ def matmul(mesh):
 
 
 def tp_matmul(mesh):
+    """x @ w with the contracting dimension split over `tp`, written with
+    shard_map: each device multiplies its slices and psum adds the partials."""
+
     def local(x, w):
         return jax.lax.psum(x @ w, "tp")
 
@@ -134,6 +145,10 @@ def tp_matmul(mesh):
 
 
 def fsdp_train_step(mesh):
+    """One SGD step on the mean square of x @ w, left to the compiler, with
+    w split over `fsdp`: the gather of w and the reduction of its gradient
+    are the partitioner's."""
+
     def loss(w, x):
         return jnp.mean(jnp.square(x @ w))
 
@@ -144,6 +159,9 @@ def fsdp_train_step(mesh):
 
 
 def fsdp_manual(mesh):
+    """The same step written by hand with shard_map: all-gather w, take the
+    gradient of the local loss, reduce-scatter it back to w's shards."""
+
     def local(x, w_shard):
         w = jax.lax.all_gather(w_shard, "fsdp", axis=0, tiled=True)
         n_rows = x.shape[0] * jax.lax.axis_size("fsdp")
@@ -163,6 +181,9 @@ def fsdp_manual(mesh):
 
 
 def megatron_mlp(mesh):
+    """GELU(x @ w_up) @ w_down with Megatron's column-then-row split left to
+    the compiler: one all-reduce of the output."""
+
     def program(x, w_up, w_down):
         return jax.nn.gelu(x @ w_up) @ w_down
 
@@ -170,6 +191,9 @@ def megatron_mlp(mesh):
 
 
 def megatron_mlp_sp(mesh):
+    """The same MLP with sequence parallelism written with shard_map:
+    all-gather the rows of x over `tp`, reduce-scatter the output's rows."""
+
     def local(x_rows, w_up, w_down):
         x = jax.lax.all_gather(x_rows, "tp", axis=0, tiled=True)
         partial = jax.nn.gelu(x @ w_up) @ w_down
@@ -183,6 +207,10 @@ def megatron_mlp_sp(mesh):
 
 
 def moe_dispatch(mesh):
+    """Expert parallelism written with shard_map: an all-to-all over
+    `expert` sends each token to its expert, the expert weights are
+    all-gathered over `fsdp`, and each expert multiplies its tokens."""
+
     def local(tokens, w):
         # tokens: [E, T/(fsdp·ep), D], rows already grouped by destination expert
         routed = jax.lax.all_to_all(tokens, "expert", split_axis=0, concat_axis=1, tiled=True)
@@ -197,6 +225,9 @@ def moe_dispatch(mesh):
 
 
 def pipeline_stages(mesh):
+    """One pipeline step written with shard_map: each stage applies
+    tanh(x @ w) to its input and a collective permute passes the result
+    to the next stage."""
     n = mesh.shape["pp"]
 
     def local(x, w):

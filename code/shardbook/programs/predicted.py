@@ -42,6 +42,7 @@ class Term:
     also_shape: tuple | None = None  # a second result shape for the same traffic (XLA's layout of the transpose)
 
     def names(self, shape):
+        """Whether `shape` is the result shape that identifies this term's collectives."""
         return shape in (self.shape, self.also_shape)
 
 

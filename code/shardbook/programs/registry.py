@@ -18,6 +18,11 @@ from ..hlo import predict
 
 @dataclass(frozen=True)
 class Fixture:
+    """One HLO fixture, declared once: its mesh, the partition spec and
+    global shape of each argument, the dtype, what it shows, the builder's
+    name in shardbook.programs.fixtures, the cost model's prediction rule
+    and a numpy reference that computes what one device would."""
+
     name: str
     mesh_axes: dict  # axis name -> size, in mesh order
     specs: dict  # argument name -> PartitionSpec entries (tuple), and "out"
@@ -45,6 +50,7 @@ class Fixture:
 
 
 def matmul(x, w):
+    """The numpy reference of the matmul fixtures: x @ w."""
     return x @ w
 
 
@@ -55,6 +61,8 @@ def sgd_step(x, w):
 
 
 def gelu_mlp(x, w_up, w_down):
+    """The numpy reference of the Megatron MLP fixtures: GELU (tanh form) of
+    x @ w_up, times w_down."""
     import numpy as np
 
     h = x @ w_up
@@ -63,6 +71,8 @@ def gelu_mlp(x, w_up, w_down):
 
 
 def expert_matmul(tokens, w):
+    """The numpy reference of the MoE dispatch fixtures: each expert's tokens
+    times that expert's weight, tokens[E, T, D] @ w[E, D, H]."""
     import numpy as np
 
     return np.einsum("etd,edh->eth", tokens, w)

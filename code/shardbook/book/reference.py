@@ -1,0 +1,142 @@
+"""The package reference appendix (book machinery, layer 3): which modules it
+documents, by the layers of DESIGN.md, as the MyST text of autodoc
+directives. The appendix prints `reference_source(layer)` for each layer, so
+a module added to `shardbook.LAYERS` appears in it without an edit there;
+the Sphinx extension fails the build on a public function, class or method
+of these modules that has no docstring.
+
+Documented: every module of the cost model and presets (layer 1), every
+module of the JAX programs and compiler-output tools (layer 2, with
+`shardbook.hlo`'s commands), and of the book's machinery only the ledger,
+the one part the chapters call.
+"""
+
+import importlib
+import pkgutil
+
+from .. import LAYERS
+
+LAYER_TITLES = {
+    "cost_model": "The cost model and presets",
+    "programs": "JAX programs and compiler-output tools",
+    "book": "The book's machinery",
+}
+# of layer 3, what the chapters and readers call; the rest is the build's own
+BOOK_MODULES_DOCUMENTED = ("ledger",)
+
+
+def _with_submodules(name):
+    module = importlib.import_module(name)
+    names = [name]
+    if hasattr(module, "__path__"):
+        for info in sorted(pkgutil.iter_modules(module.__path__), key=lambda i: i.name):
+            names.append(f"{name}.{info.name}")
+    return names
+
+
+def documented_modules(layer):
+    """The dotted names of the modules the reference documents for `layer`
+    (a key of shardbook.LAYERS), packages followed by their modules."""
+    if layer not in LAYERS:
+        raise ValueError(f"layer: must be one of {', '.join(LAYERS)}, got {layer!r}")
+    members = BOOK_MODULES_DOCUMENTED if layer == "book" else LAYERS[layer]
+    names = []
+    for member in members:
+        if member.startswith("_"):
+            continue
+        names += _with_submodules(f"shardbook.{member}")
+    return [n for n in names if not n.rsplit(".", 1)[-1].startswith("_") or n.endswith(".__main__")]
+
+
+def reference_source(layer):
+    """MyST text: one `automodule` directive (members, undocumented members
+    too, so that a missing docstring fails the build) per module of `layer`,
+    inside `eval-rst`, so that the docstrings are read as the reStructuredText
+    they are written in rather than as Markdown."""
+    lines = ["```{eval-rst}"]
+    for name in documented_modules(layer):
+        lines += [f".. automodule:: {name}", "   :members:", "   :undoc-members:", ""]
+    return "\n".join(lines + ["```", ""])
+
+
+def missing_docstring(what, name, obj, lines):
+    """True when autodoc is documenting a public function, class or method
+    of `name` whose docstring is empty (a dataclass's generated signature
+    does not count as one)."""
+    if what not in ("function", "class", "method", "exception"):
+        return False
+    if name.rsplit(".", 1)[-1].startswith("_"):
+        return False
+    if what in ("class", "exception"):
+        # its own docstring: not one inherited (an exception's from its base),
+        # nor the signature a dataclass or NamedTuple is given without one
+        own = (vars(obj).get("__doc__") or "").strip()
+        return not own or own.startswith(f"{obj.__name__}(")
+    return not any(line.strip() for line in lines)
+
+
+def _check_docstring(app, what, name, obj, options, lines):
+    from sphinx.util import logging
+
+    if missing_docstring(what, name, obj, lines):
+        logging.getLogger(__name__).warning(
+            f"{name}: a public {what} without a docstring (the package reference documents every one)",
+            type="shardbook",
+            subtype="docstring",
+        )
+
+
+def code_preface():
+    """The imports sphinx-codeautolink assumes before every code block: the
+    chapters import the package in cells they hide, so their visible cells'
+    names (`roofline.dp_min_tokens_per_device`) resolve through these."""
+    lines = ["import shardbook"]
+    for layer in LAYERS:
+        for name in documented_modules(layer):
+            package, _, module = name.rpartition(".")
+            if module != "__main__":
+                lines.append(f"from {package} import {module}")
+    return "\n".join(lines)
+
+
+def _set_code_preface(app, config):
+    config.codeautolink_global_preface = code_preface()
+    # a dataclass field's annotation (registry.Fixture.predict) that no inventory holds
+    config.nitpick_ignore = [*config.nitpick_ignore, ("py:class", "collections.abc.Callable")]
+
+
+def _untitled_sections_kept_apart():
+    """sphinx-codeautolink 0.20 pops a section title on leaving every
+    section, but sphinx-exercise 1.2 wraps each exercise's and solution's
+    content in a section without one: the pop fails on an empty stack. Pop
+    only for a section that opened with a title."""
+    from docutils import nodes
+    from sphinx_codeautolink.extension.block import CodeBlockAnalyser
+
+    def depart_section(self, node):
+        if node.children and isinstance(node.children[0], nodes.title):
+            self.title_stack.pop()
+
+    CodeBlockAnalyser.depart_section = depart_section
+
+
+REFERENCE_DOCNAME = "chapters/95_reference"
+
+
+def _names_only_in_search(app, doctree):
+    """Every page loads the search index: the reference's docstrings would
+    add about 90 kB to each first visit. Its objects stay in the index (a
+    search for `all_gather_s` finds its entry); its running text does not."""
+    if app.env.docname == REFERENCE_DOCNAME:
+        app.env.metadata[REFERENCE_DOCNAME]["nosearch"] = True
+
+
+def setup(app):
+    # also listed in _config.yml; loaded here too for a project that lists only the book's extension
+    app.setup_extension("sphinx.ext.autodoc")
+    app.setup_extension("sphinx_codeautolink")
+    _untitled_sections_kept_apart()
+    app.connect("doctree-read", _names_only_in_search)
+    app.connect("config-inited", _set_code_preface)
+    app.connect("autodoc-process-docstring", _check_docstring)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

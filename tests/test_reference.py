@@ -1,0 +1,183 @@
+"""The reader's reference: the package reference appendix (autodoc, grouped
+by layer, every public name documented), names in code cells linked to it,
+the glossary with the first use of each term linked, and the exercises
+numbered with their solutions folded."""
+
+import dataclasses
+import importlib
+import inspect
+import re
+
+import pytest
+
+from conftest import CHAPTERS, HTML
+from shardbook import LAYERS
+from shardbook.book import glossary, reference
+
+REFERENCE = HTML / "chapters" / "95_reference.html"
+GLOSSARY_PAGE = "96_glossary.html"
+NUMBERED = [p for p in CHAPTERS if p.stem[:2].isdigit() and 1 <= int(p.stem[:2]) <= 9]
+
+
+def _public(module_name):
+    """(name, object) of the functions and classes `module_name` defines and
+    makes public: those its `__all__` lists if it has one (as autodoc reads
+    it), else those whose names do not start with an underscore."""
+    module = importlib.import_module(module_name)
+    listed = getattr(module, "__all__", None)
+    for name, obj in vars(module).items():
+        if name.startswith("_") or (listed is not None and name not in listed):
+            continue
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue
+        if getattr(obj, "__module__", None) == module_name:
+            yield name, obj
+
+
+def _documented():
+    return [m for layer in LAYERS for m in reference.documented_modules(layer)]
+
+
+def test_every_module_of_the_first_two_layers_and_the_ledger_is_documented():
+    names = set(_documented())
+    for member in LAYERS["cost_model"]:
+        assert member.startswith("_") or f"shardbook.{member}" in names, member
+    for member in LAYERS["programs"]:
+        assert f"shardbook.{member}" in names, member
+    assert {"shardbook.programs.fixtures", "shardbook.hlo.capture", "shardbook.hlo.__main__"} <= names
+    assert "shardbook.ledger" in names and not any(n.startswith("shardbook.book") for n in names)
+    with pytest.raises(ValueError, match="layer: must be one of cost_model, programs, book, got 'nope'"):
+        reference.documented_modules("nope")
+
+
+def test_the_docstring_rule():
+    def documented():
+        """Says what it does."""
+
+    def bare():
+        pass
+
+    @dataclasses.dataclass
+    class Plain:
+        x: int
+
+    @dataclasses.dataclass
+    class Explained:
+        """A point."""
+
+        x: int
+
+    assert reference.missing_docstring("function", "m.bare", bare, [])
+    assert not reference.missing_docstring("function", "m.documented", documented, ["Says what it does."])
+    assert not reference.missing_docstring("function", "m._private", bare, [])
+    assert not reference.missing_docstring("attribute", "m.Plain.x", None, [])
+    # a dataclass without a docstring gets a generated one: its signature
+    assert reference.missing_docstring("class", "m.Plain", Plain, (inspect.getdoc(Plain) or "").splitlines())
+    assert not reference.missing_docstring("class", "m.Explained", Explained, ["A point."])
+
+
+def test_every_public_function_and_class_has_a_docstring():
+    """The rule the build enforces, checked without a build."""
+    missing = []
+    for module_name in _documented():
+        for name, obj in _public(module_name):
+            what = "class" if inspect.isclass(obj) else "function"
+            if reference.missing_docstring(
+                what, f"{module_name}.{name}", obj, (inspect.getdoc(obj) or "").splitlines()
+            ):
+                missing.append(f"{module_name}.{name}")
+            if inspect.isclass(obj):
+                for method_name, method in vars(obj).items():
+                    if inspect.isfunction(method) and not method_name.startswith("_") and not inspect.getdoc(method):
+                        missing.append(f"{module_name}.{name}.{method_name}")
+    assert not missing, missing
+
+
+def test_the_reference_has_an_entry_for_every_public_name(built_book):
+    html = REFERENCE.read_text()
+    absent = []
+    for module_name in _documented():
+        if f'id="module-{module_name}"' not in html:
+            absent.append(module_name)
+        absent += [f"{module_name}.{n}" for n, _ in _public(module_name) if f'id="{module_name}.{n}"' not in html]
+    assert not absent, absent
+    for heading in reference.LAYER_TITLES.values():
+        assert heading.replace("'", "\u2019") in html, heading  # the theme's typographic apostrophe
+
+
+def _autolinks(path):
+    """(target, text) of the code-cell names linked to the reference."""
+    return re.findall(
+        r'<a class="sphinx-codeautolink-a" href="(?:\.\./chapters/)?95_reference\.html#([\w.]+)"[^>]*>(.*?)</a>',
+        path.read_text(),
+    )
+
+
+def test_names_in_code_cells_link_to_the_reference(built_book):
+    linked = {p.stem: _autolinks(HTML / "chapters" / f"{p.stem}.html") for p in NUMBERED}
+    assert sum(1 for links in linked.values() if links) >= 6, {k: len(v) for k, v in linked.items()}
+    targets = {t for links in linked.values() for t, _ in links}
+    assert "shardbook.collectives.all_reduce_s" in targets, sorted(targets)
+    assert len({t.rsplit(".", 1)[0] for t in targets}) >= 5, sorted(targets)
+    html = REFERENCE.read_text()
+    assert all(f'id="{t}"' in html for t in targets), sorted(t for t in targets if f'id="{t}"' not in html)
+
+
+def test_the_glossary_has_every_term_and_chapters_link_first_uses(built_book):
+    page = (HTML / "chapters" / GLOSSARY_PAGE).read_text()
+    anchors = set(re.findall(r'<dt id="(term-[^"]+)"', page))
+    assert len(anchors) == len(glossary.TERMS)
+    used = set()
+    for path in NUMBERED:
+        links = re.findall(
+            rf'href="{GLOSSARY_PAGE}#(term-[^"]+)"', (HTML / "chapters" / f"{path.stem}.html").read_text()
+        )
+        assert links, f"{path.name}: no term linked to the glossary"
+        twice = {a for a in links if links.count(a) > 1}
+        assert not twice, f"{path.name}: a term linked more than once (only its first use is): {twice}"
+        assert set(links) <= anchors
+        used |= set(links)
+    assert len(used) >= len(anchors) * 3 // 4, sorted(anchors - used)
+
+
+def test_exercises_are_numbered_per_chapter_with_folded_solutions(built_book):
+    for path in NUMBERED:
+        source = path.read_text()
+        assert "{admonition} Answer" not in source, f"{path.name}: a hand-made answer dropdown is left"
+        n = source.count(":::{exercise}")
+        assert n >= 2, path.name
+        html = (HTML / "chapters" / f"{path.stem}.html").read_text()
+        chapter = int(path.stem[:2])
+        for i in range(1, n + 1):
+            assert re.search(rf"Exercise {chapter}\.{i}\b", html), f"{path.name}: no Exercise {chapter}.{i}"
+        solutions = re.findall(r'<div class="solution[^"]*dropdown[^"]*"', html)
+        assert len(solutions) == n, f"{path.name}: {len(solutions)} folded solutions for {n} exercises"
+
+
+def test_the_first_use_of_a_term_is_linked_and_only_that_one():
+    from docutils import nodes
+    from docutils.frontend import get_default_settings
+    from docutils.parsers.rst import Parser
+    from docutils.utils import new_document
+    from sphinx import addnodes
+
+    document = new_document("test", get_default_settings(Parser))
+    first = nodes.paragraph("", "", nodes.Text("Each layer's weights are all-gathered; then an all-gather again."))
+    heading = nodes.section("", nodes.title("", "", nodes.Text("The bubble")))
+    later = nodes.paragraph("", "", nodes.Text("The bubble shrinks; the bubble is gone."))
+    code = nodes.paragraph("", "", nodes.literal("", "", nodes.Text("FSDP")), nodes.Text(" and then FSDP."))
+    document += [first, heading, later, code]
+
+    class App:
+        class env:
+            docname = "chapters/03_data_parallel"
+
+    glossary.link_first_uses(App, document)
+    refs = list(document.findall(addnodes.pending_xref))
+    assert [(r["reftarget"], r.astext()) for r in refs] == [
+        ("all-gather", "all-gathered"),
+        ("bubble", "bubble"),
+        ("FSDP (ZeRO-3)", "FSDP"),
+    ]
+    assert refs[1].parent is later and refs[2].parent is code  # not the heading's, not the code's
+    assert later.astext() == "The bubble shrinks; the bubble is gone."
