@@ -17,8 +17,10 @@ from test_site import _visit, browser, server  # noqa: F401  (shared fixtures)
 def _live_pages():
     pages = []
     for page in sorted(HTML.glob("chapters/*.html")):
-        blocks = re.findall(
-            r'<script type="application/json" class="shardbook-live">(.*?)</script>', page.read_text(), re.S
+        blocks = re.findall(  # attributes in any order
+            r'<script(?=[^>]*\bclass="shardbook-live")(?=[^>]*\btype="application/json")[^>]*>(.*?)</script>',
+            page.read_text(),
+            re.S,
         )
         if blocks:
             pages.append((page.relative_to(HTML).as_posix(), [json.loads(b.replace("<\\/", "</")) for b in blocks]))

@@ -3,10 +3,10 @@ directive that writes them as a Sphinx glossary, and the transform that links
 the first use of each term in every other page to its entry.
 
 A term's `patterns` are the regular expressions that find it in prose
-(abbreviations match case-sensitively, words in any case); `math` lists the
-TeX sources of inline formulas that stand for it (`M_X`). Only running
-text is linked: headings, captions, code, formulas other than those named,
-and text already inside a link are left alone.
+(abbreviations match case-sensitively, words in any case); a term written
+only as a formula (`M_X`) has none and is not linked (a link around a
+formula has no name a screen reader can read). Only running text is linked: headings, captions, code, tables,
+exercises and their solutions, and text already inside a link are left alone.
 """
 
 import re
@@ -15,13 +15,12 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Term:
-    """One glossary entry: the term as shown, its definition (MyST), the
-    patterns that find it in prose and the inline formulas that stand for it."""
+    """One glossary entry: the term as shown, its definition (MyST) and the
+    patterns that find it in prose."""
 
     term: str
     definition: str
     patterns: tuple = ()
-    math: tuple = ()
 
 
 TERMS = (
@@ -31,14 +30,12 @@ TERMS = (
         "$C/W$: the FLOPs it must do per byte it sends for the communication to hide behind the "
         "computation. Data parallelism stays compute-bound above α tokens per device and mesh axis.",
         patterns=("α",),
-        math=(r"\alpha",),
     ),
     Term(
         "M_X",
         "The number of torus axes (or independent links) that the data axis spans. A data axis laid "
         "over more links moves its bytes that many times faster, so the compute-bound threshold "
         "becomes $\\alpha/M_X$ tokens per device.",
-        math=("M_X",),
     ),
     Term(
         "mesh",
@@ -205,8 +202,6 @@ def _check(terms):
     for t in terms:
         if not t.definition.strip():
             raise ValueError(f"glossary: {t.term}: no definition")
-        if not t.patterns and not t.math:
-            raise ValueError(f"glossary: {t.term}: no pattern or formula finds it in prose")
         for pattern in t.patterns:
             re.compile(pattern)
 
@@ -254,11 +249,14 @@ def _skipped(node):
         nodes.table,
         nodes.rubric,
         nodes.container,  # myst-nb's code cells and their outputs
+        nodes.Admonition,  # notes, and (below) exercises and solutions: coloured boxes
     )
     parent = node.parent
     while parent is not None:
-        if isinstance(parent, skip):
+        if isinstance(parent, skip) or type(parent).__name__.startswith(("exercise", "solution")):
             return True
+        if isinstance(parent, nodes.inline) and "pasted-text" in parent.get("classes", []):
+            return True  # a glued value: live mode rewrites its text
         parent = parent.parent
     return False
 
@@ -284,20 +282,13 @@ def link_first_uses(app, doctree):
     pending = list(TERMS)
     candidates = [
         n
-        for n in doctree.findall(lambda n: isinstance(n, (nodes.Text, nodes.math)))
-        if isinstance(n, nodes.math)
-        or isinstance(n.parent, (nodes.paragraph, nodes.inline, nodes.emphasis, nodes.strong))
+        for n in doctree.findall(nodes.Text)
+        if isinstance(n.parent, (nodes.paragraph, nodes.inline, nodes.emphasis, nodes.strong))
     ]
     for node in candidates:
         if not pending:
             break
         if node.parent is None or _skipped(node):
-            continue
-        if isinstance(node, nodes.math):
-            term = next((t for t in pending if node.astext().strip() in t.math), None)
-            if term is not None:
-                node.parent.replace(node, _xref(docname, term, node.deepcopy()))
-                pending.remove(term)
             continue
         text = str(node)
         hits = [(span, t) for t in pending if (span := first_match(text, t))]

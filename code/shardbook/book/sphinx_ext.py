@@ -165,6 +165,7 @@ PAGE_FIXES = (
 )
 
 
+_LIVE_DATA = re.compile(r'<script(?=[^>]*\bclass="shardbook-live")[^>]*>')
 _ARTICLE_TITLE_END = re.compile(r'(<article class="bd-article".*?</h1>)', re.S)
 LIVE_BOX = (
     '<div class="shardbook-live"><button type="button" class="shardbook-live-start" disabled>'
@@ -188,7 +189,8 @@ def _rewrite_pages(outdir):
         )
         for pattern, replacement in PAGE_FIXES:
             fixed = pattern.sub(replacement, fixed)
-        if 'class="shardbook-live">' in fixed and 'div class="shardbook-live"' not in fixed:
+        # attributes in any order: sphinx-codeautolink re-serializes a page's body
+        if _LIVE_DATA.search(fixed) and 'div class="shardbook-live"' not in fixed:
             fixed = _ARTICLE_TITLE_END.sub(lambda m: m.group(1) + "\n" + LIVE_BOX, fixed, count=1)
         if fixed != text:
             page.write_text(fixed)
@@ -198,6 +200,17 @@ def _fingerprint_file(app):
     from .expected import FINGERPRINT_FILE
 
     return Path(app.outdir).parent / FINGERPRINT_FILE
+
+
+def _share_html_visitors(app):
+    """Sphinx gives a builder the node visitors registered under its own name
+    if there are any, else those of its format: once sphinx-exercise registers
+    its nodes for "singlehtml", that builder (make pdf) loses every other
+    extension's HTML visitors (myst-nb's hidden cells). Give it those too."""
+    handlers = app.registry.translation_handlers
+    if "singlehtml" in handlers:
+        for node_name, visitors in handlers.get("html", {}).items():
+            handlers["singlehtml"].setdefault(node_name, visitors)
 
 
 def _forget_fingerprint(app):
@@ -574,6 +587,7 @@ def setup(app):
     app.connect("config-inited", _use_katex)
     app.connect("config-inited", _use_repository_url)
     app.connect("builder-inited", _forget_fingerprint)
+    app.connect("builder-inited", _share_html_visitors)
     app.connect("build-finished", _finish_site)
     app.add_js_file(MODE_JS, priority=900)
     # before sphinx-book-theme builds its header buttons (priority 501)
