@@ -47,7 +47,11 @@ def render(singlehtml_dir, pdf_path):
         with sync_playwright() as pw, site.serve(source) as base:
             browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
             page = browser.new_page()
-            page.goto(f"{base}/_book.html", wait_until="networkidle", timeout=120_000)
+            # the load event first: "networkidle" alone can come while a busy
+            # machine is still parsing the 1.5 MB page, and the PDF then ends
+            # where the parser was (seen once: 108 of about 170 pages)
+            page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)
+            page.wait_for_load_state("networkidle", timeout=120_000)
             page.emulate_media(media="print")
             page.pdf(
                 path=tmp,
