@@ -229,8 +229,7 @@ def test_refusal_text_is_readable_in_dark_mode(server, browser):  # noqa: F811
     for scheme in ("dark", "light"):
         page = browser.new_page()
         page.add_init_script(f"localStorage.setItem('mode', '{scheme}'); localStorage.setItem('theme', '{scheme}');")
-        page.goto(f"{server}/chapters/01_topology.html", wait_until="load")
-        page.wait_for_load_state("networkidle")
+        page.goto(f"{server}/chapters/01_topology.html", wait_until="networkidle")
         _live(page)
         assert _set(page, "n_nodes", "0") != ""
         page.add_script_tag(content=AXE.read_text())

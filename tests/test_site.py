@@ -83,10 +83,7 @@ def _visit(context, url):
             log["paths"].append(unquote(urlparse(request.url).path))
 
     page.on("request", on_request)
-    # the whole page parsed (load), then the network quiet: "networkidle"
-    # alone can come first on a busy machine, mid-way through a long page
-    page.goto(url, wait_until="load")
-    page.wait_for_load_state("networkidle")
+    page.goto(url, wait_until="networkidle")
     return page, log
 
 
@@ -180,8 +177,7 @@ def _visit_report(browser, server, rel):
     # dark as a reader gets it: the theme restored from storage on load
     # (switching in place would catch the colours mid-transition)
     page.evaluate("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
-    page.reload(wait_until="load")
-    page.wait_for_load_state("networkidle")
+    page.reload(wait_until="networkidle")
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     report["axe"]["dark"] = _axe(page, script)
     page.evaluate("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
@@ -278,8 +274,7 @@ def test_dark_mode_keeps_figures_readable(server, browser, chapter):
 
     page = browser.new_page()
     page.add_init_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
-    page.goto(f"{server}/chapters/{chapter}.html", wait_until="load")
-    page.wait_for_load_state("networkidle")
+    page.goto(f"{server}/chapters/{chapter}.html", wait_until="networkidle")
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     figures = page.query_selector_all("figure img")
     assert figures
@@ -397,8 +392,7 @@ def test_phone_and_tablet_screenshots(server, browser, width, height, kind, rel)
     # the light theme, whatever an earlier test left in the shared profile
     page.add_init_script("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
     page.set_viewport_size({"width": width, "height": height})
-    page.goto(f"{server}/{rel}", wait_until="load")
-    page.wait_for_load_state("networkidle")
+    page.goto(f"{server}/{rel}", wait_until="networkidle")
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     if overflow > 1:
         wide.append(f"{rel}: {overflow}px wider than the screen")

@@ -70,8 +70,7 @@ def first_visit_bytes(base, browser, page):
 
     context = browser.new_context()
     tab = context.new_page()
-    tab.goto(f"{base}/{page}", wait_until="load")
-    tab.wait_for_load_state("networkidle")
+    tab.goto(f"{base}/{page}", wait_until="networkidle")
     sizes = site.loaded_bytes(tab, REPOSITORY_ROOT / "_build" / "html")
     context.close()
     return sizes
@@ -162,8 +161,7 @@ def live_seconds(page="chapters/01_topology.html"):
     with site.serve(REPOSITORY_ROOT / "_build" / "html") as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
         tab = browser.new_page()
-        tab.goto(f"{base}/{page}", wait_until="load")
-        tab.wait_for_load_state("networkidle")
+        tab.goto(f"{base}/{page}", wait_until="networkidle")
         start = time.monotonic()
         tab.click("button.shardbook-live-start")
         tab.wait_for_selector(".shardbook-live[data-state=ready]", timeout=120_000)

@@ -47,11 +47,12 @@ def render(singlehtml_dir, pdf_path):
         with sync_playwright() as pw, site.serve(source) as base:
             browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
             page = browser.new_page()
-            # the load event first: "networkidle" alone can come while a busy
-            # machine is still parsing the 1.5 MB page, and the PDF then ends
-            # where the parser was (seen once: 108 of about 170 pages)
+            # the load event (the whole page parsed, images in), then the fonts:
+            # "networkidle" alone came once while a busy machine was still
+            # parsing the 1.5 MB page, and the PDF ended where the parser was
+            # (108 of 242 pages)
             page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)
-            page.wait_for_load_state("networkidle", timeout=120_000)
+            page.evaluate("document.fonts.ready.then(() => true)")
             page.emulate_media(media="print")
             page.pdf(
                 path=tmp,
