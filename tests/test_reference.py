@@ -88,8 +88,10 @@ def test_every_public_function_and_class_has_a_docstring():
                 missing.append(f"{module_name}.{name}")
             if inspect.isclass(obj):
                 for method_name, method in vars(obj).items():
-                    if inspect.isfunction(method) and not method_name.startswith("_") and not inspect.getdoc(method):
-                        missing.append(f"{module_name}.{name}.{method_name}")
+                    qualified = f"{module_name}.{name}.{method_name}"
+                    doc = (inspect.getdoc(method) or "").splitlines()
+                    if inspect.isfunction(method) and reference.missing_docstring("method", qualified, method, doc):
+                        missing.append(qualified)
     assert not missing, missing
 
 
