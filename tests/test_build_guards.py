@@ -273,3 +273,20 @@ def test_the_katex_server_is_awaited_until_it_listens(tmp_path):
         sock.close()
         process.kill()
         process.wait()
+
+
+def test_pybtex_plugin_lookups_are_cached_for_a_build():
+    """The extension caches pybtex's plugin lookup (each one scans every
+    installed distribution's entry points; a build asks some 180 times). If a
+    pybtex upgrade renames the function, this fails rather than the build."""
+    import pybtex.plugin
+
+    from shardbook.book import sphinx_ext
+
+    plain = pybtex.plugin.find_plugin("pybtex.style.formatting", "plain")
+    sphinx_ext._cache_pybtex_plugin_lookups()
+    cache_info = pybtex.plugin._load_entry_point.cache_info
+    assert pybtex.plugin.find_plugin("pybtex.style.formatting", "plain") is plain
+    hits = cache_info().hits
+    assert pybtex.plugin.find_plugin("pybtex.style.formatting", "plain") is plain
+    assert cache_info().hits == hits + 1

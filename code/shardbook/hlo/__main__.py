@@ -18,7 +18,7 @@ def _list(args, parser):
 
 
 def _capture(args, parser):
-    from .capture import capture
+    from .capture import capture_many
 
     names = list(FIXTURE_NAMES) if args.all else [check_name(n) for n in args.names]
     if not names:
@@ -26,29 +26,31 @@ def _capture(args, parser):
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise ValueError(f"--out: {args.out} is a file; give a folder (one sub-folder per fixture is written there)")
     start = time.monotonic()
-    for i, n in enumerate(names, 1):
-        print(f"[{i}/{len(names)}] ", end="", flush=True)
-        capture(n, args.out)
+    print(f"compiling {len(names)} fixture(s) in one worker process ...", flush=True)
+    done = iter(range(1, len(names) + 1))
+    capture_many(names, args.out, log=lambda line: print(f"[{next(done)}/{len(names)}] {line}", flush=True))
     print(f"captured {len(names)} fixture(s) into {args.out} in {time.monotonic() - start:.1f} s")
     return 0
 
 
 def _compare(args, parser):
-    from .capture import capture, compare_inventories, load_meta
+    from .capture import capture_many, compare_inventories, load_meta
 
     names = [check_name(n) for n in args.names] or list(FIXTURE_NAMES)
     tmp = Path(tempfile.mkdtemp(prefix="hlo-compare-"))
     failed = 0
     try:
+        committed = {}
         for n in names:
             committed_dir = Path(args.artifacts) / n
             if not (committed_dir / "meta.json").exists():
                 print(f"{n}: no committed artifact in {committed_dir}; run `make artifacts`")
                 failed += 1
                 continue
-            committed = load_meta(committed_dir)  # a damaged file fails here, before compiling
-            fresh = capture(n, tmp, log=lambda *_: None)
-            diff = compare_inventories(committed, fresh)
+            committed[n] = load_meta(committed_dir)  # a damaged file fails here, before compiling
+        fresh = capture_many(list(committed), tmp, log=lambda *_: None) if committed else {}
+        for n in committed:
+            diff = compare_inventories(committed[n], fresh[n])
             print(f"{n}: {'matches' if not diff else 'DIFFERS'}")
             for line in diff:
                 print(line)
@@ -107,7 +109,7 @@ def _train_worker(args, parser):
 def _capture_worker(args, parser):
     from .capture import compile_for_dump
 
-    print(json.dumps(compile_for_dump(check_name(args.name))))
+    print(json.dumps({name: compile_for_dump(check_name(name)) for name in args.names}))
     return 0
 
 
@@ -167,7 +169,7 @@ def _parser():
     proc.add_argument("--artifacts", required=True, help="the committed hlo_artifacts folder to compare with")
     proc.set_defaults(handler=_process)
     # internal: the capture's child process (XLA's dump flags are process-wide)
-    sub.add_parser("_worker").add_argument("name")
+    sub.add_parser("_worker").add_argument("names", nargs="+")
     sub.choices["_worker"].set_defaults(handler=_capture_worker)
     return parser
 

@@ -45,10 +45,13 @@ def relativize(text):
 
 
 def worker_env(dump_dir, name, n_devices=8):
-    """The environment of a process that compiles fixture `name` on
-    `n_devices` CPU devices and dumps its HLO into `dump_dir`."""
+    """The environment of a process that compiles fixture `name` (or each
+    of a list of fixtures) on `n_devices` CPU devices and dumps its HLO into
+    `dump_dir`."""
     env = dict(os.environ)
-    dump = f"--xla_dump_to={dump_dir} {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{name}$"
+    names = [name] if isinstance(name, str) else list(name)
+    modules = names[0] if len(names) == 1 else "(" + "|".join(names) + ")"
+    dump = f"--xla_dump_to={dump_dir} {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{modules}$"
     env["XLA_FLAGS"] = xla_flags_with_device_count(dump, n_devices)
     env.setdefault("JAX_PLATFORMS", "cpu")
     return env
@@ -136,47 +139,68 @@ def compile_for_dump(name):
     }
 
 
-def run_worker(name, dump_dir, timeout_s=300):
-    """Compile fixture `name` in a fresh process with XLA's dump flags aimed
-    at `dump_dir` (they are process-wide); returns the worker's report."""
-    cmd = [sys.executable, "-m", "shardbook.hlo", "_worker", name]
+def run_worker(names, dump_dir, timeout_s=300):
+    """Compile the fixtures `names` in one fresh process with XLA's dump
+    flags aimed at `dump_dir` (they are process-wide; each fixture is its own
+    module, jit_NAME, dumped to its own files); returns {name: the worker's
+    report}. One process for all of them: starting JAX costs more than most
+    of these compilations."""
+    names = [names] if isinstance(names, str) else list(names)
+    cmd = [sys.executable, "-m", "shardbook.hlo", "_worker", *names]
+    timeout_s = timeout_s * len(names)
     result = subprocess.run(
-        cmd, env=worker_env(dump_dir, name), capture_output=True, text=True, timeout=timeout_s, cwd=REPOSITORY_ROOT
+        cmd, env=worker_env(dump_dir, names), capture_output=True, text=True, timeout=timeout_s, cwd=REPOSITORY_ROOT
     )
     if result.returncode:
-        raise CaptureError(f"fixture {name}: the compile worker failed:\n{result.stderr[-3000:]}")
+        raise CaptureError(f"fixture {', '.join(names)}: the compile worker failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def capture(name, out_root, log=print):
     """Capture fixture `name` into out_root/name (replaced only on success)."""
-    check_name(name)
+    return capture_many([name], out_root, log)[name]
+
+
+def capture_many(names, out_root, log=print):
+    """Capture the fixtures `names` into out_root/NAME each, compiled by one
+    worker process; each folder is replaced only once its own files are all
+    written, and none is touched if the worker fails. Returns {name: meta}."""
+    names = [check_name(n) for n in names]
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
     dot.dot_binary()  # fail early, with the package name, if Graphviz is missing
-    with tempfile.TemporaryDirectory(prefix=f"hlo-{name}-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hlo-capture-") as tmp:
         dump_dir = Path(tmp) / "dump"
-        info = run_worker(name, dump_dir)
-        picks, cpu_after = find_dumps(dump_dir, name)
-        staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_root))
-        staging.chmod(0o755)
-        try:
-            after_text = clean_hlo(picks["after_partitioning.txt"].read_text())
-            (staging / "before_partitioning.txt").write_text(clean_hlo(picks["before_partitioning.txt"].read_text()))
-            (staging / "after_partitioning.txt").write_text(after_text)
-            for key in ("before_partitioning.dot", "after_partitioning.dot"):
-                (staging / key).write_text(relativize(dot.sanitize(picks[key].read_text())))
-            title = f"<b>{name}</b>: after SPMD partitioning (device-local)"
-            pruned = dot.prune((staging / "after_partitioning.dot").read_text(), title)
-            (staging / "after_partitioning.svg").write_text(dot.render_svg(pruned))
-            meta = _meta(name, info, after_text, _backend_notes(info["dtype"], after_text, cpu_after))
-            meta["sha256"] = {f: hashlib.sha256((staging / f).read_bytes()).hexdigest() for f in FILES}
-            (staging / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=False) + "\n")
-            _replace(staging, out_root / name)
-        except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-    log(f"captured {name}: {len(meta['inventory'])} collective(s)")
+        infos = run_worker(names, dump_dir)
+        metas = {}
+        for name in names:
+            metas[name] = _write_capture(name, infos[name], dump_dir, out_root)
+            log(f"captured {name}: {len(metas[name]['inventory'])} collective(s)")
+    return metas
+
+
+def _write_capture(name, info, dump_dir, out_root):
+    """Fixture `name`'s files from the dump, written beside out_root/name and
+    then moved into its place; its meta.json document."""
+    picks, cpu_after = find_dumps(dump_dir, name)
+    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=out_root))
+    staging.chmod(0o755)
+    try:
+        after_text = clean_hlo(picks["after_partitioning.txt"].read_text())
+        (staging / "before_partitioning.txt").write_text(clean_hlo(picks["before_partitioning.txt"].read_text()))
+        (staging / "after_partitioning.txt").write_text(after_text)
+        for key in ("before_partitioning.dot", "after_partitioning.dot"):
+            (staging / key).write_text(relativize(dot.sanitize(picks[key].read_text())))
+        title = f"<b>{name}</b>: after SPMD partitioning (device-local)"
+        pruned = dot.prune((staging / "after_partitioning.dot").read_text(), title)
+        (staging / "after_partitioning.svg").write_text(dot.render_svg(pruned))
+        meta = _meta(name, info, after_text, _backend_notes(info["dtype"], after_text, cpu_after))
+        meta["sha256"] = {f: hashlib.sha256((staging / f).read_bytes()).hexdigest() for f in FILES}
+        (staging / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=False) + "\n")
+        _replace(staging, out_root / name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return meta
 
 
