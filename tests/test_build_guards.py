@@ -229,7 +229,7 @@ def test_make_lab_runs_as_root():
 
 
 def test_a_page_paints_after_its_opening_section():
-    from shardbook.book.sphinx_ext import end_of_first_section
+    from shardbook.book.pages import end_of_first_section
 
     body = (
         "<section id='page'><h1>T</h1><p>intro</p>"
@@ -247,7 +247,7 @@ def test_the_katex_server_is_awaited_until_it_listens(tmp_path):
     instead of failing on a refused connection."""
     import socket
 
-    from shardbook.book.sphinx_ext import _start_katex_server_process
+    from shardbook.book.katex_math import _start_katex_server_process
 
     late_listener = (
         "import socket, sys, time\n"

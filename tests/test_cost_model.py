@@ -444,7 +444,7 @@ def test_live_modules_are_closed_under_imports_and_import_without_jax():
     import ast
     from pathlib import Path
 
-    from shardbook.book.sphinx_ext import LIVE_MODULES
+    from shardbook.book.live_assets import LIVE_MODULES
 
     package = Path(__file__).resolve().parents[1] / "code" / "shardbook"
     for name in LIVE_MODULES:

@@ -248,7 +248,7 @@ def test_search_page_in_a_browser(server, browser):
 def test_the_icon_script_stays_trimmed(built_book):
     icon_script = HTML / "_static" / "scripts" / "fontawesome.js"
     assert icon_script.stat().st_size < 20_000, (
-        "the theme's full icon bundle is back; shardbook.book.sphinx_ext trims it"
+        "the theme's full icon bundle is back; shardbook.book.theme_assets trims it"
     )
 
 
@@ -459,7 +459,7 @@ def test_the_local_server_compresses_and_caches_as_a_static_host(tmp_path):
 def test_a_page_with_a_table_waits_only_for_an_element_it_has(built_book):
     """The render-blocking `expect` link names an element the page holds
     (a missing one would hold the first paint until the whole page is parsed)."""
-    from shardbook.book.sphinx_ext import FIRST_SECTION_END_ID
+    from shardbook.book.pages import FIRST_SECTION_END_ID
 
     expecting = 0
     for path in sorted(HTML.glob("chapters/*.html")):

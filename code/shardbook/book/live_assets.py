@@ -1,0 +1,70 @@
+"""The live pages' files: the glue role that marks each number with its key
+(so the live mode finds the numbers it recomputes), and the assets the
+browser loads: the live script and stylesheet, the package's browser
+modules and Pyodide, copied from the pinned npm package."""
+
+import json
+from pathlib import Path
+
+from .. import BROWSER_MODULES
+from .node_files import copy_if_changed, node_package
+
+STATIC = Path(__file__).parent / "static"
+# The modules the browser loads: the cost-model layer and the ledger
+# (shardbook.BROWSER_MODULES, derived from shardbook.LAYERS).
+LIVE_MODULES = BROWSER_MODULES
+
+PYODIDE_FILES = (
+    "pyodide.js",
+    "pyodide.asm.mjs",
+    "pyodide.asm.wasm",
+    "python_stdlib.zip",
+    "pyodide-lock.json",
+    "package.json",
+)
+
+
+def _keyed_glue_role():
+    """{glue:text} spans carry the glued key as a class (glue-key-NAME) so the
+    live mode can find the numbers it recomputes."""
+    from myst_nb.ext.glue.domain import NbGlueDomain
+    from myst_nb.ext.glue.roles import PasteTextRole
+    from sphinx.errors import ExtensionError
+
+    class KeyedPasteTextRole(PasteTextRole):
+        def run(self):
+            result, messages = super().run()
+            key = self.text.split("::")[-1].split(":")[0]  # [doc::]key[:format]
+            if not result and "::" not in self.text:
+                # myst-nb leaves an empty span and no warning the build reports:
+                # a sentence would silently lose its number, so stop the build
+                source = self.source or "this page"
+                raise ExtensionError(
+                    f"{source}:{self.line}: glue key {key!r} is used in prose but no cell of that page glues it "
+                    "(ledger.show / ledger.live)"
+                )
+            for node in result:
+                node["classes"].append(f"glue-key-{key}")
+            return result, messages
+
+    NbGlueDomain.roles = dict(NbGlueDomain.roles, text=KeyedPasteTextRole())
+
+
+def copy_live_assets(app):
+    out = Path(app.outdir) / "_static"
+    package = Path(__file__).parent.parent  # the shardbook package
+    copy_if_changed(STATIC, out)
+    for name in LIVE_MODULES:
+        copy_if_changed(package / f"{name}.py", out / "shardbook" / f"{name}.py")
+    (out / "shardbook" / "manifest.json").write_text(json.dumps([f"{n}.py" for n in LIVE_MODULES]))
+    pyodide = node_package(app.srcdir, "pyodide", "pyodide.js")
+    for name in PYODIDE_FILES:
+        copy_if_changed(pyodide / name, out / "pyodide" / name)
+    sizes = {name: (pyodide / name).stat().st_size for name in PYODIDE_FILES}
+    (out / "pyodide" / "sizes.json").write_text(json.dumps(sizes))
+
+
+def setup(app):
+    _keyed_glue_role()
+    app.add_js_file("shardbook-live.js", defer="defer")
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -1,0 +1,169 @@
+"""What each built page carries beyond what Sphinx and the theme write:
+
+- each chapter's `.ipynb` download next to its `.md` source: the chapter
+  converted by jupytext, as a reader's Jupyter would open it (the theme shows
+  an ipynb button when the page context names `ipynb_source`);
+- the colour-mode script, a description for search engines;
+- under each figure, a link to it full size; the accessibility fixes of
+  PAGE_FIXES; on a live page, the live button's box under the title;
+- on a page with a table, the first paint held until its opening section is
+  parsed, so that a table streaming in does not push the text below it around.
+"""
+
+import re
+from pathlib import Path
+
+# pydata-sphinx-theme reads the colour mode from localStorage and, on a
+# reader's first visit, finds "" and logs a console error; start from "auto".
+MODE_JS = "shardbook-mode.js"
+# It also marks the page as scripted (html.shardbook-js), so that the
+# stylesheet can fold the answer dropdowns before sphinx-togglebutton does
+# (which would otherwise move the page as it loads); without scripts they stay open.
+MODE_SOURCE = (
+    'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }\n'
+    'document.documentElement.classList.add("shardbook-js");\n'
+)
+
+
+def _add_ipynb_download(app, pagename, templatename, context, doctree):
+    if not pagename.startswith("chapters/") or context.get("page_source_suffix") != ".md":
+        return
+    source = Path(app.srcdir) / f"{pagename}.md"
+    if not source.exists() or "jupytext:" not in source.read_text()[:400]:
+        return
+    import jupytext
+
+    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    jupytext.write(jupytext.read(source), target, fmt="ipynb")
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+_FIGURE_IMAGE = re.compile(
+    r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)"[^>]*/?>)(?!\s*<a class="shardbook-full-size")'
+)
+
+# (pattern, replacement): fixes to the theme's and Sphinx's markup that axe-core
+# reports as serious or critical, applied to every built page.
+PAGE_FIXES = (
+    # the search buttons are labelled "Search" but show "Search Ctrl + K": a
+    # speech-input user says what they see, so the name comes from the text
+    (re.compile(r'(<button class="btn search-button-field[^"]*"[^>]*?) aria-label="Search"'), r"\1"),
+    # the same for the "Show code cell output" toggles, labelled "Toggle hidden content"
+    (re.compile(r'<summary aria-label="Toggle hidden content">'), "<summary>"),
+    # a role="list" whose children are citations and back-links is not a list
+    (re.compile(r'<div role="list" class="citation-list">'), '<div class="citation-list">'),
+    (re.compile(r' role="doc-biblioentry"'), ""),
+    # the sidebar's title and search sit outside any landmark: name the sidebar
+    (
+        re.compile(r'(<div id="pst-primary-sidebar" class="bd-sidebar-primary bd-sidebar")(?! role=)'),
+        r'\1 role="region" aria-label="Book navigation"',
+    ),
+)
+
+
+_LIVE_DATA = re.compile(r'<script(?=[^>]*\bclass="shardbook-live")[^>]*>')
+_ARTICLE_TITLE_END = re.compile(r'(<article class="bd-article".*?</h1>)', re.S)
+LIVE_BOX = (
+    '<div class="shardbook-live"><button type="button" class="shardbook-live-start" disabled>'
+    "Make this page live</button></div>"
+)
+
+
+def rewrite_pages(outdir):
+    """Every page: under each figure's image, a link that opens it full size
+    (HLO graphs and wide plots are unreadable on a phone at page width); the
+    accessibility fixes of PAGE_FIXES; and, on a page with live values, the
+    live button's box under the title, so that the page does not move when
+    shardbook-live.js enables it."""
+    for page in outdir.rglob("*.html"):
+        if "_static" in page.parts:
+            continue
+        text = page.read_text()
+        fixed = _FIGURE_IMAGE.sub(
+            lambda m: f'{m.group(1)}{m.group(2)}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>',
+            text,
+        )
+        for pattern, replacement in PAGE_FIXES:
+            fixed = pattern.sub(replacement, fixed)
+        # attributes in any order: sphinx-codeautolink re-serializes a page's body
+        if _LIVE_DATA.search(fixed) and 'div class="shardbook-live"' not in fixed:
+            fixed = _ARTICLE_TITLE_END.sub(lambda m: m.group(1) + "\n" + LIVE_BOX, fixed, count=1)
+        if fixed != text:
+            page.write_text(fixed)
+
+
+def write_mode_script(outdir):
+    """The colour-mode script (MODE_SOURCE) into the site's _static folder."""
+    (Path(outdir) / "_static" / MODE_JS).write_text(MODE_SOURCE)
+
+
+# While a long page streams in, a table near its top is painted before its last
+# rows arrive; the browser widens its columns as they come and the text below
+# jumps (layout shift, seen on the tablet width under load). The page holds its
+# first paint until the opening section is parsed (the HTML standard's
+# render-blocking `expect` link); the rest still streams.
+FIRST_SECTION_END_ID = "shardbook-first-section-end"
+
+
+def end_of_first_section(body):
+    """Index in a page's `body` HTML just after the first section nested in
+    the page's own (the intro and its first `##`), or the end of the body."""
+    opening = [m.start() for m in re.finditer(r"<section\b", body)]
+    if len(opening) < 2:
+        return len(body)
+    depth = 0
+    for tag in re.finditer(r"<section\b|</section>", body[opening[1] :]):
+        depth += 1 if tag.group() != "</section>" else -1
+        if depth == 0:
+            return opening[1] + tag.end()
+    return len(body)
+
+
+def _paint_after_the_first_section(app, pagename, templatename, context, doctree):
+    body = context.get("body")
+    if doctree is None or not body or "<table" not in body:
+        return
+    at = end_of_first_section(body)
+    context["body"] = body[:at] + f'<span id="{FIRST_SECTION_END_ID}"></span>' + body[at:]
+    context["metatags"] = (
+        context.get("metatags", "") + f'<link rel="expect" href="#{FIRST_SECTION_END_ID}" blocking="render">\n'
+    )
+
+
+DESCRIPTION_CHARS = 160
+
+
+def page_description(doctree, limit=DESCRIPTION_CHARS):
+    """The page's first paragraph as plain text, cut at a word boundary to
+    at most `limit` characters: the summary search engines show."""
+    from docutils import nodes
+
+    for paragraph in doctree.findall(nodes.paragraph):
+        text = " ".join(paragraph.astext().split())
+        if len(text) >= 40:
+            break
+    else:
+        return None
+    if len(text) <= limit:
+        return text
+    return text[: limit - 1].rsplit(" ", 1)[0].rstrip(",;:") + "…"
+
+
+def _describe_page(app, pagename, templatename, context, doctree):
+    import html
+
+    description = page_description(doctree) if doctree is not None else None
+    if description:
+        context["metatags"] = (
+            context.get("metatags", "") + f'<meta name="description" content="{html.escape(description)}">\n'
+        )
+
+
+def setup(app):
+    app.add_js_file(MODE_JS, priority=900)
+    # before sphinx-book-theme builds its header buttons (priority 501)
+    app.connect("html-page-context", _add_ipynb_download, priority=500)
+    app.connect("html-page-context", _paint_after_the_first_section)
+    app.connect("html-page-context", _describe_page)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
