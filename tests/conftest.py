@@ -56,6 +56,10 @@ SHARED_FIXTURE_GROUPS = {
 
 
 def pytest_collection_modifyitems(config, items):
+    # the tests that read the small model's records go last: under `make test`
+    # the background trainer writes them while the tests beside the build run,
+    # and a test that reached them early would wait with a core idle
+    items.sort(key=lambda item: "records" in getattr(item, "fixturenames", ()))
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         printing = item.module.__name__ in PRINT_MODULES

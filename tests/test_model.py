@@ -242,6 +242,42 @@ def test_the_train_command_refuses_an_unknown_scheme():
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("cores", [0, -1, 10_000, True, 1.5])
+def test_a_core_count_the_machine_cannot_give_is_refused(cores):
+    from shardbook import devices
+
+    with pytest.raises(ValueError, match=r"^n_cores: must be an integer from 1 to \d+ \(the cores available\)"):
+        devices.limit_host_cores(cores)
+
+
+def test_the_trainer_held_to_one_core_records_it():
+    """`--cores 1` (make test's background trainer): the process, and the
+    JAX it then starts, run on one core; the record says so. A bad count is
+    one line and exit code 2, before JAX starts."""
+    probe = (
+        "from shardbook import devices\n"
+        "print(devices.limit_host_cores(1))\n"
+        "devices.use_cpu_devices(8)\n"
+        "print(devices.usable_cores())\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.stdout.split() == ["1", "1"], result.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "shardbook.programs.runs", "single", "--cores", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("shardbook.programs.runs: n_cores: must be an integer from 1 to ")
+
+
+def test_every_record_says_how_many_cores_it_ran_on(records):
+    from shardbook import devices
+
+    assert all(1 <= r["cpu_cores"] <= devices.usable_cores() for r in records.values())
+
+
 def test_loss_check_catches_a_wrong_step_and_a_drift():
     reference = [6.0, 5.0, 4.0, 3.0]
     assert runs.loss_problems(reference, list(reference)) == []

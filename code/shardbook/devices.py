@@ -38,6 +38,32 @@ def use_cpu_devices(n_devices=8):
     return devices[:n_devices]
 
 
+def usable_cores():
+    """How many CPU cores this process may run on (its affinity, where the
+    platform has one; else every core)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def limit_host_cores(n_cores):
+    """Hold this process to the first `n_cores` of the cores it may run on,
+    so that the thread pools JAX creates when it starts are sized to them;
+    returns the number of cores it may now use. Call it before anything asks
+    JAX for devices.
+
+    Raises ValueError for a count below 1 or above the cores available, and
+    RuntimeError where the platform cannot hold a process to some cores
+    (os.sched_setaffinity is Linux's)."""
+    available = usable_cores()
+    if not isinstance(n_cores, int) or isinstance(n_cores, bool) or not 1 <= n_cores <= available:
+        raise ValueError(f"n_cores: must be an integer from 1 to {available} (the cores available), got {n_cores!r}")
+    if not hasattr(os, "sched_setaffinity"):
+        raise RuntimeError("n_cores: this platform cannot hold a process to some of its cores (no sched_setaffinity)")
+    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:n_cores])
+    return usable_cores()
+
+
 def environment_report():
     """Versions and devices, as rows of (item, value) for the introduction."""
     import platform

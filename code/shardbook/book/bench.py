@@ -171,7 +171,7 @@ def live_seconds(page="chapters/01_topology.html"):
 
 
 def model_step_times():
-    """(scheme, compile s, step s, machine) for each configuration of the
+    """(scheme, compile s, step s, machine, cores used) for each configuration of the
     small model (shardbook.programs.schemes), as the build measured them
     (shardbook.programs.runs keeps one record per scheme)."""
     from ..programs import runs, schemes
@@ -183,7 +183,7 @@ def model_step_times():
         if not path.exists():
             return None
         record = json.loads(path.read_text())
-        out.append((name, record["compile_s"], record["step_s"], record["machine"]))
+        out.append((name, record["compile_s"], record["step_s"], record["machine"], record["cpu_cores"]))
     return out
 
 
@@ -202,9 +202,10 @@ def main():
     if times is None:
         print("\nsmall model: no step times (the build did not run chapter 8)")
     else:
-        print(f"\nsmall model, one training step on 8 simulated CPU devices ({times[0][3]}):")
+        machine, cores = times[0][3:]
+        print(f"\nsmall model, one training step on 8 simulated CPU devices ({machine}; {cores} core(s) used):")
         print(f"  {'scheme':<11} {'compile':>8} {'step':>8}")
-        for name, compile_s, step_s, _ in times:
+        for name, compile_s, step_s, *_ in times:
             print(f"  {name:<11} {compile_s:>6.1f} s {step_s * 1e3:>5.0f} ms")
     browser_figures()
     seconds = live_seconds()
