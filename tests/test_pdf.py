@@ -7,7 +7,6 @@ import subprocess
 import pytest
 
 from conftest import BUILD, CHAPTERS, ROOT
-from shardbook.book import site
 
 PDF = BUILD / "pdf" / "book.pdf"
 APPENDICES = sorted((ROOT / "chapters").glob("9[0-9]_*.md"))
@@ -69,24 +68,28 @@ def test_the_pdf_has_every_chapter_and_bookmarks(book_pdf):
     assert f"1 / {n}" in reader.pages[0].extract_text() and f"{n} / {n}" in reader.pages[-1].extract_text()
 
 
-def test_no_code_line_is_clipped_in_print(book_pdf):
-    """With the print styles every code block wraps: nothing is wider than the
-    page's column, so nothing is cut off in the PDF."""
-    from playwright.sync_api import sync_playwright
+def test_a_page_that_print_would_cut_off_is_not_printed(tmp_path):
+    """`make pdf` checks the page as print lays it out before printing (so
+    the book's own PDF above has no code line cut off at the margin and no
+    screen-only control): a code line wider than the page, or a live box
+    left visible, stops it with a message, and the previous PDF stays."""
+    from shardbook.book import pdf
 
-    with sync_playwright() as pw, site.serve(BUILD / "singlehtml") as base:
-        browser = pw.chromium.launch(executable_path=site.chromium(), args=site.CHROMIUM_FLAGS)
-        page = browser.new_page()
-        page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)  # as make pdf waits
-        page.emulate_media(media="print")
-        clipped = page.evaluate(
-            "[...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1)"
-            ".map(p => p.textContent.slice(0, 60))"
-        )
-        hidden_controls = page.evaluate(
-            "[...document.querySelectorAll('.shardbook-live, .shardbook-full-size')]"
-            ".filter(e => getComputedStyle(e).display !== 'none').length"
-        )
-        browser.close()
-    assert not clipped, clipped
-    assert hidden_controls == 0
+    source = tmp_path / "singlehtml"
+    source.mkdir()
+    (source / "index.html").write_text('<meta http-equiv="refresh" content="0; url=page.html">')
+    wide = "x = " + " + ".join(f"term_{i}" for i in range(60))
+    (source / "page.html").write_text(
+        f'<html><body><pre style="overflow:auto;white-space:pre">{wide}</pre>'
+        '<div class="shardbook-live">live</div></body></html>'
+    )
+    previous = tmp_path / "book.pdf"
+    previous.write_bytes(b"%PDF- the previous book")
+    with pytest.raises(ValueError) as refused:
+        pdf.render(source, previous)
+    message = str(refused.value)
+    assert message.startswith("not printed:")
+    assert "a code block is wider than the printed column (cut off): 'x = term_0 + term_1" in message
+    assert "1 screen-only control(s) shown in print" in message
+    assert previous.read_bytes() == b"%PDF- the previous book"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book.pdf", "singlehtml"]

@@ -2,8 +2,11 @@
 
 Jupyter Book's single-page build is printed by Debian's Chromium through
 Playwright, with the site's print styles, page numbers in the footer and the
-headings as PDF bookmarks. The PDF is written to a temporary file and then
-moved into place, so a failure leaves the previous PDF as it was.
+headings as PDF bookmarks. Before printing, the page is checked as print
+lays it out: a code block wider than its column (its end would be cut off)
+or a screen-only control still shown stops the print with a message. The PDF
+is written to a temporary file and then moved into place, so a failure
+leaves the previous PDF as it was.
 
     python -m shardbook.book.pdf _build/singlehtml _build/pdf/book.pdf
 """
@@ -22,8 +25,30 @@ FOOTER = (
 )
 
 
+# what print would cut off or show needlessly, read in the page laid out for print
+PRINT_PROBLEMS_JS = """() => ({
+  clipped: [...document.querySelectorAll('pre')].filter(p => p.scrollWidth > p.clientWidth + 1)
+    .map(p => p.textContent.trim().slice(0, 60)),
+  screen_only: [...document.querySelectorAll('.shardbook-live, .shardbook-full-size')]
+    .filter(e => getComputedStyle(e).display !== 'none').length,
+})"""
+
+
+def print_problems(page):
+    """What is wrong with `page` (a Playwright page in print media) as print
+    would lay it out: a line per code block wider than its column, and one
+    for screen-only controls (the live box, full-size links) still shown."""
+    found = page.evaluate(PRINT_PROBLEMS_JS)
+    problems = [f"a code block is wider than the printed column (cut off): {text!r}" for text in found["clipped"]]
+    if found["screen_only"]:
+        problems.append(f"{found['screen_only']} screen-only control(s) shown in print (live box, full-size links)")
+    return problems
+
+
 def render(singlehtml_dir, pdf_path):
-    """Print `singlehtml_dir`/index.html to `pdf_path`; returns the path."""
+    """Print `singlehtml_dir`/index.html to `pdf_path`; returns the path.
+    ValueError if there is no single-page build, no Chromium, or a print
+    problem (:func:`print_problems`)."""
     source = Path(singlehtml_dir)
     if not (source / "index.html").exists():
         raise ValueError(f"{source}: no single-page build (index.html); run `make pdf`, which builds it first")
@@ -54,6 +79,9 @@ def render(singlehtml_dir, pdf_path):
             page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)
             page.evaluate("document.fonts.ready.then(() => true)")
             page.emulate_media(media="print")
+            problems = print_problems(page)
+            if problems:
+                raise ValueError("not printed:\n  " + "\n  ".join(problems))
             page.pdf(
                 path=tmp,
                 format="A4",
