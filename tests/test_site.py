@@ -63,10 +63,13 @@ def browser(tmp_path_factory):
         assert not seen, f"Chromium tried to connect off 127.0.0.1: {seen}"
 
 
-def _visit(context, url):
-    """Open a page and record what happened: console errors, failed or
-    off-site requests, and the bytes it loaded by category."""
+def _visit(context, url, theme=None):
+    """Open a page (in `theme`, "light" or "dark", if given, else the one the
+    shared profile holds) and record what happened: console errors, failed
+    or off-site requests, and the bytes it loaded by category."""
     page = context.new_page()
+    if theme is not None:
+        page.add_init_script(f"localStorage.setItem('mode', '{theme}'); localStorage.setItem('theme', '{theme}');")
     log = {"console": [], "failed": [], "offsite": [], "paths": []}
     page.on("console", lambda m: log["console"].append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: log["console"].append(f"uncaught: {e}"))
@@ -84,7 +87,15 @@ def _visit(context, url):
 
     page.on("request", on_request)
     page.goto(url, wait_until="networkidle")
+    _settle(page)
     return page, log
+
+
+def _settle(page):
+    """Wait, after "networkidle", for the parse to end: that event once came
+    before a busy machine had parsed a long page (the PDF printed half the
+    book), and the checks read the whole page."""
+    page.wait_for_function("document.readyState === 'complete'")
 
 
 def _bytes(paths):
@@ -178,6 +189,7 @@ def _visit_report(browser, server, rel):
     # (switching in place would catch the colours mid-transition)
     page.evaluate("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
     page.reload(wait_until="networkidle")
+    _settle(page)
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     report["axe"]["dark"] = _axe(page, script)
     page.evaluate("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
@@ -275,6 +287,7 @@ def test_dark_mode_keeps_figures_readable(server, browser, chapter):
     page = browser.new_page()
     page.add_init_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
     page.goto(f"{server}/chapters/{chapter}.html", wait_until="networkidle")
+    _settle(page)
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     figures = page.query_selector_all("figure img")
     assert figures
@@ -393,6 +406,7 @@ def test_phone_and_tablet_screenshots(server, browser, width, height, kind, rel)
     page.add_init_script("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
     page.set_viewport_size({"width": width, "height": height})
     page.goto(f"{server}/{rel}", wait_until="networkidle")
+    _settle(page)
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
     if overflow > 1:
         wide.append(f"{rel}: {overflow}px wider than the screen")
