@@ -290,3 +290,37 @@ def test_pybtex_plugin_lookups_are_cached_for_a_build():
     hits = cache_info().hits
     assert pybtex.plugin.find_plugin("pybtex.style.formatting", "plain") is plain
     assert cache_info().hits == hits + 1
+
+
+def test_pages_that_read_the_model_records_are_read_last(tmp_path):
+    """Under `make test` the records are still being trained when the build
+    starts: the pages that read them (chapters 3 and 8 today) are read,
+    and so executed, after every other page, which keep their order."""
+    from shardbook.book.sphinx_ext import _read_record_pages_last
+
+    sources = {
+        "a": "x = 1\n",
+        "b": "records = runs.reports(log=print)\n",
+        "c": "plain prose\n",
+        "d": 'record = runs.report("fsdp")\n',
+        "e": "report of the runs\n",
+    }
+    for name, text in sources.items():
+        (tmp_path / f"{name}.md").write_text(text)
+
+    class Env:
+        @staticmethod
+        def doc2path(docname):
+            return tmp_path / f"{docname}.md"
+
+    docnames = list(sources)
+    _read_record_pages_last(None, Env(), docnames)
+    assert docnames == ["a", "c", "e", "b", "d"]
+
+
+def test_the_book_pages_that_read_the_model_records_are_known():
+    from conftest import CHAPTERS
+    from shardbook.book.sphinx_ext import READS_MODEL_RECORDS
+
+    readers = [p.stem for p in CHAPTERS if READS_MODEL_RECORDS.search(p.read_text())]
+    assert "08_one_model" in readers

@@ -12,12 +12,33 @@ in the order they need:
 
 Here: the fingerprint of a finished HTML build (which the tests and `make
 serve` check), the single-page builder's share of the HTML visitors, the
-repository's address, and a faster citation lookup.
+repository's address, a faster citation lookup, and the pages that wait for
+the small model's records read last.
 """
 
+import re
 from pathlib import Path
 
 from . import katex_math, live_assets, pages, theme_assets
+
+# A page that reads the small model's records (shardbook.programs.runs): under
+# `make test` the background trainer is still writing them when the build
+# starts, and such a page waits for the ones it needs.
+READS_MODEL_RECORDS = re.compile(r"\bruns\.reports?\(")
+
+
+def _read_record_pages_last(app, env, docnames):
+    """Read, and so execute, the pages that read the model's records after
+    every other page (the others keep their order): the build runs the rest
+    while the records are written, instead of waiting half-way."""
+
+    def reads_records(docname):
+        try:
+            return bool(READS_MODEL_RECORDS.search(Path(env.doc2path(docname)).read_text()))
+        except OSError:
+            return False
+
+    docnames.sort(key=reads_records)
 
 
 def _fingerprint_file(app):
@@ -119,6 +140,7 @@ def setup(app):
     app.setup_extension("shardbook.book.katex_math")
     app.setup_extension("shardbook.book.pages")
     app.connect("config-inited", _use_repository_url)
+    app.connect("env-before-read-docs", _read_record_pages_last)
     app.connect("builder-inited", _forget_fingerprint)
     app.connect("builder-inited", _share_html_visitors)
     app.connect("build-finished", _finish_site)
