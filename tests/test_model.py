@@ -242,34 +242,43 @@ def test_the_train_command_refuses_an_unknown_scheme():
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("cores", [0, -1, 10_000, True, 1.5])
-def test_a_core_count_the_machine_cannot_give_is_refused(cores):
+@pytest.mark.parametrize("core", [-1, 10_000, True, 1.5])
+def test_a_core_the_machine_cannot_give_is_refused(core):
     from shardbook import devices
 
-    with pytest.raises(ValueError, match=r"^n_cores: must be an integer from 1 to \d+ \(the cores available\)"):
-        devices.limit_host_cores(cores)
+    with pytest.raises(ValueError, match=r"^core: must be an integer from 0 to \d+ \(the cores available\)"):
+        devices.hold_to_core(core)
 
 
-def test_the_trainer_held_to_one_core_records_it():
-    """`--cores 1` (make test's background trainer): the process, and the
-    JAX it then starts, run on one core; the record says so. A bad count is
-    one line and exit code 2, before JAX starts."""
+def test_a_trainer_held_to_a_core_runs_jax_on_it():
+    """`--processes 2` (make test's background training) starts trainers
+    held to one core each: the process, and the JAX it then starts, run on
+    that core. A bad count is one line and exit code 2, before JAX starts."""
     probe = (
         "from shardbook import devices\n"
-        "print(devices.limit_host_cores(1))\n"
+        "print(devices.hold_to_core(0))\n"
         "devices.use_cpu_devices(8)\n"
         "print(devices.usable_cores())\n"
     )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
-    assert result.stdout.split() == ["1", "1"], result.stderr
-    bad = subprocess.run(
-        [sys.executable, "-m", "shardbook.programs.runs", "single", "--cores", "0"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert bad.returncode == 2
-    assert bad.stderr.startswith("shardbook.programs.runs: n_cores: must be an integer from 1 to ")
+    assert result.stdout.split()[1:] == ["1"], result.stdout + result.stderr
+    for processes in ("0", "10000"):
+        bad = subprocess.run(
+            [sys.executable, "-m", "shardbook.programs.runs", "single", "--processes", processes],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert bad.returncode == 2
+        assert bad.stderr.startswith("shardbook.programs.runs: processes: must be from 1 to ")
+
+
+def test_the_schemes_are_dealt_out_to_the_trainers_in_turn():
+    names = list(schemes.SCHEMES)
+    shares = runs.deal(names, 2)
+    assert shares == [names[0::2], names[1::2]]
+    assert sorted(sum(shares, [])) == sorted(names)
+    assert runs.deal(["single"], 2) == [["single"], []]
 
 
 def test_every_record_says_how_many_cores_it_ran_on(records):

@@ -46,22 +46,23 @@ def usable_cores():
     return os.cpu_count() or 1
 
 
-def limit_host_cores(n_cores):
-    """Hold this process to the first `n_cores` of the cores it may run on,
-    so that the thread pools JAX creates when it starts are sized to them;
-    returns the number of cores it may now use. Call it before anything asks
-    JAX for devices.
+def hold_to_core(index):
+    """Hold this process to one core, the `index`-th (from 0) of those it may
+    run on, so that the thread pools JAX creates when it starts have one
+    thread; returns that core's number. Call it before anything asks JAX for
+    devices.
 
-    Raises ValueError for a count below 1 or above the cores available, and
-    RuntimeError where the platform cannot hold a process to some cores
+    Raises ValueError for an index outside the cores available, and
+    RuntimeError where the platform cannot hold a process to a core
     (os.sched_setaffinity is Linux's)."""
     available = usable_cores()
-    if not isinstance(n_cores, int) or isinstance(n_cores, bool) or not 1 <= n_cores <= available:
-        raise ValueError(f"n_cores: must be an integer from 1 to {available} (the cores available), got {n_cores!r}")
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < available:
+        raise ValueError(f"core: must be an integer from 0 to {available - 1} (the cores available), got {index!r}")
     if not hasattr(os, "sched_setaffinity"):
-        raise RuntimeError("n_cores: this platform cannot hold a process to some of its cores (no sched_setaffinity)")
-    os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[:n_cores])
-    return usable_cores()
+        raise RuntimeError("core: this platform cannot hold a process to one of its cores (no sched_setaffinity)")
+    core = sorted(os.sched_getaffinity(0))[index]
+    os.sched_setaffinity(0, {core})
+    return core
 
 
 def environment_report():
