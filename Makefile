@@ -40,16 +40,17 @@ $(STAMP): requirements.txt code/pyproject.toml $(JAX_INSTALLED)
 # `make test` only: the small model's ten schemes train in the background from
 # as soon as JAX is installed (the package from code/, before pip installs
 # it), through the installation and the build; chapter 8 and the tests read
-# their records (shardbook.programs.runs, locked per scheme). Two trainers,
-# each held to a core of its own, share the schemes: XLA's CPU steps take a
-# fifth less processor time on one thread than on two, and two of them still
-# use both cores when the installation or the build leaves one idle. The exit
-# status lands in _build/model_runs.status, which the test recipe waits for.
+# their records (shardbook.programs.runs, locked per scheme). One trainer per
+# core (two here), each held to its own, share the schemes: XLA's CPU steps
+# take a fifth less processor time on one thread than on two, and together the
+# trainers still fill every core the installation or the build leaves idle (a
+# platform that cannot hold a process to a core trains in one process). The
+# exit status lands in _build/model_runs.status, which the test recipe waits for.
 MODEL_RUNS := _build/model_runs
 train-in-background: $(JAX_INSTALLED)
 	@mkdir -p _build && rm -f $(MODEL_RUNS).status $(MODEL_RUNS).pid
 	@echo "==> training the small model's schemes in the background (log: $(MODEL_RUNS).log)"
-	@( PYTHONPATH=code $(BIN)/python -m shardbook.programs.runs --processes 2 > $(MODEL_RUNS).log 2>&1; echo $$? > $(MODEL_RUNS).status ) & echo $$! > $(MODEL_RUNS).pid
+	@( PYTHONPATH=code $(BIN)/python -m shardbook.programs.runs --processes auto > $(MODEL_RUNS).log 2>&1; echo $$? > $(MODEL_RUNS).status ) & echo $$! > $(MODEL_RUNS).pid
 
 graphviz:
 	@bash .ci/install-system dot graphviz

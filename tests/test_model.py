@@ -270,7 +270,23 @@ def test_a_trainer_held_to_a_core_runs_jax_on_it():
             timeout=120,
         )
         assert bad.returncode == 2
-        assert bad.stderr.startswith("shardbook.programs.runs: processes: must be from 1 to ")
+        assert bad.stderr.startswith("shardbook.programs.runs: processes: must be 'auto' or from 1 to ")
+
+
+def test_auto_is_one_trainer_per_core_where_a_process_can_be_held_to_one(monkeypatch):
+    from shardbook import devices
+
+    assert runs._processes(None, 10) is None
+    if hasattr(runs.os, "sched_setaffinity"):
+        assert runs._processes("auto", 10) == min(devices.usable_cores(), 10)
+        assert runs._processes("auto", 1) == 1
+        assert runs._processes("1", 10) == 1
+    monkeypatch.delattr(runs.os, "sched_setaffinity", raising=False)
+    assert runs._processes("auto", 10) is None  # one process, every core
+    with pytest.raises(RuntimeError, match="^processes: this platform cannot hold a process to a core"):
+        runs._processes("1", 10)
+    with pytest.raises(ValueError, match="^processes: must be 'auto' or from 1 to"):
+        runs._processes("two", 10)
 
 
 def test_the_schemes_are_dealt_out_to_the_trainers_in_turn():

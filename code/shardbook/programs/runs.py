@@ -286,12 +286,28 @@ def _train_in_processes(names, n_processes):
     return next((s for s in statuses if s), 0)
 
 
+def _processes(option, n_schemes):
+    """How many one-core trainers `--processes` asks for (None: train here,
+    on every core). ValueError for a count that is not from 1 to the cores
+    available, RuntimeError where no process can be held to a core."""
+    can_hold = hasattr(os, "sched_setaffinity")
+    if option is None or (option == "auto" and not can_hold):
+        return None
+    if option == "auto":
+        return max(1, min(usable_cores(), n_schemes))
+    if not option.isdigit() or not 1 <= int(option) <= usable_cores():
+        raise ValueError(f"processes: must be 'auto' or from 1 to {usable_cores()} (one core each), got {option}")
+    if not can_hold:
+        raise RuntimeError("processes: this platform cannot hold a process to a core; leave --processes out")
+    return int(option)
+
+
 def main(argv=None):
     """`python -m shardbook.programs.runs [SCHEME ...] [--processes N]`:
     train and record the schemes (all by default) that have no current
     record, claiming them all first (see `reports`), on 8 simulated CPU
     devices; with `--processes N`, in N processes of one core each."""
-    from ..devices import hold_to_core, usable_cores, use_cpu_devices
+    from ..devices import hold_to_core, use_cpu_devices
     from . import schemes  # imports JAX; its backend starts only with use_cpu_devices
 
     parser = argparse.ArgumentParser(
@@ -301,9 +317,9 @@ def main(argv=None):
     parser.add_argument("names", nargs="*", help=f"schemes (default: all of {', '.join(schemes.SCHEMES)})")
     parser.add_argument(
         "--processes",
-        type=int,
-        help="train in this many processes, each held to a core of its own, the schemes dealt out in turn "
-        "(make test: 2). XLA's CPU steps take about a fifth less processor time on one thread than on two",
+        help="train in this many processes, each held to a core of its own, the schemes dealt out in turn; "
+        "'auto' (make test): one per core where the platform can hold a process to a core, else a single "
+        "process on every core. XLA's CPU steps take about a fifth less processor time on one thread than on two",
     )
     parser.add_argument("--core", type=int, help=argparse.SUPPRESS)  # one of those processes: its core
     args = parser.parse_args(argv)
@@ -311,10 +327,9 @@ def main(argv=None):
         for name in args.names:
             schemes.get(name)
         names = args.names or list(schemes.SCHEMES)
-        if args.processes is not None:
-            if not 1 <= args.processes <= usable_cores():
-                raise ValueError(f"processes: must be from 1 to {usable_cores()} (one core each), got {args.processes}")
-            return _train_in_processes(names, args.processes)
+        n_processes = _processes(args.processes, len(names))
+        if n_processes is not None:
+            return _train_in_processes(names, n_processes)
         prefix = ""
         if args.core is not None:
             prefix = f"core {hold_to_core(args.core)}: "
