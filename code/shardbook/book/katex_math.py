@@ -14,6 +14,7 @@ KATEX_PRELOAD = ("KaTeX_Main-Regular.woff2", "KaTeX_Math-Italic.woff2")
 
 
 def katex_dist(srcdir):
+    """The `dist/` folder of the pinned npm KaTeX (node_modules/katex)."""
     return node_package(srcdir, "katex", "dist/katex.min.js") / "dist"
 
 
@@ -66,6 +67,7 @@ def _use_katex(app, config):
 
 
 def copy_katex_assets(app):
+    """KaTeX's stylesheet and WOFF2 fonts into the site's `_static/katex/`."""
     dist = katex_dist(app.srcdir)
     out = Path(app.outdir) / "_static" / "katex"
     copy_if_changed(dist / "katex.min.css", out / "katex.min.css")

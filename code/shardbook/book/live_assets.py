@@ -51,6 +51,8 @@ def _keyed_glue_role():
 
 
 def copy_live_assets(app):
+    """The live script's static files, the package's browser modules (with
+    their manifest) and Pyodide's files (with their sizes) into `_static/`."""
     out = Path(app.outdir) / "_static"
     package = Path(__file__).parent.parent  # the shardbook package
     copy_if_changed(STATIC, out)

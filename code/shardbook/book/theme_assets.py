@@ -76,6 +76,8 @@ def _icon_definitions(bundle, wanted):
 
 
 def trim_icons(app, icons_used):
+    """Replace the theme's Font Awesome script, in the built site, by one that
+    draws only `icons_used` (from :func:`icons_used`), same file name."""
     bundle = _theme_fontawesome().read_text()
     icons = _icon_definitions(bundle, icons_used)
     template = (Path(__file__).parent / "fontawesome_icons.js").read_text()
