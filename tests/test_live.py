@@ -225,15 +225,10 @@ def test_second_live_page_starts_from_the_cache(browser):  # noqa: F811
 def _refusal_contrast_problems(page):
     """axe-core's colour-contrast rule on the live panel of a live page, with
     a refused input showing its error text."""
-    from test_site import AXE
+    from test_site import AXE, _axe
 
     assert _set(page, "n_nodes", "0") != ""
-    if not page.evaluate("typeof axe !== 'undefined'"):
-        page.add_script_tag(content=AXE.read_text())
-    return page.evaluate(
-        "axe.run('.shardbook-live', {runOnly: ['color-contrast']})"
-        ".then(r => r.violations.map(v => v.nodes.map(n => n.target.join(' '))))"
-    )
+    return _axe(page, AXE.read_text(), context="'.shardbook-live'", rules=["color-contrast"])
 
 
 def test_refusal_text_is_readable_in_light_mode(topology):

@@ -7,6 +7,7 @@ Screenshots of every page go to _build/screenshots/ for review.
 
 import html.parser
 import itertools
+import json
 import re
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -150,12 +151,15 @@ def _figure_problems(page):
     return problems
 
 
-def _axe(page, script):
-    """axe-core's violations on the page as it is: (impact, id, first nodes)."""
+def _axe(page, script, context="document", rules=None):
+    """axe-core's violations on the page as it is, within `context` (a JS
+    expression: the document, or a selector string) and, if given, only for
+    `rules`: [{id, impact, nodes (the first three)}]."""
     if not page.evaluate("typeof axe !== 'undefined'"):
         page.add_script_tag(content=script)
+    run_only = f", runOnly: {json.dumps(list(rules))}" if rules else ""
     return page.evaluate(
-        "axe.run(document, {resultTypes: ['violations']}).then(r => r.violations.map(v => "
+        f"axe.run({context}, {{resultTypes: ['violations']{run_only}}}).then(r => r.violations.map(v => "
         "({id: v.id, impact: v.impact, nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))"
     )
 
