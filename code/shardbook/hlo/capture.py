@@ -145,7 +145,6 @@ def run_worker(names, dump_dir, timeout_s=300):
     module, jit_NAME, dumped to its own files); returns {name: the worker's
     report}. One process for all of them: starting JAX costs more than most
     of these compilations."""
-    names = [names] if isinstance(names, str) else list(names)
     cmd = [sys.executable, "-m", "shardbook.hlo", "_worker", *names]
     timeout_s = timeout_s * len(names)
     result = subprocess.run(
