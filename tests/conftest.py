@@ -51,6 +51,7 @@ SHARED_FIXTURE_GROUPS = {
     "executed_chapters": "notebooks",
     "jupyter": "lab",  # a Jupyter server
     "topology_live": "live-topology",  # chapter 1 gone live (Pyodide started once)
+    "fresh_origin_live": "live-fresh-origin",  # chapters 6 and 7 gone live
     "records": "model-records",
 }
 

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import HTML
 from shardbook import ledger
-from test_site import _visit, browser, server  # noqa: F401  (shared fixtures)
+from test_site import _visit, browser, server, switch_theme  # noqa: F401  (shared fixtures)
 
 
 def _live_pages():
@@ -47,15 +47,21 @@ def test_every_chapter_declares_live_values(built_book):
     assert chapters <= live, f"chapters without a live mode: {sorted(chapters - live)}"
 
 
-@pytest.mark.parametrize("rel,specs", _live_pages(), ids=lambda x: x if isinstance(x, str) else "")
-def test_live_values_match_cpython(rel, specs, server, browser):  # noqa: F811
-    page, log = _visit(browser, f"{server}/{rel}")
-    start = time.monotonic()
-    page.click("button.shardbook-live-start")
-    page.wait_for_selector(".shardbook-live[data-state=ready]", timeout=120_000)
-    print(
-        f"\n{rel}: live in {time.monotonic() - start:.1f} s (page's own timer {page.get_attribute('.shardbook-live', 'data-ready-ms')} ms)"
-    )
+# Pages made live once and shared (Pyodide starts once per page, not once per
+# test): chapter 1 (the fields the refusal tests type into) and chapters 6 and
+# 7 (made live one after the other from a server the browser has not seen, to
+# show Pyodide's files travel once). Their values are checked on those pages.
+SHARED_LIVE_PAGES = {
+    "chapters/01_topology.html": "topology_live",
+    "chapters/06_pipeline.html": "fresh_origin_live",
+    "chapters/07_choosing_a_mesh.html": "fresh_origin_live",
+}
+
+
+def _check_live_values(page, log, rel, specs):
+    """Change two inputs of each live function on the live `page` and check
+    every value it shows against CPython's; and that nothing the visit
+    recorded (`log`) left the machine or failed in the console."""
     for spec in specs:
         arguments = {i["name"]: i["default"] for i in spec["inputs"]}
         for input_ in spec["inputs"][:2]:  # change two inputs
@@ -72,7 +78,35 @@ def test_live_values_match_cpython(rel, specs, server, browser):  # noqa: F811
             assert shown and all(s == text for s in shown), f"{rel}: {name} shows {shown}, CPython gives {text!r}"
     assert not log["offsite"], log["offsite"]
     assert not log["console"], log["console"]
+
+
+@pytest.mark.parametrize(
+    "rel,specs",
+    [(r, s) for r, s in _live_pages() if r not in SHARED_LIVE_PAGES],
+    ids=lambda x: x if isinstance(x, str) else "",
+)
+def test_live_values_match_cpython(rel, specs, server, browser):  # noqa: F811
+    page, log = _visit(browser, f"{server}/{rel}")
+    start = time.monotonic()
+    _live(page)
+    print(
+        f"\n{rel}: live in {time.monotonic() - start:.1f} s (page's own timer {page.get_attribute('.shardbook-live', 'data-ready-ms')} ms)"
+    )
+    _check_live_values(page, log, rel, specs)
     page.close()
+
+
+def test_live_values_match_cpython_on_chapter_1(topology, topology_live):
+    page, log = topology_live
+    rel = "chapters/01_topology.html"
+    _check_live_values(page, log, rel, dict(_live_pages())[rel])
+
+
+@pytest.mark.parametrize("rel", ["chapters/06_pipeline.html", "chapters/07_choosing_a_mesh.html"])
+def test_live_values_match_cpython_on_chapters_6_and_7(rel, fresh_origin_live):
+    page, log = fresh_origin_live["pages"][rel]
+    _reset(page)
+    _check_live_values(page, log, rel, dict(_live_pages())[rel])
 
 
 def _live(page):
@@ -86,27 +120,54 @@ def _set(page, name, text):
     return page.inner_text(f"label:has([name='{name}']) .shardbook-live-error")
 
 
+def _reset(page):
+    """Reset a live page to the printed values, and check it shows them as a
+    reader finds them then: no refusal shown, nothing marked stale."""
+    page.click("text=Reset to the printed values")
+    assert page.eval_on_selector_all(".shardbook-live-error", "es => es.map(e => e.textContent).join('')") == ""
+    assert page.eval_on_selector_all(".live-stale", "es => es.length") == 0
+    assert page.evaluate("document.querySelector('.shardbook-live-changed').hidden")
+
+
 @pytest.fixture(scope="module")
 def topology_live(server, browser):  # noqa: F811
     """Chapter 1 gone live once, shared by the tests that type into it
-    (Pyodide starts once instead of once per test)."""
-    page, _ = _visit(browser, f"{server}/chapters/01_topology.html", theme="light")
+    (Pyodide starts once instead of once per test): (page, what its visit recorded)."""
+    page, log = _visit(browser, f"{server}/chapters/01_topology.html", theme="light")
     assert page.evaluate("document.documentElement.dataset.theme") == "light"
     _live(page)
-    yield page
+    yield page, log
     page.close()
 
 
 @pytest.fixture
 def topology(topology_live):
-    """The shared live chapter 1 as a reader finds it after Reset: the printed
-    inputs and numbers, no refusal shown, nothing marked stale."""
-    page = topology_live
-    page.click("text=Reset to the printed values")
-    assert page.eval_on_selector_all(".shardbook-live-error", "es => es.map(e => e.textContent).join('')") == ""
-    assert page.eval_on_selector_all(".live-stale", "es => es.length") == 0
-    assert page.evaluate("document.querySelector('.shardbook-live-changed').hidden")
+    """The shared live chapter 1 as a reader finds it after Reset."""
+    page, _ = topology_live
+    _reset(page)
     return page
+
+
+@pytest.fixture(scope="module")
+def fresh_origin_live(browser):  # noqa: F811
+    """Chapters 6 and 7 made live one after the other from a server of their
+    own (an origin the browser has not cached anything from), recording what
+    each asked the server for: {"first": Pyodide's requests by the first page,
+    "again": by the second, "pages": {rel: (page, visit record)}}."""
+    from shardbook.book import site
+
+    requests = []
+    with site.serve(HTML, requests=requests) as base:
+        pages = {}
+        found = {}
+        for rel, key in (("chapters/06_pipeline.html", "first"), ("chapters/07_choosing_a_mesh.html", "again")):
+            requests.clear()
+            pages[rel] = _visit(browser, f"{base}/{rel}")
+            _live(pages[rel][0])
+            found[key] = [r for r in requests if "/_static/pyodide/" in r and not r.endswith("sizes.json")]
+        yield {**found, "pages": pages}
+        for page, _ in pages.values():
+            page.close()
 
 
 def test_bad_input_is_refused_and_numbers_kept(topology):
@@ -178,17 +239,17 @@ def test_loading_shows_bytes_and_the_panel_summarizes_changes(topology):
     assert page.evaluate("document.querySelector('.shardbook-live-changed').hidden")
 
 
-def test_wording_follows_the_numbers(server, browser):  # noqa: F811
+def test_wording_follows_the_numbers(fresh_origin_live):
     """Chapter 7's sentence about the bound is chosen by the live function:
     with a batch large enough the step turns compute-bound and the sentence
     says so; the browser shows what CPython chooses."""
     rel = "chapters/07_choosing_a_mesh.html"
     spec = next(s for r, specs in _live_pages() if r == rel for s in specs if "mesh_iw_bound" in s["values"])
     assert set(spec["phrases"]["mesh_iw_bound"]) >= {"the step is compute-bound"}
-    page, log = _visit(browser, f"{server}/{rel}")
+    page, log = fresh_origin_live["pages"][rel]
+    _reset(page)
     printed = page.inner_text(".glue-key-mesh_iw_bound")
     assert printed == "the step is communication-bound by about a factor of two"
-    _live(page)
     arguments = {i["name"]: i["default"] for i in spec["inputs"]}
     arguments["batch_tokens"] = 64 * 2**20
     expected = _cpython(spec, arguments)
@@ -198,27 +259,15 @@ def test_wording_follows_the_numbers(server, browser):  # noqa: F811
     for name in ("mesh_iw_bound", "mesh_iw_ratio", "mesh_iw_versus_v5p"):
         assert page.inner_text(f".glue-key-{name}") == expected[name]
     assert not log["console"], log["console"]
-    page.close()
 
 
-def test_second_live_page_starts_from_the_cache(browser):  # noqa: F811
+def test_second_live_page_starts_from_the_cache(fresh_origin_live):
     """Pyodide's files (about 13 MB) travel once per visit: the second page
     made live finds them in the browser's cache, as from any static host
     that sends Cache-Control (shardbook.book.site serves like one)."""
-    from shardbook.book import site
-
-    requests = []
-    with site.serve(HTML, requests=requests) as base:
-        page, _ = _visit(browser, f"{base}/chapters/06_pipeline.html")
-        _live(page)
-        page.close()
-        first = [r for r in requests if "/_static/pyodide/" in r]
-        assert any(r.endswith("pyodide.asm.wasm") for r in first), first
-        requests.clear()
-        page, _ = _visit(browser, f"{base}/chapters/07_choosing_a_mesh.html")
-        _live(page)
-        page.close()
-    again = [r for r in requests if "/_static/pyodide/" in r and not r.endswith("sizes.json")]
+    first = fresh_origin_live["first"]
+    assert any(r.endswith("pyodide.asm.wasm") for r in first), first
+    again = fresh_origin_live["again"]
     assert not again, f"the second live page fetched Pyodide again: {again}"
 
 
@@ -238,13 +287,13 @@ def test_refusal_text_is_readable_in_light_mode(topology):
     assert not found, f"light: low contrast in the live panel: {found}"
 
 
-def test_refusal_text_is_readable_in_dark_mode(server, browser):  # noqa: F811
-    """The same in the dark theme, restored from storage as a reader's visit
-    would (switching the shared page in place would catch the colours
-    mid-transition)."""
-    page, _ = _visit(browser, f"{server}/chapters/01_topology.html", theme="dark")
-    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
-    _live(page)
-    found = _refusal_contrast_problems(page)
-    page.close()
+def test_refusal_text_is_readable_in_dark_mode(topology):
+    """The same in the dark theme, switched to with the live panel open, as a
+    reader's click on the theme switch would (test_site.switch_theme waits
+    for the colours' transitions to end)."""
+    switch_theme(topology, "dark")
+    try:
+        found = _refusal_contrast_problems(topology)
+    finally:
+        switch_theme(topology, "light")
     assert not found, f"dark: low contrast in the live panel: {found}"
