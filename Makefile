@@ -8,6 +8,12 @@ STAMP := $(VENV)/.installed
 export XLA_FLAGS := --xla_force_host_platform_device_count=8
 export JAX_PLATFORMS := cpu
 export PYTHONHASHSEED := 0
+# pip installs without compiling every module to bytecode (--no-compile);
+# Python writes a module's bytecode the first time one imports it, and only
+# about two fifths of what is installed is ever imported. So make's commands
+# write it, even where the environment says PYTHONDONTWRITEBYTECODE.
+unexport PYTHONDONTWRITEBYTECODE
+PIP_INSTALL = $(BIN)/python -m pip install --quiet --no-compile
 # Book builds, tests, the PDF and the benchmark: no ipywidgets panels in
 # executed pages (see ledger.live). Only these targets: `make lab` must show them.
 book test pdf bench bless: export SHARDBOOK_BUILD := 1
@@ -29,12 +35,12 @@ $(JAX_INSTALLED): requirements.txt
 	@echo "==> creating $(VENV) and installing JAX"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(BIN)/python -m pip install --quiet $$(grep -E '^(jax\[cpu\]|numpy)==' requirements.txt)
+	@$(PIP_INSTALL) $$(grep -E '^(jax\[cpu\]|numpy)==' requirements.txt)
 	@touch $@
 
 $(STAMP): requirements.txt code/pyproject.toml $(JAX_INSTALLED)
 	@echo "==> installing requirements.txt into $(VENV)"
-	@$(BIN)/python -m pip install --quiet -r requirements.txt
+	@$(PIP_INSTALL) -r requirements.txt
 	@touch $(STAMP)
 
 # `make test` only: the small model's ten schemes train in the background from
