@@ -439,18 +439,36 @@ def test_every_figure_opens_full_size(built_book):
             assert (page.parent / src).resolve().exists(), f"{page.name}: {src} does not exist"
 
 
+@pytest.fixture(scope="module")
+def small_screen_tab(browser):
+    """A tab of a given screen size, one per size, that goes from page to page
+    (each test's own tab took twice the processor time: a new renderer, the
+    page laid out from nothing); the light theme in each, whatever an earlier
+    test left in the shared profile."""
+    tabs = {}
+
+    def tab(width, height):
+        if (width, height) not in tabs:
+            page = browser.new_page()
+            page.add_init_script("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
+            page.set_viewport_size({"width": width, "height": height})
+            tabs[width, height] = page
+        return tabs[width, height]
+
+    yield tab
+    for page in tabs.values():
+        page.close()
+
+
 @pytest.mark.parametrize("rel", CHAPTER_PAGES)
 @pytest.mark.parametrize("width,height,kind", [(390, 844, "phone"), (768, 1024, "tablet")])
-def test_phone_and_tablet_screenshots(server, browser, width, height, kind, rel):
+def test_phone_and_tablet_screenshots(server, small_screen_tab, width, height, kind, rel):
     """A chapter at a phone's and a tablet's width: no sideways scrolling of
     the page itself, no display formula cut at its column's left edge, little
     layout shift, and a screenshot for review."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     wide = []
-    page = browser.new_page()
-    # the light theme, whatever an earlier test left in the shared profile
-    page.add_init_script("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
-    page.set_viewport_size({"width": width, "height": height})
+    page = small_screen_tab(width, height)
     page.goto(f"{server}/{rel}", wait_until="networkidle")
     _settle(page)
     overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
@@ -466,7 +484,6 @@ def test_phone_and_tablet_screenshots(server, browser, width, height, kind, rel)
     if clipped:
         wide.append(f"{rel}: {clipped} display formula(s) start left of their column (clipped)")
     page.screenshot(path=str(SCREENSHOTS / f"{kind}_{Path(rel).stem}.png"))
-    page.close()
     assert not wide, wide
 
 
