@@ -35,6 +35,36 @@ def built_book():
     return BUILD
 
 
+@pytest.fixture(scope="session")
+def browser(tmp_path_factory):
+    """Headless Chromium with a profile of its own, one per test process for
+    every module that uses it (a start costs about two CPU-seconds); a proxy
+    refuses, and records, any connection off 127.0.0.1."""
+    from shardbook.book import site
+
+    chromium = site.chromium()
+    if chromium is None:
+        pytest.fail(
+            "Chromium is missing: install the Debian package 'chromium' (apt-get install chromium), or run `make test`, which installs it"
+        )
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw, site.sentinel_proxy() as (proxy, seen):
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path_factory.mktemp("chromium-profile")),
+            executable_path=chromium,
+            headless=True,
+            args=site.CHROMIUM_FLAGS,
+            viewport={"width": 1280, "height": 900},
+            proxy={"server": proxy, "bypass": site.PROXY_BYPASS},
+        )
+        context.set_default_timeout(30_000)
+        context.left_the_machine = seen
+        yield context
+        context.close()
+        assert not seen, f"Chromium tried to connect off 127.0.0.1: {seen}"
+
+
 # Markers from what a test needs, so that `make check` (-m "not build and not
 # browser and not jax") selects the fast tier without a list kept by hand, and
 # `make test` runs the tests not marked build beside the build.

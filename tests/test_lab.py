@@ -23,7 +23,7 @@ import pytest
 
 from conftest import CHAPTERS, ROOT
 from shardbook.book import lab
-from test_site import SCREENSHOTS, browser  # noqa: F401  (shared fixture)
+from test_site import SCREENSHOTS
 
 TOKEN = "shardbook-test"
 CHAPTER = "00_introduction.md"

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import HTML
 from shardbook import ledger
-from test_site import _visit, browser, server, switch_theme  # noqa: F401  (shared fixtures)
+from test_site import _visit, server, switch_theme  # noqa: F401  (shared fixtures)
 
 
 def _live_pages():
@@ -151,11 +151,15 @@ def topology(topology_live):
 @pytest.fixture(scope="module")
 def fresh_origin_live(browser):  # noqa: F811
     """Chapters 6 and 7 made live one after the other from a server of their
-    own (an origin the browser has not cached anything from), recording what
-    each asked the server for: {"first": Pyodide's requests by the first page,
-    "again": by the second, "pages": {rel: (page, visit record)}}."""
+    own, the browser's cache emptied first (the browser is shared, and a port
+    can come round again), recording what each asked the server for:
+    {"first": Pyodide's requests by the first page, "again": by the second,
+    "pages": {rel: (page, visit record)}}."""
     from shardbook.book import site
 
+    blank = browser.new_page()
+    browser.new_cdp_session(blank).send("Network.clearBrowserCache")
+    blank.close()
     requests = []
     with site.serve(HTML, requests=requests) as base:
         pages = {}

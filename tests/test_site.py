@@ -39,31 +39,6 @@ def server(built_book):
         yield base
 
 
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    chromium = site.chromium()
-    if chromium is None:
-        pytest.fail(
-            "Chromium is missing: install the Debian package 'chromium' (apt-get install chromium), or run `make test`, which installs it"
-        )
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw, site.sentinel_proxy() as (proxy, seen):
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path_factory.mktemp("chromium-profile")),
-            executable_path=chromium,
-            headless=True,
-            args=site.CHROMIUM_FLAGS,
-            viewport={"width": 1280, "height": 900},
-            proxy={"server": proxy, "bypass": site.PROXY_BYPASS},
-        )
-        context.set_default_timeout(30_000)
-        context.left_the_machine = seen
-        yield context
-        context.close()
-        assert not seen, f"Chromium tried to connect off 127.0.0.1: {seen}"
-
-
 def _visit(context, url, theme=None):
     """Open a page (in `theme`, "light" or "dark", if given, else the one the
     shared profile holds) and record what happened: console errors, failed
