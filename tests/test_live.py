@@ -51,11 +51,9 @@ def test_every_chapter_declares_live_values(built_book):
 # test): chapter 1 (the fields the refusal tests type into) and chapters 6 and
 # 7 (made live one after the other from a server the browser has not seen, to
 # show Pyodide's files travel once). Their values are checked on those pages.
-SHARED_LIVE_PAGES = {
-    "chapters/01_topology.html": "topology_live",
-    "chapters/06_pipeline.html": "fresh_origin_live",
-    "chapters/07_choosing_a_mesh.html": "fresh_origin_live",
-}
+TOPOLOGY_PAGE = "chapters/01_topology.html"
+FRESH_ORIGIN_PAGES = ("chapters/06_pipeline.html", "chapters/07_choosing_a_mesh.html")
+SHARED_LIVE_PAGES = {TOPOLOGY_PAGE, *FRESH_ORIGIN_PAGES}
 
 
 def _check_live_values(page, log, rel, specs):
@@ -98,11 +96,10 @@ def test_live_values_match_cpython(rel, specs, server, browser):  # noqa: F811
 
 def test_live_values_match_cpython_on_chapter_1(topology, topology_live):
     page, log = topology_live
-    rel = "chapters/01_topology.html"
-    _check_live_values(page, log, rel, dict(_live_pages())[rel])
+    _check_live_values(page, log, TOPOLOGY_PAGE, dict(_live_pages())[TOPOLOGY_PAGE])
 
 
-@pytest.mark.parametrize("rel", ["chapters/06_pipeline.html", "chapters/07_choosing_a_mesh.html"])
+@pytest.mark.parametrize("rel", FRESH_ORIGIN_PAGES)
 def test_live_values_match_cpython_on_chapters_6_and_7(rel, fresh_origin_live):
     page, log = fresh_origin_live["pages"][rel]
     _reset(page)
@@ -133,7 +130,7 @@ def _reset(page):
 def topology_live(server, browser):  # noqa: F811
     """Chapter 1 gone live once, shared by the tests that type into it
     (Pyodide starts once instead of once per test): (page, what its visit recorded)."""
-    page, log = _visit(browser, f"{server}/chapters/01_topology.html", theme="light")
+    page, log = _visit(browser, f"{server}/{TOPOLOGY_PAGE}", theme="light")
     assert page.evaluate("document.documentElement.dataset.theme") == "light"
     _live(page)
     yield page, log
@@ -164,7 +161,7 @@ def fresh_origin_live(browser):  # noqa: F811
     with site.serve(HTML, requests=requests) as base:
         pages = {}
         found = {}
-        for rel, key in (("chapters/06_pipeline.html", "first"), ("chapters/07_choosing_a_mesh.html", "again")):
+        for rel, key in zip(FRESH_ORIGIN_PAGES, ("first", "again"), strict=True):
             requests.clear()
             pages[rel] = _visit(browser, f"{base}/{rel}")
             _live(pages[rel][0])
