@@ -39,13 +39,19 @@ def server(built_book):
         yield base
 
 
+def _stored_theme_js(theme):
+    """A script that stores `theme` ("light" or "dark") where
+    pydata-sphinx-theme reads it when a page loads."""
+    return f"localStorage.setItem('mode', '{theme}'); localStorage.setItem('theme', '{theme}');"
+
+
 def _visit(context, url, theme=None):
     """Open a page (in `theme`, "light" or "dark", if given, else the one the
     shared profile holds) and record what happened: console errors, failed
     or off-site requests, and the bytes it loaded by category."""
     page = context.new_page()
     if theme is not None:
-        page.add_init_script(f"localStorage.setItem('mode', '{theme}'); localStorage.setItem('theme', '{theme}');")
+        page.add_init_script(_stored_theme_js(theme))
     log = {"console": [], "failed": [], "offsite": [], "paths": []}
     page.on("console", lambda m: log["console"].append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: log["console"].append(f"uncaught: {e}"))
@@ -282,7 +288,7 @@ def test_dark_mode_keeps_figures_readable(server, browser, chapter):
     from PIL import Image
 
     page = browser.new_page()
-    page.add_init_script("localStorage.setItem('mode', 'dark'); localStorage.setItem('theme', 'dark');")
+    page.add_init_script(_stored_theme_js("dark"))
     page.goto(f"{server}/chapters/{chapter}.html", wait_until="networkidle")
     _settle(page)
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
@@ -425,7 +431,7 @@ def small_screen_tab(browser):
     def tab(width, height):
         if (width, height) not in tabs:
             page = browser.new_page()
-            page.add_init_script("localStorage.setItem('mode', 'light'); localStorage.setItem('theme', 'light');")
+            page.add_init_script(_stored_theme_js("light"))
             page.set_viewport_size({"width": width, "height": height})
             tabs[width, height] = page
         return tabs[width, height]
