@@ -44,16 +44,28 @@ def format_value(value, *, digits=None, sig=None, scale=1.0, unit="", trim=False
     return f"{text} {unit}".strip() if unit else text
 
 
+def _check_value(name, value):
+    """ValueError naming the key unless `value` is a finite int or float:
+    inf and NaN would reach the expected-values file as strings."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValueError(f"value ({name}): must be a number, got {value!r}")
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an integer beyond a float's range
+        raise ValueError(f"value ({name}): must be a finite number, got an integer of {len(str(abs(value)))} digits") from None
+    if not finite:
+        raise ValueError(f"value ({name}): must be a finite number, got {value!r}")
+
+
 def record(name, value, *, unit="", text, rel_tol=DEFAULT_REL_TOL, live=False, measured=False):
     """The ledger entry for one value (without the chapter, added at collect).
     `measured`: a value measured on the machine that built the page (a step
     time): recorded and shown, never compared for drift."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(f"name: must be lower-case letters, digits and underscores, got {name!r}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"value ({name}): must be a number, got {value!r}")
-    if not (isinstance(rel_tol, (int, float)) and 0 <= rel_tol < 1):
-        raise ValueError(f"rel_tol ({name}): must lie in [0, 1), got {rel_tol!r}")
+    _check_value(name, value)
+    if isinstance(rel_tol, bool) or not isinstance(rel_tol, (int, float)) or not 0 <= rel_tol < 1:
+        raise ValueError(f"rel_tol ({name}): must be a finite number in [0, 1), got {rel_tol!r}")
     entry = {"name": name, "value": float(value), "unit": unit, "text": text, "rel_tol": rel_tol, "live": bool(live)}
     if measured:
         entry["measured"] = True
@@ -97,6 +109,7 @@ def show(
     `scale` divides the SI value for display (value in bytes, scale=1e9,
     unit='GB'); the ledger keeps the unscaled value. Returns None, so a
     cell that ends with it shows nothing but the glued value."""
+    _check_value(name, value)  # before formatting: the key is named, not the formatter's complaint
     if text is None:
         text = format_value(value, digits=digits, sig=sig, scale=scale, unit=unit)
     entry = record(name, value, unit=unit, text=text, rel_tol=rel_tol, live=live, measured=measured)

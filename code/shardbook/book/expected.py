@@ -4,23 +4,37 @@ tests/expected_numbers.json, bless a reviewed change, and refuse a build that
 did not finish or is older than its sources (the build fingerprint).
 
     python -m shardbook.book.expected check   # compare the build with tests/expected_numbers.json
-    python -m shardbook.book.expected bless   # rewrite it from the build; prints what changed
+    python -m shardbook.book.expected bless   # rewrite it from the build; prints every entry it rewrites
+    python -m shardbook.book.expected bless --reason "why"   # ... and records a changed text in errata/
     python -m shardbook.book.expected show    # list what the build shows
+
+Bless keeps the stored entry of a value that is still within its tolerance
+with the same text (a reference never creeps), lists every entry it does
+rewrite, and refuses to change a value's printed text unless an entry of the
+errata log (shardbook.book.errata) lists the value or `--reason` is given,
+which it records as a new entry of the log.
 
 Standard library only.
 """
 
 import argparse
+import datetime
 import hashlib
 import json
+import math
 import os
 import re
+import secrets
+import stat
 import sys
-import tempfile
 from pathlib import Path
 
 from .. import _validate
-from ..ledger import META_KEY
+from ..ledger import _NAME_RE, META_KEY
+from . import errata
+
+_CHAPTER_RE = re.compile(r"^[0-9]{2}_[a-z0-9_]+$")
+_NON_FINITE_TEXT = {"inf": math.inf, "infinity": math.inf, "-inf": -math.inf, "-infinity": -math.inf, "nan": math.nan}
 
 # --- after the build -------------------------------------------------------
 
@@ -37,37 +51,83 @@ def _outputs_of(path):
     if not isinstance(doc, dict):
         raise ValueError(f"{path}: not a notebook or glue file; rebuild with `make book`")
     if path.name.endswith(".glue.json"):
-        return list(doc.values())
-    return [out for cell in doc.get("cells", []) for out in cell.get("outputs", [])]
+        outputs = list(doc.values())
+    else:
+        cells = doc.get("cells", [])
+        outputs = [out for cell in cells if isinstance(cell, dict) for out in cell.get("outputs", []) or []]
+    return [out for out in outputs if isinstance(out, dict)]
 
 
-def collect(executed_dir):
+def is_finite_number(value):
+    """True for an int or float (not a bool) that is finite."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range
+        return False
+
+
+def _built_value(value):
+    """A recorded value as a number: the kernel's JSON cleaning writes inf and
+    NaN as the strings "inf" and "nan"; they come back as floats, which
+    compare reports as moved and bless refuses."""
+    if isinstance(value, str) and value.strip().lower() in _NON_FINITE_TEXT:
+        return _NON_FINITE_TEXT[value.strip().lower()]
+    return value
+
+
+def collect(executed_dir, chapters=None):
     """Every ledger record in the executed notebooks under `executed_dir`,
-    sorted by (chapter, name)."""
+    sorted by (chapter, name). `chapters` (stems), if given, keeps only
+    those chapters: the outputs of a page removed from _toc.yml stay in the
+    build folder, but no longer count."""
     root = Path(executed_dir)
     files = sorted(root.rglob("*.ipynb")) + sorted(root.rglob("*.glue.json"))
     if not files:
         raise FileNotFoundError(f"no executed notebooks under {root}; build the book first (make book)")
+    keep = None if chapters is None else set(chapters)
     found = {}
     for path in files:
         chapter = path.name.split(".")[0]
+        if keep is not None and chapter not in keep:
+            continue
         for output in _outputs_of(path):
-            for entry in output.get("metadata", {}).get(META_KEY, []):
+            metadata = output.get("metadata")
+            entries = metadata.get(META_KEY, []) if isinstance(metadata, dict) else []
+            for entry in entries if isinstance(entries, list) else [entries]:
+                missing = [k for k in ("name", "value", "unit", "text", "rel_tol") if not isinstance(entry, dict) or k not in entry]
+                if missing:
+                    raise ValueError(
+                        f"{path}: a ledger record without {', '.join(missing)} ({entry!r:.80}); rebuild with `make book`"
+                    )
                 key = (chapter, entry["name"])
                 item = {"chapter": chapter}
                 item.update({k: entry[k] for k in ("name", "value", "unit", "text", "rel_tol")})
+                item["value"] = _built_value(item["value"])
                 if entry.get("measured"):
                     item["measured"] = True
-                if key in found and found[key] != item:
+                if key in found and not _same_record(found[key], item):
                     raise ValueError(f"ledger: {chapter} records {entry['name']!r} twice, with different values")
                 found[key] = item
-    return [found[k] for k in sorted(found)]
+    return [found[k] for k in sorted(found, key=lambda k: (str(k[0]), str(k[1])))]
+
+
+def _same_record(a, b):
+    if a.keys() != b.keys():
+        return False
+    return all(a[k] == b[k] or (k == "value" and a[k] != a[k] and b[k] != b[k]) for k in a)  # NaN == NaN here
+
+
+def _relative_change(ev, gv):
+    return abs(gv - ev) / abs(ev) if ev else abs(gv)
 
 
 def compare(expected, got):
     """Rows (chapter, name, expected, got, relative change, status) for every
     value that moved beyond its tolerance, disappeared, or is new. A
-    measured value (a step time) must be there, but may take any value."""
+    measured value (a step time) must be there, but may take any value. A
+    value that is not a finite number (inf, NaN) has moved, whatever it was."""
     exp = {(e["chapter"], e["name"]): e for e in expected}
     cur = {(g["chapter"], g["name"]): g for g in got}
     rows = []
@@ -76,20 +136,22 @@ def compare(expected, got):
         if g is None:
             rows.append((*key, e["text"], "-", "", "missing"))
         elif e is None:
-            rows.append((*key, "-", g["text"], "", "new (no expected entry)"))
+            finite = is_finite_number(g["value"])
+            rows.append((*key, "-", g["text"], "" if finite else "not finite", "new (no expected entry)"))
+        elif not is_finite_number(g["value"]):
+            rows.append((*key, e["text"], g["text"], "not finite", "moved"))
         elif e.get("measured") or g.get("measured"):
             continue
         else:
             ev, gv = e["value"], g["value"]
-            rel = abs(gv - ev) / abs(ev) if ev else abs(gv)
+            rel = _relative_change(ev, gv)
             if rel > e["rel_tol"] or e["text"] != g["text"]:
                 status = "moved" if rel > e["rel_tol"] else "text changed"
                 rows.append((*key, e["text"], g["text"], f"{(gv - ev) / ev:+.3%}" if ev else "", status))
     return rows
 
 
-def format_rows(rows):
-    header = ("chapter", "name", "expected", "got", "rel. change", "status")
+def format_rows(rows, header=("chapter", "name", "expected", "got", "rel. change", "status")):
     table_ = [header] + [tuple(str(c) for c in r) for r in rows]
     widths = [max(len(r[i]) for r in table_) for i in range(len(header))]
     out = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table_]
@@ -97,12 +159,45 @@ def format_rows(rows):
     return "\n".join(out)
 
 
-_RECORD_KEYS = {"chapter", "name", "value", "text", "rel_tol"}
+_RECORD_KEYS = ("chapter", "name", "value", "unit", "text", "rel_tol")
+_OPTIONAL_KEYS = ("measured",)
+
+
+def record_problem(entry):
+    """What is wrong with one expected-values record, or None: every field
+    present and of its type, the value a finite number, the tolerance a
+    finite number in [0, 1)."""
+    if not isinstance(entry, dict):
+        return f"must be an object with {', '.join(_RECORD_KEYS)}, got {type(entry).__name__}"
+    missing = [k for k in _RECORD_KEYS if k not in entry]
+    if missing:
+        return f"missing {', '.join(missing)}"
+    unknown = sorted(set(entry) - set(_RECORD_KEYS) - set(_OPTIONAL_KEYS))
+    if unknown:
+        return f"unknown field {', '.join(map(repr, unknown))}"
+    if not isinstance(entry["chapter"], str) or not _CHAPTER_RE.match(entry["chapter"]):
+        return f"chapter: must be a chapter file stem such as '07_choosing_a_mesh', got {entry['chapter']!r}"
+    if not isinstance(entry["name"], str) or not _NAME_RE.match(entry["name"]):
+        return f"name: must be lower-case letters, digits and underscores, got {entry['name']!r}"
+    if not is_finite_number(entry["value"]):
+        return f"value: must be a finite number, got {entry['value']!r}"
+    for field in ("unit", "text"):
+        if not isinstance(entry[field], str):
+            return f"{field}: must be a string, got {entry[field]!r}"
+    tol = entry["rel_tol"]
+    if not is_finite_number(tol) or not 0 <= tol < 1:
+        return f"rel_tol: must be a finite number in [0, 1), got {tol!r}"
+    if "measured" in entry and entry["measured"] is not True:
+        return f"measured: must be true when present, got {entry['measured']!r}"
+    return None
 
 
 def load(path):
-    """The expected values, checked: ValueError naming the file when it is
-    missing, a folder, not JSON, or not a list of ledger records."""
+    """The expected values, checked: ValueError in one line naming the file
+    (and the entry) when it is missing, a folder, not JSON, not a list of
+    ledger records, or when a record has a field missing, of the wrong type,
+    a value or tolerance that is not a finite number, or a second entry for
+    the same value."""
     path = Path(path)
     doc = _validate.read_json(
         path,
@@ -111,38 +206,222 @@ def load(path):
         folder="the expected-values file",
     )
     values = doc.get("values") if isinstance(doc, dict) else None
-    if not isinstance(values, list) or not all(isinstance(v, dict) and _RECORD_KEYS <= v.keys() for v in values):
+    if not isinstance(values, list) or not all(isinstance(v, dict) and {"chapter", "name", "value", "text", "rel_tol"} <= v.keys() for v in values):
         raise ValueError(
             f"{path}: not an expected-values file (a JSON object whose 'values' is a list of records "
             f"with {', '.join(sorted(_RECORD_KEYS))}); restore it from git, or delete it and run `make bless`"
         )
+    seen = {}
+    for i, entry in enumerate(values):
+        where = f"values[{i}]"
+        if isinstance(entry.get("chapter"), str) and isinstance(entry.get("name"), str):
+            where += f" ({entry['chapter']}:{entry['name']})"
+        problem = record_problem(entry)
+        if problem is None:
+            key = (entry["chapter"], entry["name"])
+            if key in seen:
+                problem = f"a second entry for this value (the first is values[{seen[key]}])"
+            seen[key] = i
+        if problem:
+            raise ValueError(f"{path}: {where}: {problem}; restore it from git, or correct the entry by hand")
     return values
 
 
 def write(path, values):
-    """Write atomically: a temporary file in the same folder, then replace."""
+    """Write atomically, keeping the file's mode: a hidden temporary file
+    beside it (`.NAME.XXXXXXXX.tmp`, which .gitignore covers), removed if
+    anything stops the write, then an atomic replace. A value that is not a
+    finite number is never written (ValueError)."""
     path = Path(path)
     doc = {
         "about": "Expected values of every number the book shows. Rewrite with `make bless` after review.",
         "values": values,
     }
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".ledger-", suffix=".json")
-    with os.fdopen(fd, "w") as fh:
-        json.dump(doc, fh, indent=1, ensure_ascii=False)
-        fh.write("\n")
-    os.replace(tmp, path)
+    try:
+        text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        bad = next(f"{v.get('chapter')}:{v.get('name')}" for v in values if not is_finite_number(v.get("value")) or not is_finite_number(v.get("rel_tol")))
+        raise ValueError(f"{bad}: not a finite number; nothing written to {path}") from None
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        mode = None  # a new file: 0o666 less the umask, as any other
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# --- bless -----------------------------------------------------------------
+
+
+def _differs(e, g):
+    """Why the build's record `g` would rewrite the stored `e`, or None when
+    the stored entry stays (same text, unit, tolerance, kind, and a value
+    within the tolerance: the stored number is kept, so it never creeps)."""
+    if bool(e.get("measured")) != bool(g.get("measured")):
+        return "now measured" if g.get("measured") else "no longer measured"
+    if e.get("measured"):
+        return None  # a measurement of the machine that built the page: kept as stored
+    if not is_finite_number(g["value"]):
+        return "moved"
+    rel = _relative_change(e["value"], g["value"])
+    if rel > e["rel_tol"]:
+        return "moved"
+    if e["text"] != g["text"]:
+        return "text changed"
+    if e["unit"] != g["unit"]:
+        return "unit changed"
+    if e["rel_tol"] != g["rel_tol"]:
+        return "tolerance changed"
+    return None
+
+
+def plan_bless(expected, got, drop=()):
+    """What bless would write: (values, rewritten, text_changes, problems).
+
+    `rewritten` has a row (chapter, name, stored text, new text, rel.
+    change, why) for every entry written differently from the stored one
+    (new, moved, text, unit or tolerance changed, dropped); `text_changes`
+    the (chapter, name, old text, new text) of every computed value whose
+    printed text changes; `problems` one line each for what stops the bless
+    (a value that is not a finite number, a missing value not dropped, a
+    --drop that names nothing missing)."""
+    exp = {(e["chapter"], e["name"]): e for e in expected}
+    cur = {(g["chapter"], g["name"]): g for g in got}
+    drop = set(drop)
+    values, rewritten, text_changes, problems, dropped = [], [], [], [], set()
+    for key in sorted(set(exp) | set(cur)):
+        e, g = exp.get(key), cur.get(key)
+        label = f"{key[0]}:{key[1]}"
+        if g is None:
+            names = {"all", key[1], label} & drop
+            if names:
+                dropped |= names
+                rewritten.append((*key, e["text"], "-", "", "dropped"))
+            else:
+                problems.append(f"{label}: expected but not in the build; if it was removed on purpose, bless again with --drop {key[1]} (or --drop all)")
+            continue
+        if not is_finite_number(g["value"]):
+            problems.append(f"{label}: the build shows {g['text']!r}, value {g['value']!r}, not a finite number; fix the cell that computes it")
+            continue
+        if e is None:
+            values.append(g)
+            rewritten.append((*key, "-", g["text"], "", "new"))
+            continue
+        why = _differs(e, g)
+        if why is None:
+            values.append(e)
+            continue
+        values.append(g)
+        rel = f"{(g['value'] - e['value']) / e['value']:+.3%}" if e["value"] else ""
+        rewritten.append((*key, e["text"], g["text"], rel, why))
+        if e["text"] != g["text"] and not (e.get("measured") or g.get("measured")):
+            text_changes.append((*key, e["text"], g["text"]))
+    unused = sorted(drop - dropped - {"all"})
+    for name in unused:
+        problems.append(f"--drop {name}: no expected value of that name is missing from the build")
+    return values, rewritten, text_changes, problems
+
+
+def _record_reason(errata_dir, root, reason, uncovered):
+    """One errata entry per chapter for the changed texts no entry covered."""
+    today = datetime.date.today().isoformat()
+    paths = []
+    by_chapter = {}
+    for chapter, name, old, new in uncovered:
+        by_chapter.setdefault(chapter, []).append((name, old, new))
+    try:
+        for chapter, changes in by_chapter.items():
+            paths.append(
+                errata.write_entry(
+                    errata_dir,
+                    root,
+                    date=today,
+                    chapter=chapter,
+                    section="",
+                    said="; ".join(f"{name} printed “{old}”" for name, old, _ in changes) + ".",
+                    says="; ".join(f"{name} prints “{new}”" for name, _, new in changes) + ".",
+                    why=reason,
+                    source="",
+                    review="",
+                    values=[f"{chapter}:{name}" for name, _, _ in changes],
+                )
+            )
+    except BaseException:
+        for path in paths:
+            path.unlink(missing_ok=True)
+        raise
+    return paths
+
+
+def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None, out=None, err=None):
+    """Rewrite `expected_path` from the build's records `got` (see the
+    module's docstring); returns the exit status (0 written, 2 refused)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    expected_path = Path(expected_path)
+    errata_dir = Path(errata_dir) if errata_dir else Path(root) / errata.ERRATA_DIR
+    expected = load(expected_path) if expected_path.exists() else []
+    values, rewritten, text_changes, problems = plan_bless(expected, got, drop)
+    entries, errata_problems = errata.read(errata_dir, root)
+    problems += errata_problems
+    covered = errata.covered_values(entries)
+    uncovered = [c for c in text_changes if f"{c[0]}:{c[1]}" not in covered]
+    if uncovered and not reason:
+        problems += [
+            f"{chapter}:{name}: its printed text would change from “{old}” to “{new}”, and no entry of {errata_dir} "
+            'lists it in values; add one (format in errata/README.md) or bless with --reason "why"'
+            for chapter, name, old, new in uncovered
+        ]
+    if problems:
+        for line in problems:
+            print(f"ledger: bless refused, nothing written: {line}", file=err)
+        return 2
+    recorded = _record_reason(errata_dir, root, reason, uncovered) if uncovered else []
+    try:
+        write(expected_path, values)
+    except BaseException:
+        for path in recorded:
+            path.unlink(missing_ok=True)
+        raise
+    if rewritten:
+        print(format_rows(rewritten, ("chapter", "name", "stored", "written", "rel. change", "why")), file=out)
+    for path in recorded:
+        print(f"ledger: recorded the reason in {path}", file=out)
+    kept = len(values) - sum(1 for r in rewritten if r[5] != "dropped")
+    print(
+        f"ledger: blessed {len(values)} values into {expected_path} "
+        f"({len(rewritten)} rewritten, {kept} kept as stored)",
+        file=out,
+    )
+    return 0
 
 
 # --- build fingerprint -----------------------------------------------------
 
 FINGERPRINT_FILE = ".build-fingerprint"
-_FINGERPRINT_GLOBS = ("_toc.yml", "_config.yml", "chapters/*.md", "code/shardbook/**/*.py", "hlo_artifacts/*/meta.json")
+_FINGERPRINT_GLOBS = (
+    "_toc.yml",
+    "_config.yml",
+    "chapters/*.md",
+    "code/shardbook/**/*.py",
+    "hlo_artifacts/*/meta.json",
+    "errata/*.toml",  # the errata appendix is generated from the log
+)
 
 
 def source_fingerprint(root):
     """sha256 over the sources a build reads (chapters, table of contents,
-    config, the package, the artifacts' meta.json): equal fingerprints mean
-    the build saw these exact files."""
+    config, the package, the artifacts' meta.json, the errata log): equal
+    fingerprints mean the build saw these exact files."""
     root = Path(root)
     digest = hashlib.sha256()
     for pattern in _FINGERPRINT_GLOBS:
@@ -171,8 +450,8 @@ def check_build(executed_dir, root="."):
         )
     if stamp.read_text().strip() != source_fingerprint(root):
         raise ValueError(
-            f"{stamp}: the build is older than the sources (chapters, shardbook or the artifacts changed since); "
-            "run `make book`"
+            f"{stamp}: the build is older than the sources (chapters, shardbook, the artifacts or the errata log "
+            "changed since it started); run `make book`"
         )
     built = {p.name.split(".")[0] for p in list(executed.rglob("*.ipynb")) + list(executed.rglob("*.glue.json"))}
     missing = [c for c in toc_chapters(root) if c not in built]
@@ -194,6 +473,7 @@ def main(argv=None):
     parser.add_argument("--executed", default="_build/jupyter_execute", help="folder of executed notebooks")
     parser.add_argument("--expected", default="tests/expected_numbers.json", help="committed expected values")
     parser.add_argument("--root", default=".", help="the book's folder (for _toc.yml and the build fingerprint)")
+    parser.add_argument("--errata", default=None, help="the errata log (default: ROOT/errata)")
     parser.add_argument(
         "--drop",
         action="append",
@@ -201,35 +481,40 @@ def main(argv=None):
         metavar="NAME",
         help="with bless: let this expected value disappear (repeat for each; 'all' for every one)",
     )
+    parser.add_argument(
+        "--reason",
+        default=None,
+        help="with bless: why printed texts change; recorded as a new entry of the errata log",
+    )
     args = parser.parse_args(argv)
+    if args.command != "bless" and (args.drop or args.reason is not None):
+        print("ledger: --drop and --reason go with bless only", file=sys.stderr)
+        return 2
+    if args.reason is not None and not args.reason.strip():
+        print("ledger: --reason: must say why the printed values change (it is recorded in the errata log)", file=sys.stderr)
+        return 2
     try:
+        if not (Path(args.root) / "_toc.yml").is_file():
+            raise ValueError(f"--root {args.root}: no _toc.yml there; run from the book's folder or give its path")
         if args.command != "show":
             check_build(args.executed, args.root)
-        got = collect(args.executed)
-        creating = args.command == "bless" and not Path(args.expected).exists()
-        expected = [] if args.command == "show" or creating else load(args.expected)
-    except (OSError, ValueError, KeyError) as exc:
+        got = collect(args.executed, toc_chapters(args.root))
+        if args.command == "show":
+            print(format_rows([(g["chapter"], g["name"], "", g["text"], "", "") for g in got]))
+            return 0
+        if args.command == "bless":
+            return bless(
+                args.expected, got, root=args.root, errata_dir=args.errata, drop=args.drop, reason=args.reason
+            )
+        expected = load(args.expected)
+    except OSError as exc:
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"ledger: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
         print(f"ledger: {exc}", file=sys.stderr)
         return 2
-    if args.command == "show":
-        print(format_rows([(g["chapter"], g["name"], "", g["text"], "", "") for g in got]))
-        return 0
     rows = compare(expected, got)
-    if args.command == "bless":
-        gone = [r for r in rows if r[5] == "missing" and "all" not in args.drop and r[1] not in args.drop]
-        if gone:
-            print(format_rows(gone), file=sys.stderr)
-            print(
-                f"ledger: {len(gone)} expected values are not in the build; nothing written. If they were removed "
-                "on purpose, bless again with --drop NAME for each (or --drop all).",
-                file=sys.stderr,
-            )
-            return 2
-        write(args.expected, got)
-        if rows:
-            print(format_rows(rows))
-        print(f"ledger: blessed {len(got)} values into {args.expected} ({len(rows)} changed)")
-        return 0
     if rows:
         print(format_rows(rows))
         print(f"\nledger: {len(rows)} of {len(got)} values differ from {args.expected}.")
