@@ -504,3 +504,39 @@ def test_a_new_file_gets_the_usual_mode(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "x.json").stat().st_mode) == 0o644
+
+
+# --- finding 2: a chapter edited while the build runs ------------------------------
+
+
+def test_a_chapter_edited_while_the_build_runs_leaves_a_stale_record(book, monkeypatch):
+    """The fingerprint was taken when the build finished, so an edit made
+    while a cell ran passed as current ("check_build: accepted as current").
+    It is now taken when the build starts: the edit makes the record stale."""
+    from types import SimpleNamespace
+
+    from shardbook.book import sphinx_ext
+
+    for step in ("pages", "theme_assets", "live_assets", "katex_math"):  # the site's other steps
+        monkeypatch.setattr(sphinx_ext, step, SimpleNamespace(**{n: lambda *a, **k: None for n in (
+            "write_mode_script", "icons_used", "trim_icons", "subset_icon_fonts", "purge_stylesheets",
+            "copy_live_assets", "copy_katex_assets", "rewrite_pages")}))
+    app = SimpleNamespace(
+        builder=SimpleNamespace(name="html", format="html"),
+        outdir=str(book.root / "_build" / "html"),
+        srcdir=str(book.root),
+        statuscode=0,
+    )
+    stamp = book.root / "_build" / expected.FINGERPRINT_FILE
+    sphinx_ext._forget_fingerprint(app)  # builder-inited
+    assert not stamp.exists()
+    chapter = book.root / "chapters" / f"{CHAPTER}.md"
+    chapter.write_text(chapter.read_text().replace("1.0", "2.0") + "\nedited while a cell ran\n")
+    sphinx_ext._finish_site(app, None)  # build-finished
+    assert stamp.exists()
+    with pytest.raises(ValueError, match="older than the sources"):
+        expected.check_build(book.executed, book.root)
+    # a build with no edit during it is current
+    sphinx_ext._forget_fingerprint(app)
+    sphinx_ext._finish_site(app, None)
+    expected.check_build(book.executed, book.root)

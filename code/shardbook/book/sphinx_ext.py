@@ -60,18 +60,46 @@ def _share_html_visitors(app):
 
 def _forget_fingerprint(app):
     """A build that starts is not yet a build that finished: drop the record
-    so that a failed build leaves nothing that looks current. The record is
-    the HTML site's: the single-page build of `make pdf` (another builder,
-    another folder) leaves it alone, while the tests read the site."""
+    so that a failed build leaves nothing that looks current, and take the
+    fingerprint of the sources now, before any page is read (a chapter
+    edited while the build runs then leaves a record that no longer matches
+    the sources). The record is the HTML site's: the single-page build of
+    `make pdf` (another builder, another folder) leaves it alone, while the
+    tests read the site."""
     if app.builder.name == "html":
+        from .expected import source_fingerprint
+
         _fingerprint_file(app).unlink(missing_ok=True)
+        app._shardbook_start_fingerprint = source_fingerprint(app.srcdir)
+
+
+def record_fingerprint(app):
+    """After a finished HTML build: write the fingerprint of the sources as
+    they were when the build started (shardbook.book.expected.check_build
+    compares it with the working tree), and say so in one line when a
+    source changed while the build ran: that build is stale at once."""
+    if app.statuscode != 0 or app.builder.name != "html":
+        return
+    from .expected import source_fingerprint
+
+    start = getattr(app, "_shardbook_start_fingerprint", None)
+    if start is None:  # the build was not started through builder-inited
+        return
+    _fingerprint_file(app).write_text(start + "\n")
+    if source_fingerprint(app.srcdir) != start:
+        from sphinx.util import logging
+
+        logging.getLogger(__name__).warning(
+            "shardbook: a source (a chapter, the package, the artifacts or the errata log) changed while the "
+            "build ran; the build is recorded as stale: run the build again"
+        )
 
 
 def _finish_site(app, exc):
     """After an HTML build: the colour-mode script, the trimmed icons and icon
     fonts and stylesheets, the live mode's assets, KaTeX's stylesheet and
-    fonts, the pages' rewrites; then the fingerprint of the sources this build
-    read (shardbook.book.expected.check_build compares it)."""
+    fonts, the pages' rewrites; then the fingerprint of the sources as the
+    build started (see record_fingerprint)."""
     if exc is not None or app.builder.format != "html":
         return
     pages.write_mode_script(app.outdir)
@@ -82,10 +110,7 @@ def _finish_site(app, exc):
     live_assets.copy_live_assets(app)
     katex_math.copy_katex_assets(app)
     pages.rewrite_pages(Path(app.outdir))
-    if app.statuscode == 0 and app.builder.name == "html":
-        from .expected import source_fingerprint
-
-        _fingerprint_file(app).write_text(source_fingerprint(app.srcdir) + "\n")
+    record_fingerprint(app)
 
 
 REPOSITORY_ENV = "SHARDBOOK_REPOSITORY_URL"
