@@ -540,3 +540,20 @@ def test_a_chapter_edited_while_the_build_runs_leaves_a_stale_record(book, monke
     sphinx_ext._forget_fingerprint(app)
     sphinx_ext._finish_site(app, None)
     expected.check_build(book.executed, book.root)
+
+
+def test_an_entry_covers_its_change_once(book, capsys):
+    """Once a bless has applied an entry, a later change of the same value
+    needs an entry of its own: an old correction is no standing licence."""
+    book.build(wp_ratio=(1.2, "1.20"))
+    book.errata.mkdir()
+    (book.errata / "2026-12-01-ratio.toml").write_text(
+        errata.entry_text(date="2026-12-01", chapter=OTHER, section="", said="1.13", says="1.20", why="x", values=[f"{OTHER}:wp_ratio"])
+    )
+    book.stamp()
+    assert book.run("bless") == 0
+    assert json.loads(book.expected.read_text())["errata_applied"] == ["2026-12-01-ratio.toml"]
+    book.build(wp_ratio=(1.3, "1.30"))
+    assert book.run("bless") == 2
+    assert f"{OTHER}:wp_ratio" in _one_line(capsys)
+    assert book.values()["wp_ratio"]["text"] == "1.20"

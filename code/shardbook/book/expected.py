@@ -12,7 +12,9 @@ Bless keeps the stored entry of a value that is still within its tolerance
 with the same text (a reference never creeps), lists every entry it does
 rewrite, and refuses to change a value's printed text unless an entry of the
 errata log (shardbook.book.errata) lists the value or `--reason` is given,
-which it records as a new entry of the log.
+which it records as a new entry of the log. The file keeps the names of the
+entries its values already reflect ("errata_applied"): an entry covers the
+changes it describes, not every later change of the same value.
 
 Standard library only.
 """
@@ -227,16 +229,32 @@ def load(path):
     return values
 
 
-def write(path, values):
+def load_applied(path):
+    """The errata entries (file names) the stored values already reflect:
+    bless writes them, and an entry covers a changed text only once."""
+    doc = _validate.read_json(path, missing="", remedy="restore it from git")
+    applied = doc.get(APPLIED_KEY, []) if isinstance(doc, dict) else []
+    if not isinstance(applied, list) or not all(isinstance(a, str) for a in applied):
+        raise ValueError(f"{path}: {APPLIED_KEY}: must be a list of errata file names; restore it from git")
+    return applied
+
+
+APPLIED_KEY = "errata_applied"
+
+
+def write(path, values, errata_applied=None):
     """Write atomically, keeping the file's mode: a hidden temporary file
     beside it (`.NAME.XXXXXXXX.tmp`, which .gitignore covers), removed if
     anything stops the write, then an atomic replace. A value that is not a
-    finite number is never written (ValueError)."""
+    finite number is never written (ValueError). `errata_applied`: the
+    errata entries the values reflect (see load_applied)."""
     path = Path(path)
     doc = {
         "about": "Expected values of every number the book shows. Rewrite with `make bless` after review.",
         "values": values,
     }
+    if errata_applied:
+        doc[APPLIED_KEY] = sorted(errata_applied)
     try:
         text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     except ValueError:
@@ -370,10 +388,13 @@ def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None
     expected_path = Path(expected_path)
     errata_dir = Path(errata_dir) if errata_dir else Path(root) / errata.ERRATA_DIR
     expected = load(expected_path) if expected_path.exists() else []
+    applied = set(load_applied(expected_path)) if expected_path.exists() else set()
     values, rewritten, text_changes, problems = plan_bless(expected, got, drop)
     entries, errata_problems = errata.read(errata_dir, root)
     problems += errata_problems
-    covered = errata.covered_values(entries)
+    # an entry covers a changed text until a bless has applied it: the next
+    # change of the same value needs an entry of its own
+    covered = errata.covered_values([e for e in entries if e.file not in applied])
     uncovered = [c for c in text_changes if f"{c[0]}:{c[1]}" not in covered]
     if uncovered and not reason:
         problems += [
@@ -387,7 +408,7 @@ def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None
         return 2
     recorded = _record_reason(errata_dir, root, reason, uncovered) if uncovered else []
     try:
-        write(expected_path, values)
+        write(expected_path, values, errata_applied={e.file for e in entries} | {p.name for p in recorded})
     except BaseException:
         for path in recorded:
             path.unlink(missing_ok=True)

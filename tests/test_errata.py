@@ -1,0 +1,140 @@
+"""The errata log (errata/*.toml) and its appendix: every committed entry
+valid, one clear line per bad file, the appendix generated from the log
+newest first with places linked and sources cited."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from shardbook.book import errata
+
+GOOD = dict(
+    date="2026-12-01",
+    chapter="07_choosing_a_mesh",
+    section="Checked against published runs",
+    said="The book said this.",
+    says="It says that now.",
+    why="Because the source says so.",
+    source="dubey2024llama3",
+    review="ch7-9 W1",
+    values=["07_choosing_a_mesh:mesh_alpha"],
+)
+
+
+def test_the_committed_log_is_valid():
+    entries, problems = errata.read(ROOT / errata.ERRATA_DIR, ROOT)
+    assert not problems, "\n".join(problems)
+    assert entries, "the errata log is empty"
+
+
+def test_the_committed_log_lists_the_earlier_review():
+    """Issue 13's corrections are seeded, each dated from its commit."""
+    entries = errata.load(ROOT / errata.ERRATA_DIR, ROOT)
+    earlier = [e for e in entries if e.review.startswith("issue 13")]
+    assert len(earlier) >= 20
+    assert {e.date for e in earlier} == {"2026-11-29"}
+
+
+def _write(folder, name, text):
+    folder.mkdir(exist_ok=True)
+    (folder / name).write_text(text)
+
+
+def _good_text(**changes):
+    return errata.entry_text(**{**GOOD, **changes})
+
+
+BAD = [
+    ("not toml", "2026-12-01-a.toml", "date = 2026-12-01-\n", "not valid TOML"),
+    ("missing field", "2026-12-01-a.toml", _good_text().replace('why = "Because the source says so."\n', ""), "missing field why"),
+    ("unknown field", "2026-12-01-a.toml", _good_text() + 'where = "x"\n', "unknown field where"),
+    ("values not a list", "2026-12-01-a.toml", _good_text().replace('values = ["07_choosing_a_mesh:mesh_alpha"]', 'values = "x"'), "values: must be a list"),
+    ("section not a string", "2026-12-01-a.toml", _good_text().replace('section = "Checked against published runs"', "section = 7"), "section: must be a string"),
+    ("empty said", "2026-12-01-a.toml", _good_text(said="  "), "said: must not be empty"),
+    ("no such date", "2026-12-01-a.toml", _good_text(date="2026-02-30"), "date: must be a date YYYY-MM-DD"),
+    ("date and name differ", "2026-12-01-a.toml", _good_text(date="2026-11-30"), "differs from the date the file name starts with"),
+    ("bad file name", "fix-ch7.toml", _good_text(), "the file name must be YYYY-MM-DD-slug.toml"),
+    ("unknown chapter", "2026-12-01-a.toml", _good_text(chapter="07_choosing"), "chapter: '07_choosing' is not a chapter file stem"),
+    ("value without chapter", "2026-12-01-a.toml", _good_text(values=["mesh_alpha"]), "must name a ledger value as 'chapter:name'"),
+    ("value of no chapter", "2026-12-01-a.toml", _good_text(values=["99_nothing:x"]), "names chapter '99_nothing'"),
+    ("value twice", "2026-12-01-a.toml", _good_text(values=["07_choosing_a_mesh:a", "07_choosing_a_mesh:a"]), "names a ledger value twice"),
+    ("unknown source", "2026-12-01-a.toml", _good_text(source="dubey2024llama3, nosuchkey"), "source: 'nosuchkey' is not a key of references.bib"),
+    ("not a toml file", "2026-12-01-a.txt", "x", "not an errata entry"),
+]
+
+
+@pytest.mark.parametrize("label,name,text,message", BAD, ids=[b[0] for b in BAD])
+def test_a_bad_file_is_one_line_naming_it(tmp_path, label, name, text, message):
+    folder = tmp_path / "errata"
+    _write(folder, name, text)
+    _write(folder, "2026-12-01-good.toml", _good_text())
+    entries, problems = errata.read(folder, ROOT)
+    assert [e.file for e in entries] == ["2026-12-01-good.toml"]
+    assert len(problems) == 1 and problems[0].startswith(f"{folder / name}: "), problems
+    assert message in problems[0], problems[0]
+    with pytest.raises(ValueError, match=re.escape(message)):
+        errata.load(folder, ROOT)
+
+
+def test_every_bad_file_gets_its_own_line(tmp_path):
+    folder = tmp_path / "errata"
+    for i, (_, name, text, _) in enumerate(b for b in BAD if b[1].startswith("2026-12-01-a")):
+        _write(folder, name.replace("-a.", f"-a{i}."), text)
+    _, problems = errata.read(folder, ROOT)
+    assert len(problems) == len([b for b in BAD if b[1].startswith("2026-12-01-a")])
+
+
+def test_the_command_says_one_line_per_bad_file(tmp_path):
+    folder = tmp_path / "errata"
+    _write(folder, "2026-12-01-a.toml", _good_text(chapter="nowhere"))
+    _write(folder, "2026-12-01-b.toml", "not = [toml")
+    done = subprocess.run(
+        [sys.executable, "-m", "shardbook.book.errata", "check", "--root", str(ROOT), "--errata", str(folder)],
+        capture_output=True, text=True, check=False,
+    )
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("errata: ") for line in lines), done.stderr
+
+
+def test_write_entry_round_trips_and_never_overwrites(tmp_path):
+    folder = tmp_path / "errata"
+    fields = {**GOOD, "said": 'It said "2.5×" \\ and\nmore.'}
+    first = errata.write_entry(folder, ROOT, **fields)
+    second = errata.write_entry(folder, ROOT, **fields)
+    assert first != second and first.name.startswith("2026-12-01-because-the-source-says-so")
+    (entry, _) = errata.load(folder, ROOT)
+    assert entry.said == fields["said"].strip() and entry.values == tuple(GOOD["values"])
+    with pytest.raises(ValueError, match="chapter: 'nowhere'"):
+        errata.write_entry(folder, ROOT, **{**GOOD, "chapter": "nowhere"})
+
+
+def test_the_appendix_is_newest_first_with_places_linked_and_sources_cited(tmp_path):
+    folder = tmp_path / "errata"
+    _write(folder, "2026-11-29-old.toml", _good_text(date="2026-11-29", chapter="01_topology", section="No such heading", values=[]))
+    _write(folder, "2026-12-01-new.toml", _good_text())
+    _write(folder, "2026-12-01-pkg.toml", _good_text(chapter="package", section="", source="", review="", values=[]))
+    text = errata.markdown(errata.load(folder, ROOT), ROOT)
+    assert text.index("## 1 December 2026") < text.index("## 29 November 2026")
+    # the chapter's section has a target: linked; one that has none is quoted, the chapter linked
+    assert "{ref}`ch-topology`, “No such heading”" in text
+    assert "{cite:p}`dubey2024llama3`" in text
+    assert ": **Said:** The book said this." in text and "**Says now:** It says that now." in text
+    assert "Review item ch7-9 W1; ledger value `07_choosing_a_mesh:mesh_alpha`" in text
+    assert text.index("ch-choosing-a-mesh") < text.index("The `shardbook` package")  # chapters before the package
+
+
+def test_a_section_with_a_target_is_linked(tmp_path):
+    folder = tmp_path / "errata"
+    _write(folder, "2026-12-01-new.toml", _good_text(chapter="07_choosing_a_mesh", section="LLaMA-3 70B on a v5p pod"))
+    text = errata.markdown(errata.load(folder, ROOT), ROOT)
+    assert "{ref}`ch-choosing-a-mesh`, {ref}`LLaMA-3 70B on a v5p pod <sec-mesh-v5p>`" in text
+
+
+def test_the_appendix_is_in_the_table_of_contents_among_the_appendices():
+    toc = (ROOT / "_toc.yml").read_text()
+    appendices = toc[toc.index("caption: Appendices") :]
+    assert "file: chapters/98_errata" in appendices
