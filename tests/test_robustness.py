@@ -87,3 +87,56 @@ def test_reported_cases():
     # numpy integers are integers
     assert collectives.all_gather_s(1e9, np.int64(8), 1e9) == collectives.all_gather_s(1e9, 8, 1e9)
     assert pipeline.bubble_fraction(np.int64(4), np.int64(8)) == pipeline.bubble_fraction(4, 8)
+
+
+# --- reliability audit, finding 10: attention (issue 31 item 3; the ledger helper's block) ---
+# attention was type-checked instead of guarded because its empty state held
+# m = -inf; causal_owners listed 2**27 positions until memory ran out.
+
+ATTENTION_SCHEMES = ("contiguous", "zigzag")
+
+
+def test_audit_attention_counterexamples():
+    # attention.causal_owners(2**27, 16, 'contiguous') -> MemoryError after 2.8 s
+    with pytest.raises(ValueError, match="n_positions: causal_owners lists every position, at most 1,048,576"):
+        attention.causal_owners(2**27, 16, "contiguous")
+    with pytest.raises(ValueError, match="n_positions: causal_owners lists every position"):
+        attention.causal_owners(2**53, 2**52, "zigzag")
+    # counting needs no list: a run a..b of queries sees (a + b)(b - a + 1)/2 keys
+    per = 2**27 // 16
+    assert attention.causal_pairs_per_rank(2**27, 16, "contiguous")[0] == (1 + per) * per // 2
+    assert sum(attention.causal_pairs_per_rank(2**27, 16, "zigzag")) == 2**27 * (2**27 + 1) // 2
+    with pytest.raises(ValueError, match="n_ranks: one count per rank is listed"):
+        attention.causal_pairs_per_rank(2**53, 2**52, "contiguous")
+    # attention.empty_state(2) -> State(m=-inf, ...): now finite, and still skipped by merge
+    empty = attention.empty_state(2)
+    assert all(math.isfinite(x) for x in (empty.m, empty.l, *empty.u)) and empty.empty
+    block = attention.block_state([0.5], [(1.0, 2.0)])
+    assert attention.merge(empty, block) == block and attention.merge(block, empty) == block
+    with pytest.raises(ValueError, match="value_dim: a state holds one number per value dimension"):
+        attention.empty_state(2**53)
+    # a block of huge values overflows u: refused, not inf
+    with pytest.raises(ValueError, match="block_state: the inputs are too large"):
+        attention.block_state([0.0, 0.0], [(1.5e308,), (1.5e308,)])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n_positions=st.one_of(st.integers(1, 64), st.integers(1, 2**53)),
+    n_ranks=st.one_of(st.integers(1, 16), st.integers(1, 2**53)),
+    scheme=st.sampled_from(ATTENTION_SCHEMES),
+)
+def test_attention_counts_with_a_valid_scheme_are_finite_or_refused(n_positions, n_ranks, scheme):
+    """The sweep above draws a number where the scheme belongs, so it never
+    reached the lists: here the scheme is valid and the sizes run to 2**53."""
+    for function in (attention.causal_owners, attention.causal_pairs_per_rank):
+        try:
+            result = function(n_positions, n_ranks, scheme)
+        except ValueError:
+            continue
+        assert len(result) == n_ranks and all(_finite(x) for x in result)
+    try:
+        owners = attention.causal_owners(n_positions, n_ranks, scheme)
+    except ValueError:
+        return
+    assert attention.causal_pairs_per_rank(n_positions, n_ranks, scheme) == [sum(o) for o in owners]

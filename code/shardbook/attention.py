@@ -29,9 +29,14 @@ class State:
 
 
 def empty_state(value_dim):
-    """The state before any valid key: l = 0 and u = 0 (m = −inf)."""
+    """The state before any valid key: l = 0 and u = 0. Both are sums over
+    no keys, zero whatever the reference maximum m, so m is set to 0 and the
+    state stays finite (the papers start from m = −inf; :func:`merge` tells
+    an empty state by l = 0 and never reads its m)."""
     _validate.count("value_dim", value_dim)
-    return State(-math.inf, 0.0, (0.0,) * value_dim)
+    if value_dim > MAX_LISTED:
+        raise ValueError(f"value_dim: a state holds one number per value dimension, at most {MAX_LISTED:,}; got {value_dim:,}")
+    return State(0.0, 0.0, (0.0,) * value_dim)
 
 
 def block_state(scores, values):
@@ -102,9 +107,14 @@ def attend_blocks(blocks, empty="zeros"):
     return output(state, empty)
 
 
-def causal_owners(n_positions, n_ranks, scheme):
-    """Query positions 1..n owned by each rank: 'contiguous' gives each rank
-    one run; 'zigzag' pairs chunk r with chunk 2·ranks−1−r."""
+# The most positions causal_owners lists (one Python int each, about 36 MB
+# at the bound); causal_pairs_per_rank counts any length without listing.
+MAX_LISTED = 2**20
+
+
+def _runs(n_positions, n_ranks, scheme):
+    """Each rank's runs of consecutive positions, as (first, last) pairs,
+    after the arguments are checked."""
     _validate.count("n_positions", n_positions)
     _validate.count("n_ranks", n_ranks)
     _validate.choice("scheme", scheme, ("contiguous", "zigzag"))
@@ -112,15 +122,40 @@ def causal_owners(n_positions, n_ranks, scheme):
         if n_positions % n_ranks:
             raise ValueError(f"n_positions: {n_positions} is not divisible by n_ranks {n_ranks}")
         per = n_positions // n_ranks
-        return [list(range(r * per + 1, (r + 1) * per + 1)) for r in range(n_ranks)]
+        return [[(r * per + 1, (r + 1) * per)] for r in range(n_ranks)]
     if n_positions % (2 * n_ranks):
         raise ValueError(f"n_positions: zigzag needs a multiple of 2·n_ranks ({2 * n_ranks}), got {n_positions}")
     chunk = n_positions // (2 * n_ranks)
-    chunks = [list(range(c * chunk + 1, (c + 1) * chunk + 1)) for c in range(2 * n_ranks)]
-    return [chunks[r] + chunks[2 * n_ranks - 1 - r] for r in range(n_ranks)]
+    return [
+        [(r * chunk + 1, (r + 1) * chunk), ((2 * n_ranks - 1 - r) * chunk + 1, (2 * n_ranks - r) * chunk)]
+        for r in range(n_ranks)
+    ]
+
+
+def causal_owners(n_positions, n_ranks, scheme):
+    """Query positions 1..n owned by each rank: 'contiguous' gives each rank
+    one run; 'zigzag' pairs chunk r with chunk 2·ranks−1−r. The positions are
+    listed, so n_positions is at most MAX_LISTED (2**20)."""
+    _validate.count("n_positions", n_positions)
+    if n_positions > MAX_LISTED:
+        raise ValueError(
+            f"n_positions: causal_owners lists every position, at most {MAX_LISTED:,}; got {n_positions:,} "
+            "(causal_pairs_per_rank counts any length)"
+        )
+    return [[q for first, last in runs for q in range(first, last + 1)] for runs in _runs(n_positions, n_ranks, scheme)]
 
 
 def causal_pairs_per_rank(n_positions, n_ranks, scheme):
     """Valid (query, key) pairs per rank under a causal mask, counting each
-    query's own key: query q sees q keys."""
-    return [sum(owned) for owned in causal_owners(n_positions, n_ranks, scheme)]
+    query's own key: query q sees q keys, so a run of queries a..b sees
+    (a + b)(b − a + 1)/2 keys. One number per rank, so n_ranks is at most
+    MAX_LISTED (2**20)."""
+    _validate.count("n_ranks", n_ranks)
+    if n_ranks > MAX_LISTED:
+        raise ValueError(f"n_ranks: one count per rank is listed, at most {MAX_LISTED:,}; got {n_ranks:,}")
+    return [sum((a + b) * (b - a + 1) // 2 for a, b in runs) for runs in _runs(n_positions, n_ranks, scheme)]
+
+
+# finite inputs give a finite result or a ValueError (a block of huge values
+# could overflow u): the guard that every cost-model module ends with
+_validate.guard_module(globals())
