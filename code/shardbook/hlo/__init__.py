@@ -12,10 +12,9 @@ its own process (XLA's dump flags are process-wide).
 
 
 def __getattr__(name):
-    # FIXTURE_NAMES: the declared fixtures, in declaration order. Read from
-    # the registry when asked, not at import: the registry imports this
-    # package's prediction rules, so importing it here made
-    # `import shardbook.programs.fixtures` (or .model) fail as a first import.
+    # FIXTURE_NAMES: the declared fixtures, in declaration order, read from
+    # the registry when asked (the registry imports nothing of this package:
+    # tests/test_layers.py).
     if name == "FIXTURE_NAMES":
         from ..programs import registry
 

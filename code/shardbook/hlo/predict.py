@@ -3,12 +3,15 @@ from the mesh and the PartitionSpecs alone (no JAX). The rules are the
 sharded-matmul rules of chapter 2: a contracting dimension sharded on one
 operand only needs a gather; one sharded on both leaves partial sums that a
 reduction completes; a spec change on a dimension is an all-to-all; a stage
-boundary is a permute. Standard library only."""
+boundary is a permute. Each fixture's declaration in
+shardbook.programs.registry names its rule here; this module reads the
+registry, never the other way round. Standard library only."""
 
 import math
 from typing import NamedTuple
 
 from .. import sharding
+from ..programs import registry
 from .inventory import BYTES, mesh_groups, ring_bytes
 
 HLO_DTYPE = {"float16": "f16", "bfloat16": "bf16", "float32": "f32"}
@@ -209,13 +212,49 @@ def dispatch_weights_to_tokens(layout):
     ]
 
 
+# The prediction rules, by the name a fixture's declaration gives.
+RULES = {
+    rule.__name__: rule
+    for rule in (
+        no_collective,
+        gather_weight_rows,
+        all_reduce_partial_sums,
+        fsdp_step_automatic,
+        hybrid_fsdp_step,
+        fsdp_step_manual,
+        megatron_reduction,
+        megatron_sequence_parallel,
+        expert_dispatch,
+        collective_matmul_steps,
+        stage_to_next_stage,
+        context_ring,
+        context_all_gather_kv,
+        context_ulysses,
+        dispatch_tokens_to_experts,
+        dispatch_weights_to_tokens,
+    )
+}
+
+
+def rule(fixture):
+    """The prediction rule a fixture's declaration names (a rule function
+    itself is accepted too, as a test's throwaway declaration may give)."""
+    if callable(fixture.predict):
+        return fixture.predict
+    if fixture.predict not in RULES:
+        raise ValueError(
+            f"{fixture.name}.predict: no prediction rule {fixture.predict!r} in shardbook.hlo.predict; "
+            f"known: {', '.join(RULES)}"
+        )
+    return RULES[fixture.predict]
+
+
 def predict(name, mesh, specs, shapes, dtype_name):
     """Predicted inventory (a list like inventory.summary) for fixture `name`
     with this layout, by the rule its declaration names (shardbook.programs.registry)."""
-    from ..programs.registry import get
-
     dtype = HLO_DTYPE.get(dtype_name)
     if dtype not in BYTES:
         raise ValueError(f"dtype: unsupported {dtype_name!r}")
     local = {a: sharding.local_shape(shapes[a], specs[a], mesh) for a in shapes}
-    return get(name).predict(Layout(mesh, specs, shapes, local, dtype))
+    fixture = registry.get(name)
+    return rule(fixture)(Layout(mesh, specs, shapes, local, dtype))

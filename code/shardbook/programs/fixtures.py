@@ -102,9 +102,17 @@ def abstract_args(fixture, mesh):
     ]
 
 
+def build(fixture, mesh):
+    """The program of `fixture` for `mesh`: the builder its declaration names."""
+    builder = globals().get(fixture.program)
+    if not callable(builder):
+        raise ValueError(f"{fixture.name}.program: no builder {fixture.program!r} in shardbook.programs.fixtures")
+    return builder(mesh)
+
+
 def jitted(fixture, mesh):
     """The jitted function with input and output shardings fixed."""
-    fn = fixture.build(mesh)
+    fn = build(fixture, mesh)
     in_shardings = tuple(NamedSharding(mesh, _spec(fixture.specs[a])) for a in fixture.arg_names)
     out = fixture.specs["out"]
     out_shardings = (

@@ -1,27 +1,30 @@
 """Every HLO fixture, declared once: its mesh, argument specs and shapes,
 dtype, the program that computes it (by name, in shardbook.programs.fixtures), the
 cost model's rule for the collectives its partitioned HLO must contain
-(shardbook.hlo.predict), and its single-device numpy reference.
+(by name, in shardbook.hlo.predict), and its single-device numpy reference.
 
 Capture, prediction, the inventory checks, the multi-process run and the
 artifacts appendix all read this registry. Adding a fixture is one
 declaration here (and, when it needs a new program, its builder in
 fixtures.py), then `make artifacts`. Standard library only: JAX is imported
 when a program is built, numpy when a reference runs.
+
+The registry is a declaration: the programs (fixtures.py) and the tools
+(shardbook.hlo: capture, prediction, the multi-process run) read it, and it
+imports neither, so the modules import one way (tests/test_layers.py).
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-
-from ..hlo import predict
 
 
 @dataclass(frozen=True)
 class Fixture:
     """One HLO fixture, declared once: its mesh, the partition spec and
     global shape of each argument, the dtype, what it shows, the builder's
-    name in shardbook.programs.fixtures, the cost model's prediction rule
-    and a numpy reference that computes what one device would."""
+    name in shardbook.programs.fixtures, the name of the cost model's
+    prediction rule in shardbook.hlo.predict, and a numpy reference that
+    computes what one device would."""
 
     name: str
     mesh_axes: dict  # axis name -> size, in mesh order
@@ -30,7 +33,7 @@ class Fixture:
     dtype: str
     summary: str
     program: str  # the builder's name in shardbook.programs.fixtures: mesh -> function of the arguments
-    predict: Callable = field(repr=False)  # predict.Layout -> predicted collectives
+    predict: str  # the rule's name in shardbook.hlo.predict: predict.Layout -> predicted collectives
     reference: Callable = field(repr=False)  # float32 numpy arguments -> the single-device result
     manual: bool = False  # written with shard_map
     dcn_axes: dict = field(default_factory=dict)  # axis -> slices it spans (a hybrid mesh)
@@ -38,12 +41,6 @@ class Fixture:
     @property
     def arg_names(self):
         return list(self.shapes)
-
-    def build(self, mesh):
-        """The program for `mesh` (imports JAX)."""
-        from . import fixtures
-
-        return getattr(fixtures, self.program)(mesh)
 
 
 # --- single-device references (float32 numpy) --------------------------------
@@ -114,6 +111,8 @@ def register(fixture):
         raise ValueError(f"fixture: must be a registry.Fixture, got {fixture!r}")
     if fixture.name in FIXTURES:
         raise ValueError(f"fixture: {fixture.name!r} is already declared")
+    if not (callable(fixture.predict) or (isinstance(fixture.predict, str) and fixture.predict)):
+        raise ValueError(f"{fixture.name}.predict: must name a rule of shardbook.hlo.predict, got {fixture.predict!r}")
     missing = set(fixture.shapes) - set(fixture.specs)
     if missing or "out" not in fixture.specs:
         raise ValueError(f"{fixture.name}.specs: needs a spec for every argument and 'out'; missing {sorted(missing)}")
@@ -138,7 +137,7 @@ for _fixture in (
         "float16",
         "Data parallel: rows of x split 8 ways, w replicated.",
         program="matmul",
-        predict=predict.no_collective,
+        predict="no_collective",
         reference=matmul,
     ),
     Fixture(
@@ -149,7 +148,7 @@ for _fixture in (
         "float16",
         "FSDP: x and w both row-sharded; w is gathered before the dot.",
         program="matmul",
-        predict=predict.gather_weight_rows,
+        predict="gather_weight_rows",
         reference=matmul,
     ),
     Fixture(
@@ -160,7 +159,7 @@ for _fixture in (
         "float16",
         "Tensor parallel: the contracting dimension split; partial sums all-reduced.",
         program="tp_matmul",
-        predict=predict.all_reduce_partial_sums,
+        predict="all_reduce_partial_sums",
         reference=matmul,
         manual=True,
     ),
@@ -172,7 +171,7 @@ for _fixture in (
         "float16",
         "The (fsdp 2, ep 4) mesh: x over both axes, w over fsdp only.",
         program="matmul",
-        predict=predict.gather_weight_rows,
+        predict="gather_weight_rows",
         reference=matmul,
     ),
     Fixture(
@@ -183,7 +182,7 @@ for _fixture in (
         "float32",
         "One SGD step of an FSDP-sharded weight, partitioned automatically.",
         program="fsdp_train_step",
-        predict=predict.fsdp_step_automatic,
+        predict="fsdp_step_automatic",
         reference=sgd_step,
     ),
     Fixture(
@@ -194,7 +193,7 @@ for _fixture in (
         "float32",
         "The same step in shard_map: explicit all_gather and psum_scatter.",
         program="fsdp_manual",
-        predict=predict.fsdp_step_manual,
+        predict="fsdp_step_manual",
         reference=sgd_step,
         manual=True,
     ),
@@ -206,7 +205,7 @@ for _fixture in (
         "float16",
         "Megatron MLP: W_up by columns, W_down by rows, one reduction.",
         program="megatron_mlp",
-        predict=predict.megatron_reduction,
+        predict="megatron_reduction",
         reference=gelu_mlp,
     ),
     Fixture(
@@ -217,7 +216,7 @@ for _fixture in (
         "float16",
         "Sequence-parallel Megatron MLP: all-gather before, reduce-scatter after.",
         program="megatron_mlp_sp",
-        predict=predict.megatron_sequence_parallel,
+        predict="megatron_sequence_parallel",
         reference=gelu_mlp,
         manual=True,
     ),
@@ -233,7 +232,7 @@ for _fixture in (
         "bfloat16",
         "Expert parallelism: routed tokens exchanged by all-to-all over the expert axis.",
         program="moe_dispatch",
-        predict=predict.expert_dispatch,
+        predict="expert_dispatch",
         reference=expert_matmul,
         manual=True,
     ),
@@ -245,7 +244,7 @@ for _fixture in (
         "float32",
         "Pipeline: each stage applies its layer and passes activations to the next.",
         program="pipeline_stages",
-        predict=predict.stage_to_next_stage,
+        predict="stage_to_next_stage",
         reference=stage_ring,
         manual=True,
     ),
@@ -257,7 +256,7 @@ for _fixture in (
         "float32",
         "Collective matmul: the all-gather of x's rows decomposed into 7 ring hops, each beside a partial dot.",
         program="collective_matmul",
-        predict=predict.collective_matmul_steps,
+        predict="collective_matmul_steps",
         reference=matmul,
         manual=True,
     ),
@@ -269,7 +268,7 @@ for _fixture in (
         "float32",
         "Hybrid sharded data parallelism: FSDP inside each of 2 slices, data parallel across them.",
         program="fsdp_train_step",
-        predict=predict.hybrid_fsdp_step,
+        predict="hybrid_fsdp_step",
         reference=sgd_step,
         dcn_axes={"replica": 2},
     ),
@@ -290,17 +289,17 @@ for _fixture in (
             (
                 "ring",
                 "Ring attention: K and V chunks passed round the cp ring, merged by online softmax.",
-                predict.context_ring,
+                "context_ring",
             ),
             (
                 "all_gather_kv",
                 "Context parallelism by one all-gather of K and of V (as Llama 3 trains).",
-                predict.context_all_gather_kv,
+                "context_all_gather_kv",
             ),
             (
                 "ulysses",
                 "Head scattering (Ulysses): all-to-all to whole sequences of H/8 heads and back.",
-                predict.context_ulysses,
+                "context_ulysses",
             ),
         )
     ),
@@ -322,13 +321,13 @@ for _fixture in (
                 ("expert", "fsdp", None),
                 "MoE dispatch left to the partitioner, tokens constrained to keep expert on E "
                 "(MaxText's moe_dispatch_no_expert_sharding).",
-                predict.dispatch_tokens_to_experts,
+                "dispatch_tokens_to_experts",
             ),
             (
                 "moe_dispatch_expert_on_batch",
                 (None, ("fsdp", "expert"), None),
                 "The same einsum with expert left on the tokens' rows: the weights travel instead.",
-                predict.dispatch_weights_to_tokens,
+                "dispatch_weights_to_tokens",
             ),
         )
     ),
