@@ -49,19 +49,59 @@ def _good_text(**changes):
 
 BAD = [
     ("not toml", "2026-12-01-a.toml", "date = 2026-12-01-\n", "not valid TOML"),
-    ("missing field", "2026-12-01-a.toml", _good_text().replace('why = "Because the source says so."\n', ""), "missing field why"),
+    (
+        "missing field",
+        "2026-12-01-a.toml",
+        _good_text().replace('why = "Because the source says so."\n', ""),
+        "missing field why",
+    ),
     ("unknown field", "2026-12-01-a.toml", _good_text() + 'where = "x"\n', "unknown field where"),
-    ("values not a list", "2026-12-01-a.toml", _good_text().replace('values = ["07_choosing_a_mesh:mesh_alpha"]', 'values = "x"'), "values: must be a list"),
-    ("section not a string", "2026-12-01-a.toml", _good_text().replace('section = "Checked against published runs"', "section = 7"), "section: must be a string"),
+    (
+        "values not a list",
+        "2026-12-01-a.toml",
+        _good_text().replace('values = ["07_choosing_a_mesh:mesh_alpha"]', 'values = "x"'),
+        "values: must be a list",
+    ),
+    (
+        "section not a string",
+        "2026-12-01-a.toml",
+        _good_text().replace('section = "Checked against published runs"', "section = 7"),
+        "section: must be a string",
+    ),
     ("empty said", "2026-12-01-a.toml", _good_text(said="  "), "said: must not be empty"),
     ("no such date", "2026-12-01-a.toml", _good_text(date="2026-02-30"), "date: must be a date YYYY-MM-DD"),
-    ("date and name differ", "2026-12-01-a.toml", _good_text(date="2026-11-30"), "differs from the date the file name starts with"),
+    (
+        "date and name differ",
+        "2026-12-01-a.toml",
+        _good_text(date="2026-11-30"),
+        "differs from the date the file name starts with",
+    ),
     ("bad file name", "fix-ch7.toml", _good_text(), "the file name must be YYYY-MM-DD-slug.toml"),
-    ("unknown chapter", "2026-12-01-a.toml", _good_text(chapter="07_choosing"), "chapter: '07_choosing' is not a chapter file stem"),
-    ("value without chapter", "2026-12-01-a.toml", _good_text(values=["mesh_alpha"]), "must name a ledger value as 'chapter:name'"),
+    (
+        "unknown chapter",
+        "2026-12-01-a.toml",
+        _good_text(chapter="07_choosing"),
+        "chapter: '07_choosing' is not a chapter file stem",
+    ),
+    (
+        "value without chapter",
+        "2026-12-01-a.toml",
+        _good_text(values=["mesh_alpha"]),
+        "must name a ledger value as 'chapter:name'",
+    ),
     ("value of no chapter", "2026-12-01-a.toml", _good_text(values=["99_nothing:x"]), "names chapter '99_nothing'"),
-    ("value twice", "2026-12-01-a.toml", _good_text(values=["07_choosing_a_mesh:a", "07_choosing_a_mesh:a"]), "names a ledger value twice"),
-    ("unknown source", "2026-12-01-a.toml", _good_text(source="dubey2024llama3, nosuchkey"), "source: 'nosuchkey' is not a key of references.bib"),
+    (
+        "value twice",
+        "2026-12-01-a.toml",
+        _good_text(values=["07_choosing_a_mesh:a", "07_choosing_a_mesh:a"]),
+        "names a ledger value twice",
+    ),
+    (
+        "unknown source",
+        "2026-12-01-a.toml",
+        _good_text(source="dubey2024llama3, nosuchkey"),
+        "source: 'nosuchkey' is not a key of references.bib",
+    ),
     ("not a toml file", "2026-12-01-a.txt", "x", "not an errata entry"),
 ]
 
@@ -93,7 +133,9 @@ def test_the_command_says_one_line_per_bad_file(tmp_path):
     _write(folder, "2026-12-01-b.toml", "not = [toml")
     done = subprocess.run(
         [sys.executable, "-m", "shardbook.book.errata", "check", "--root", str(ROOT), "--errata", str(folder)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
@@ -114,7 +156,11 @@ def test_write_entry_round_trips_and_never_overwrites(tmp_path):
 
 def test_the_appendix_is_newest_first_with_places_linked_and_sources_cited(tmp_path):
     folder = tmp_path / "errata"
-    _write(folder, "2026-11-29-old.toml", _good_text(date="2026-11-29", chapter="01_topology", section="No such heading", values=[]))
+    _write(
+        folder,
+        "2026-11-29-old.toml",
+        _good_text(date="2026-11-29", chapter="01_topology", section="No such heading", values=[]),
+    )
     _write(folder, "2026-12-01-new.toml", _good_text())
     _write(folder, "2026-12-01-pkg.toml", _good_text(chapter="package", section="", source="", review="", values=[]))
     text = errata.markdown(errata.load(folder, ROOT), ROOT)

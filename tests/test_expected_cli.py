@@ -93,7 +93,16 @@ class Book:
 
     def run(self, *args):
         return expected.main(
-            [*args[:1], "--root", str(self.root), "--executed", str(self.executed), "--expected", str(self.expected), *args[1:]]
+            [
+                *args[:1],
+                "--root",
+                str(self.root),
+                "--executed",
+                str(self.executed),
+                "--expected",
+                str(self.expected),
+                *args[1:],
+            ]
         )
 
     def values(self):
@@ -191,9 +200,9 @@ def _duplicate(doc):
 # Each: (label, how the expected file is spoiled, what the one line says).
 # The text forms are written as-is (json accepts NaN and Infinity tokens).
 HAND_EDITS = [
-    ("nan value", 'NaN', "value: must be a finite number"),
-    ("inf value", 'Infinity', "value: must be a finite number"),
-    ("-inf value", '-Infinity', "value: must be a finite number"),
+    ("nan value", "NaN", "value: must be a finite number"),
+    ("inf value", "Infinity", "value: must be a finite number"),
+    ("-inf value", "-Infinity", "value: must be a finite number"),
     ("string inf value", '"inf"', "value: must be a finite number"),
     ("string value", '"1.0"', "value: must be a finite number"),
     ("bool value", "true", "value: must be a finite number"),
@@ -276,7 +285,10 @@ def test_a_spoiled_file_is_one_line(book, capsys, label, content, message):
 def test_bless_to_a_place_it_cannot_write_is_one_line(book, capsys):
     """`bless --expected /proc/x.json` was a FileNotFoundError traceback."""
     target = book.root / "no such folder" / "x.json"
-    assert expected.main(["bless", "--root", str(book.root), "--executed", str(book.executed), "--expected", str(target)]) == 2
+    assert (
+        expected.main(["bless", "--root", str(book.root), "--executed", str(book.executed), "--expected", str(target)])
+        == 2
+    )
     err = _one_line(capsys)
     assert str(target.parent) in err
 
@@ -326,9 +338,22 @@ def test_the_command_never_prints_a_traceback(book):
         _spoil_text(book, field, token)
         env = dict(os.environ, PYTHONPATH=str(Path(expected.__file__).resolve().parents[2]))
         done = subprocess.run(
-            [sys.executable, "-m", "shardbook.book.expected", "check", "--root", str(book.root),
-             "--executed", str(book.executed), "--expected", str(book.expected)],
-            capture_output=True, text=True, env=env, check=False,
+            [
+                sys.executable,
+                "-m",
+                "shardbook.book.expected",
+                "check",
+                "--root",
+                str(book.root),
+                "--executed",
+                str(book.executed),
+                "--expected",
+                str(book.expected),
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
         )
         assert done.returncode == 2, done
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr, done.stderr
@@ -406,8 +431,15 @@ def test_an_errata_entry_listing_the_value_covers_it(book, capsys):
     book.errata.mkdir()
     (book.errata / "2026-12-01-ratio.toml").write_text(
         errata.entry_text(
-            date="2026-12-01", chapter=OTHER, section="The flush tail", said="1.13", says="1.20",
-            why="The ratio used the wrong link.", source="llama3", review="", values=[f"{OTHER}:wp_ratio"],
+            date="2026-12-01",
+            chapter=OTHER,
+            section="The flush tail",
+            said="1.13",
+            says="1.20",
+            why="The ratio used the wrong link.",
+            source="llama3",
+            review="",
+            values=[f"{OTHER}:wp_ratio"],
         )
     )
     book.stamp()  # the log is a source of the build
@@ -518,9 +550,25 @@ def test_a_chapter_edited_while_the_build_runs_leaves_a_stale_record(book, monke
     from shardbook.book import sphinx_ext
 
     for step in ("pages", "theme_assets", "live_assets", "katex_math"):  # the site's other steps
-        monkeypatch.setattr(sphinx_ext, step, SimpleNamespace(**{n: lambda *a, **k: None for n in (
-            "write_mode_script", "icons_used", "trim_icons", "subset_icon_fonts", "purge_stylesheets",
-            "copy_live_assets", "copy_katex_assets", "rewrite_pages")}))
+        monkeypatch.setattr(
+            sphinx_ext,
+            step,
+            SimpleNamespace(
+                **{
+                    n: lambda *a, **k: None
+                    for n in (
+                        "write_mode_script",
+                        "icons_used",
+                        "trim_icons",
+                        "subset_icon_fonts",
+                        "purge_stylesheets",
+                        "copy_live_assets",
+                        "copy_katex_assets",
+                        "rewrite_pages",
+                    )
+                }
+            ),
+        )
     app = SimpleNamespace(
         builder=SimpleNamespace(name="html", format="html"),
         outdir=str(book.root / "_build" / "html"),
@@ -548,7 +596,15 @@ def test_an_entry_covers_its_change_once(book, capsys):
     book.build(wp_ratio=(1.2, "1.20"))
     book.errata.mkdir()
     (book.errata / "2026-12-01-ratio.toml").write_text(
-        errata.entry_text(date="2026-12-01", chapter=OTHER, section="", said="1.13", says="1.20", why="x", values=[f"{OTHER}:wp_ratio"])
+        errata.entry_text(
+            date="2026-12-01",
+            chapter=OTHER,
+            section="",
+            said="1.13",
+            says="1.20",
+            why="x",
+            values=[f"{OTHER}:wp_ratio"],
+        )
     )
     book.stamp()
     assert book.run("bless") == 0

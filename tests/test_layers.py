@@ -98,7 +98,9 @@ def test_the_fixture_registry_is_a_declaration_that_imports_no_tool():
     """The registry is read by the programs (fixtures) and by the tools
     (capture, predict, the multi-process run); it imports neither."""
     graph = import_graph()
-    assert not {m for m in graph["shardbook.programs.registry"] if m.startswith(("shardbook.hlo", "shardbook.programs."))}
+    assert not {
+        m for m in graph["shardbook.programs.registry"] if m.startswith(("shardbook.hlo", "shardbook.programs."))
+    }
 
 
 @pytest.mark.parametrize(
@@ -109,7 +111,9 @@ def test_the_fixture_registry_is_a_declaration_that_imports_no_tool():
     ],
 )
 def test_either_side_imports_first_in_a_fresh_interpreter(first, then):
-    code = f"import {first}, {then}; from shardbook.hlo import predict; predict.rule(predict.registry.get('fsdp_matmul'))"
+    code = (
+        f"import {first}, {then}; from shardbook.hlo import predict; predict.rule(predict.registry.get('fsdp_matmul'))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr[-1500:]
 
@@ -119,7 +123,16 @@ def test_every_declared_fixture_names_a_known_rule():
     from shardbook.programs import registry
 
     assert all(predict.rule(f) in predict.RULES.values() for f in registry.FIXTURES.values())
-    unknown = registry.Fixture("x", {"d": 8}, {"x": ("d",), "out": ("d",)}, {"x": (8,)}, "float32", "", program="matmul",
-                               predict="no_such_rule", reference=registry.matmul)
+    unknown = registry.Fixture(
+        "x",
+        {"d": 8},
+        {"x": ("d",), "out": ("d",)},
+        {"x": (8,)},
+        "float32",
+        "",
+        program="matmul",
+        predict="no_such_rule",
+        reference=registry.matmul,
+    )
     with pytest.raises(ValueError, match="x.predict: no prediction rule 'no_such_rule'"):
         predict.rule(unknown)

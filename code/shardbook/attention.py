@@ -35,7 +35,9 @@ def empty_state(value_dim):
     an empty state by l = 0 and never reads its m)."""
     _validate.count("value_dim", value_dim)
     if value_dim > MAX_LISTED:
-        raise ValueError(f"value_dim: a state holds one number per value dimension, at most {MAX_LISTED:,}; got {value_dim:,}")
+        raise ValueError(
+            f"value_dim: a state holds one number per value dimension, at most {MAX_LISTED:,}; got {value_dim:,}"
+        )
     return State(0.0, 0.0, (0.0,) * value_dim)
 
 

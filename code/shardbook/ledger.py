@@ -52,7 +52,9 @@ def _check_value(name, value):
     try:
         finite = math.isfinite(value)
     except OverflowError:  # an integer beyond a float's range
-        raise ValueError(f"value ({name}): must be a finite number, got an integer of {len(str(abs(value)))} digits") from None
+        raise ValueError(
+            f"value ({name}): must be a finite number, got an integer of {len(str(abs(value)))} digits"
+        ) from None
     if not finite:
         raise ValueError(f"value ({name}): must be a finite number, got {value!r}")
 

@@ -67,14 +67,13 @@ def bib_keys(root):
     return set(_BIB_KEY_RE.findall(bib.read_text(encoding="utf-8"))) if bib.exists() else set()
 
 
-def _problem(path, doc, chapters, keys):
-    """The first thing wrong with one parsed file, or None."""
-    found = _FILE_RE.match(path.name)
-    if not found:
-        return "the file name must be YYYY-MM-DD-slug.toml (lower-case letters, digits, '-' and '_' in the slug)"
+def _shape_problem(doc):
+    """Fields missing, unknown, of the wrong type, or empty where text is needed."""
     missing = [f for f in FIELDS if f not in doc]
     if missing:
-        return f"missing field{'s' if len(missing) > 1 else ''} {', '.join(missing)} (every entry has {', '.join(FIELDS)})"
+        return (
+            f"missing field{'s' if len(missing) > 1 else ''} {', '.join(missing)} (every entry has {', '.join(FIELDS)})"
+        )
     extra = sorted(set(doc) - set(FIELDS))
     if extra:
         return f"unknown field{'s' if len(extra) > 1 else ''} {', '.join(extra)} (the fields are {', '.join(FIELDS)})"
@@ -83,32 +82,51 @@ def _problem(path, doc, chapters, keys):
         if not isinstance(doc[name], want):
             kind = "a list of strings" if want is list else "a string"
             return f"{name}: must be {kind}, got {type(doc[name]).__name__} {doc[name]!r}"
-    for name in _NOT_EMPTY:
-        if not doc[name].strip():
-            return f"{name}: must not be empty"
+    empty = [name for name in _NOT_EMPTY if not doc[name].strip()]
+    return f"{empty[0]}: must not be empty" if empty else None
+
+
+def _date_problem(doc, file_date):
     try:
         date = datetime.date.fromisoformat(doc["date"])
     except ValueError:
         return f"date: must be a date YYYY-MM-DD, got {doc['date']!r}"
     if date.isoformat() != doc["date"]:
         return f"date: must be written YYYY-MM-DD, got {doc['date']!r}"
-    if doc["date"] != found["date"]:
-        return f"date: {doc['date']} differs from the date the file name starts with ({found['date']})"
-    if doc["chapter"] != PACKAGE and doc["chapter"] not in chapters:
-        return f"chapter: {doc['chapter']!r} is not a chapter file stem (chapters/*.md) or {PACKAGE!r}"
-    for value in doc["values"]:
-        name = value if isinstance(value, str) else None
-        match = _VALUE_RE.match(name) if name else None
+    if doc["date"] != file_date:
+        return f"date: {doc['date']} differs from the date the file name starts with ({file_date})"
+    return None
+
+
+def _values_problem(values, chapters):
+    for value in values:
+        match = _VALUE_RE.match(value) if isinstance(value, str) else None
         if not match:
-            return f"values: {value!r} must name a ledger value as 'chapter:name' (e.g. '07_choosing_a_mesh:mesh_alpha')"
+            return (
+                f"values: {value!r} must name a ledger value as 'chapter:name' (e.g. '07_choosing_a_mesh:mesh_alpha')"
+            )
         if match["chapter"] not in chapters:
             return f"values: {value!r} names chapter {match['chapter']!r}, which is not a chapter file stem"
-    if len(set(doc["values"])) != len(doc["values"]):
+    if len(set(values)) != len(values):
         return "values: names a ledger value twice"
-    for key in _sources(doc["source"]):
-        if key not in keys:
-            return f"source: {key!r} is not a key of references.bib"
     return None
+
+
+def _problem(path, doc, chapters, keys):
+    """The first thing wrong with one parsed file, or None."""
+    found = _FILE_RE.match(path.name)
+    if not found:
+        return "the file name must be YYYY-MM-DD-slug.toml (lower-case letters, digits, '-' and '_' in the slug)"
+    problem = _shape_problem(doc) or _date_problem(doc, found["date"])
+    if problem:
+        return problem
+    if doc["chapter"] != PACKAGE and doc["chapter"] not in chapters:
+        return f"chapter: {doc['chapter']!r} is not a chapter file stem (chapters/*.md) or {PACKAGE!r}"
+    problem = _values_problem(doc["values"], chapters)
+    if problem:
+        return problem
+    unknown = [key for key in _sources(doc["source"]) if key not in keys]
+    return f"source: {unknown[0]!r} is not a key of references.bib" if unknown else None
 
 
 def _sources(text):
@@ -184,7 +202,10 @@ def _toml_string(text):
 
 def entry_text(*, date, chapter, section, said, says, why, source="", review="", values=()):
     """The TOML text of one entry, in the log's field order."""
-    lines = [f"{name} = {_toml_string(v)}" for name, v in zip(FIELDS[:-1], (date, chapter, section, said, says, why, source, review), strict=True)]
+    lines = [
+        f"{name} = {_toml_string(v)}"
+        for name, v in zip(FIELDS[:-1], (date, chapter, section, said, says, why, source, review), strict=True)
+    ]
     lines.append("values = [" + ", ".join(_toml_string(v) for v in values) + "]")
     return "\n".join(lines) + "\n"
 
@@ -333,7 +354,9 @@ def markdown(entries, root="."):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m shardbook.book.errata", description="Check or list the errata log.")
+    parser = argparse.ArgumentParser(
+        prog="python -m shardbook.book.errata", description="Check or list the errata log."
+    )
     parser.add_argument("command", choices=["check", "list"])
     parser.add_argument("--root", default=".", help="the book's folder")
     parser.add_argument("--errata", default=None, help="the log's folder (default: ROOT/errata)")

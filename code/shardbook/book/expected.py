@@ -98,7 +98,11 @@ def collect(executed_dir, chapters=None):
             metadata = output.get("metadata")
             entries = metadata.get(META_KEY, []) if isinstance(metadata, dict) else []
             for entry in entries if isinstance(entries, list) else [entries]:
-                missing = [k for k in ("name", "value", "unit", "text", "rel_tol") if not isinstance(entry, dict) or k not in entry]
+                missing = [
+                    k
+                    for k in ("name", "value", "unit", "text", "rel_tol")
+                    if not isinstance(entry, dict) or k not in entry
+                ]
                 if missing:
                     raise ValueError(
                         f"{path}: a ledger record without {', '.join(missing)} ({entry!r:.80}); rebuild with `make book`"
@@ -208,7 +212,9 @@ def load(path):
         folder="the expected-values file",
     )
     values = doc.get("values") if isinstance(doc, dict) else None
-    if not isinstance(values, list) or not all(isinstance(v, dict) and {"chapter", "name", "value", "text", "rel_tol"} <= v.keys() for v in values):
+    if not isinstance(values, list) or not all(
+        isinstance(v, dict) and {"chapter", "name", "value", "text", "rel_tol"} <= v.keys() for v in values
+    ):
         raise ValueError(
             f"{path}: not an expected-values file (a JSON object whose 'values' is a list of records "
             f"with {', '.join(sorted(_RECORD_KEYS))}); restore it from git, or delete it and run `make bless`"
@@ -258,7 +264,11 @@ def write(path, values, errata_applied=None):
     try:
         text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     except ValueError:
-        bad = next(f"{v.get('chapter')}:{v.get('name')}" for v in values if not is_finite_number(v.get("value")) or not is_finite_number(v.get("rel_tol")))
+        bad = next(
+            f"{v.get('chapter')}:{v.get('name')}"
+            for v in values
+            if not is_finite_number(v.get("value")) or not is_finite_number(v.get("rel_tol"))
+        )
         raise ValueError(f"{bad}: not a finite number; nothing written to {path}") from None
     try:
         mode = stat.S_IMODE(path.stat().st_mode)
@@ -325,10 +335,15 @@ def plan_bless(expected, got, drop=()):
                 dropped |= names
                 rewritten.append((*key, e["text"], "-", "", "dropped"))
             else:
-                problems.append(f"{label}: expected but not in the build; if it was removed on purpose, bless again with --drop {key[1]} (or --drop all)")
+                problems.append(
+                    f"{label}: expected but not in the build; if it was removed on purpose, "
+                    f"bless again with --drop {key[1]} (or --drop all)"
+                )
             continue
         if not is_finite_number(g["value"]):
-            problems.append(f"{label}: the build shows {g['text']!r}, value {g['value']!r}, not a finite number; fix the cell that computes it")
+            problems.append(
+                f"{label}: the build shows {g['text']!r}, value {g['value']!r}, not a finite number; fix the cell that computes it"
+            )
             continue
         if e is None:
             values.append(g)
@@ -512,7 +527,10 @@ def main(argv=None):
         print("ledger: --drop and --reason go with bless only", file=sys.stderr)
         return 2
     if args.reason is not None and not args.reason.strip():
-        print("ledger: --reason: must say why the printed values change (it is recorded in the errata log)", file=sys.stderr)
+        print(
+            "ledger: --reason: must say why the printed values change (it is recorded in the errata log)",
+            file=sys.stderr,
+        )
         return 2
     try:
         if not (Path(args.root) / "_toc.yml").is_file():
@@ -524,9 +542,7 @@ def main(argv=None):
             print(format_rows([(g["chapter"], g["name"], "", g["text"], "", "") for g in got]))
             return 0
         if args.command == "bless":
-            return bless(
-                args.expected, got, root=args.root, errata_dir=args.errata, drop=args.drop, reason=args.reason
-            )
+            return bless(args.expected, got, root=args.root, errata_dir=args.errata, drop=args.drop, reason=args.reason)
         expected = load(args.expected)
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
