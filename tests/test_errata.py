@@ -184,3 +184,15 @@ def test_the_appendix_is_in_the_table_of_contents_among_the_appendices():
     toc = (ROOT / "_toc.yml").read_text()
     appendices = toc[toc.index("caption: Appendices") :]
     assert "file: chapters/98_errata" in appendices
+
+
+def test_the_built_appendix_lists_every_entry_with_links_and_citations(built_book):
+    page = (built_book / "html" / "chapters" / "98_errata.html").read_text()
+    entries = errata.load(ROOT / errata.ERRATA_DIR, ROOT)
+    missing = [e.file for e in entries if e.file not in page]
+    assert not missing, f"entries not on the built page: {missing}"
+    dates = [errata._long_date(d) for d in sorted({e.date for e in entries}, reverse=True)]
+    positions = [page.index(d) for d in dates]
+    assert positions == sorted(positions), "dates are not newest first"
+    assert 'href="01_topology.html#sec-topo-achieved"' in page  # a section linked by its target
+    assert 'href="90_presets.html#id' in page or "90_presets.html#" in page  # a citation into the bibliography

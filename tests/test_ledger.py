@@ -10,7 +10,7 @@ from nbclient import NotebookClient
 
 from conftest import EXPECTED_NUMBERS, ROOT
 from shardbook import ledger
-from shardbook.book import expected
+from shardbook.book import errata, expected
 
 
 def test_built_values_match_the_committed_ledger(built_book):
@@ -208,3 +208,24 @@ def test_a_corrupt_glue_file_is_named(tmp_path, built_book, capsys):
     broken.write_text("{not json")
     with pytest.raises(ValueError, match=f"{broken.name}: cannot be read as JSON"):
         expected.collect(executed)
+
+
+def test_bless_refuses_a_planted_text_change_without_an_errata_entry(tmp_path, built_book, capsys):
+    """Issue 30: a value whose printed text would change, listed by no entry
+    of errata/ and given no --reason, stops bless with one line naming it;
+    with --reason it is blessed and the reason is recorded as an entry."""
+    target = tmp_path / "expected.json"
+    values = expected.load(EXPECTED_NUMBERS)
+    planted = next(v for v in values if (v["chapter"], v["name"]) == ("91_numbers", "numbers_example_ms"))
+    expected.write(target, [dict(v, text="9.99 ms") if v is planted else v for v in values])
+    before = target.read_text()
+    args = ["bless", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]
+    assert expected.main(args) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "91_numbers:numbers_example_ms" in err[0] and "--reason" in err[0], err
+    assert target.read_text() == before
+    log = tmp_path / "errata"
+    assert expected.main([*args, "--errata", str(log), "--reason", "A planted change, for the test."]) == 0
+    (entry,) = errata.load(log, ROOT)
+    assert entry.values == ("91_numbers:numbers_example_ms",) and entry.why == "A planted change, for the test."
+    assert {v["name"]: v["text"] for v in expected.load(target)}["numbers_example_ms"] == planted["text"]
