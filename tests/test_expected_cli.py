@@ -613,3 +613,24 @@ def test_an_entry_covers_its_change_once(book, capsys):
     assert book.run("bless") == 2
     assert f"{OTHER}:wp_ratio" in _one_line(capsys)
     assert book.values()["wp_ratio"]["text"] == "1.20"
+
+
+def test_make_bless_passes_the_reason_and_the_drops(book, monkeypatch):
+    """`make bless REASON="..."` sets SHARDBOOK_BLESS_REASON (an empty one
+    is no reason); DROP names become --drop options."""
+    book.build(wp_ratio=(1.2, "1.20"))
+    monkeypatch.setenv(expected.REASON_ENV, "")
+    assert book.run("bless") == 2
+    monkeypatch.setenv(expected.REASON_ENV, "Recomputed with the fabric model.")
+    assert book.run("bless") == 0
+    assert [e.why for e in errata.load(book.errata, book.root)] == ["Recomputed with the fabric model."]
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        ["make", "-n", "-C", str(root), "bless", 'REASON=it\'s "quoted"', "DROP=a_value b_value"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"make -n failed here: {done.stderr[-300:]}")
+    assert "shardbook.book.expected bless --drop a_value --drop b_value" in done.stdout

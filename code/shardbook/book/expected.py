@@ -499,6 +499,8 @@ def check_build(executed_dir, root="."):
 
 # --- command line ----------------------------------------------------------
 
+REASON_ENV = "SHARDBOOK_BLESS_REASON"  # what `make bless REASON="..."` sets
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
@@ -520,9 +522,11 @@ def main(argv=None):
     parser.add_argument(
         "--reason",
         default=None,
-        help="with bless: why printed texts change; recorded as a new entry of the errata log",
+        help=f"with bless: why printed texts change; recorded as a new entry of the errata log (default: ${REASON_ENV})",
     )
     args = parser.parse_args(argv)
+    if args.reason is None and args.command == "bless":
+        args.reason = os.environ.get(REASON_ENV) or None  # `make bless REASON="..."`
     if args.command != "bless" and (args.drop or args.reason is not None):
         print("ledger: --drop and --reason go with bless only", file=sys.stderr)
         return 2
