@@ -199,6 +199,48 @@ def test_four_pods():
     assert round(days) == 11
 
 
+def test_largest_documented_v5p_job():
+    # Ref: google-tpu-v5p: "Single slice training is supported for up to 6144 chips.
+    # You can scale up to 18432 chips using Multislice." Review ch0-3 A12: worked
+    # problem 4 on 3 slices of 6,144 chips, not four 8,960-chip pods.
+    assert hardware.TPU_V5P_LARGEST_SLICE_CHIPS == 6144
+    assert hardware.TPU_V5P_MULTISLICE_MAX_CHIPS == 18432
+    slices = int(hardware.TPU_V5P_MULTISLICE_MAX_CHIPS // hardware.TPU_V5P_LARGEST_SLICE_CHIPS)
+    assert slices == 3
+    chips = slices * 6144
+    assert round(BATCH_4M / chips) == 228
+    assert BATCH_4M / slices > roofline.dcn_min_tokens_per_slice(V5P.bf16_dense_flops_per_s, V5P.scale_out_bytes_per_s)
+    c, w = V5P.bf16_dense_flops_per_s, V5P.collective_bytes_per_s  # Google's table, as the chapter
+    assert roofline.fsdp_tp_best_ratio(BATCH_4M / slices, 6144, F_70B, c, w) == pytest.approx(1.57, abs=0.005)
+    serial = roofline.fsdp_tp_best_ratio(BATCH_4M / slices, 6144, F_70B, c, w, overlap_collectives=False)
+    assert serial == pytest.approx(0.79, abs=0.005)
+    assert round(training.training_time_days(70e9, 15e12, chips, V5P.bf16_dense_flops_per_s, 0.4)) == 22
+    # four whole pods are more than the Multislice limit
+    assert 4 * V5P.scale_up_domain_size > hardware.TPU_V5P_MULTISLICE_MAX_CHIPS
+
+
+def test_backward_weight_gradient_takes_the_parameters_layout():
+    """dW_in[D,F] = Inᵀ[D_Y,B] · dTmp[B,F_Y] under TP: I and K share Y, so one
+    operand is gathered; W_in's layout [D, F_Y] means Inᵀ along D (0 bytes if
+    the forward's gathered In is kept), not dTmp along F, which would give
+    [D_Y, F]. Ref: scaling-book-training (backward pass), review ch0-3 A2."""
+    steps, out = sharding.matmul_communication(("Y", None), (None, "Y"), out_spec=(None, "Y"))
+    assert steps == [("all-gather A along I", "Y")] and out == (None, "Y")
+    # FSDP + TP: partial sums over X (reduce-scattered onto D_X), In gathered over Y
+    steps, out = sharding.matmul_communication(("Y", "X"), ("X", "Y"), out_spec=("X", "Y"))
+    assert steps == [("partial sums: all-reduce (or reduce-scatter)", "X"), ("all-gather A along I", "Y")]
+    assert out == (None, "Y")
+    # dW_out[F_Y, D] under FSDP + TP keeps Y on I: dOut is gathered along D
+    steps, out = sharding.matmul_communication(("Y", "X"), ("X", "Y"), out_spec=("Y", "X"))
+    assert steps[-1] == ("all-gather B along K", "Y") and out == ("Y", None)
+    # without a required layout, the rule keeps its default (B along K)
+    assert sharding.matmul_communication(("x", None), (None, "x")) == ([("all-gather B along K", "x")], ("x", None))
+    with pytest.raises(ValueError, match="out_spec: .* keeps axis 'Y' on neither I nor K"):
+        sharding.matmul_communication(("Y", None), (None, "Y"), out_spec=(None, None))
+    with pytest.raises(ValueError, match="out_spec: must be a pair"):
+        sharding.matmul_communication(("Y", None), (None, "Y"), out_spec="Y")
+
+
 def test_plain_dp_capacity_on_v5p():
     # choosing-a-mesh: "10 bytes per parameter, so at most about 9B parameters
     # on a 96 GB v5p chip" (96e9 / 10 = 9.6e9, rounded down by the source)
@@ -552,3 +594,19 @@ def test_maxtext_parallelism_settings_resolve_as_create_device_mesh_does():
         maxtext.parallelism({"ici_fdsp_parallelism": 8}, 8)
     with pytest.raises(ValueError, match="'num_slices' is not an ici_<axis>_parallelism"):
         maxtext.parallelism({"num_slices": 2}, 8)
+
+
+def test_in_switch_all_reduce_sends_fewer_bytes_than_a_ring():
+    # Ref: nccl-nvls (NVIDIA/nccl#1506, #1031): with NVLink SHARP each half of an
+    # all-reduce sends the buffer one way and 1/N of it the other, so a device
+    # moves (n+1)/n of the buffer each way instead of a ring's 2(n-1)/n.
+    # The ring's 2V(n-1)/(nW) is a bound only when devices reduce. Review ch0-3 A6.
+    w = 450e9
+    assert collectives.in_switch_all_reduce_s(1e9, 8, w) == pytest.approx(1e9 * 9 / 8 / w)
+    assert collectives.all_reduce_s(1e9, 8, w) / collectives.in_switch_all_reduce_s(1e9, 8, w) == pytest.approx(14 / 9)
+    assert collectives.in_switch_all_reduce_s(1e9, 1, w) == 0
+    # for n >= 4 the in-switch reduction beats the ring bound
+    for n in range(4, 73):
+        assert collectives.in_switch_all_reduce_s(1e9, n, w) < collectives.all_reduce_s(1e9, n, w)
+    with pytest.raises(ValueError, match="egress_bytes_per_s"):
+        collectives.in_switch_all_reduce_s(1e9, 8, 0)
