@@ -610,3 +610,32 @@ def test_in_switch_all_reduce_sends_fewer_bytes_than_a_ring():
         assert collectives.in_switch_all_reduce_s(1e9, n, w) < collectives.all_reduce_s(1e9, n, w)
     with pytest.raises(ValueError, match="egress_bytes_per_s"):
         collectives.in_switch_all_reduce_s(1e9, 8, 0)
+
+
+def test_tp_limit_under_fp8_on_a_machine_with_fp8():
+    """Review ch4-6 M1, I3: FP8 doubles C (nvidia-h100-datasheet: 3,958 TFLOP/s
+    FP8 with sparsity, 1,979 dense); the TP limit holds only if both collectives
+    carry FP8, and falls with a BF16 or FP32 reduction ((1 + r)/2 bytes per
+    element against BF16's 2). v5p has no faster FP8 (google-tpu7x prints its
+    FP8 peak equal to BF16)."""
+    h100 = hardware.get("H100")
+    c8 = hardware.FP8_DENSE_FLOPS_PER_S["H100"]
+    assert c8 == pytest.approx(2 * h100.bf16_dense_flops_per_s, rel=1e-3)
+    assert hardware.FP8_DENSE_FLOPS_PER_S["TPU v5p"] == hardware.get("TPU v5p").bf16_dense_flops_per_s
+    assert hardware.FP8_DENSE_FLOPS_PER_S["Ironwood"] == pytest.approx(
+        2 * hardware.get("Ironwood").bf16_dense_flops_per_s
+    )
+    w, f = h100.collective_bytes_per_s, F_70B
+    bf16 = roofline.tp_max_degree(f, h100.bf16_dense_flops_per_s, w)
+    assert roofline.tp_max_degree(f, c8, 2 * w) == pytest.approx(bf16, rel=1e-3)
+    assert roofline.tp_max_degree(f, c8, w * 2 / 1.5) == pytest.approx(bf16 * 2 / 3, rel=1e-3)
+    assert roofline.tp_max_degree(f, c8, w * 2 / 2.5) == pytest.approx(bf16 * 2 / 5, rel=1e-3)
+
+
+def test_tp_exercise_call_as_printed():
+    # Review ch4-6 W2: the call prints Google's 200 GB/s axis (6.2-way);
+    # the Scaling Book's 180 GB/s gives 5.6-way (scaling-book-training).
+    assert round(roofline.tp_max_degree(14336, 459e12, 200e9), 1) == 6.2
+    assert round(roofline.tp_max_degree(14336, 459e12, 180e9), 1) == 5.6
+    v5p = hardware.get("TPU v5p")
+    assert v5p.collective_bytes_per_s == 200e9

@@ -291,6 +291,16 @@ SCALING_BOOK_ICI_LINK_BYTES_PER_S = {
 }
 
 
+# Dense FP8 matmul peaks where the book compares them with BF16. TPU v5p has
+# no faster FP8: Google's TPU7x table prints its FP8 peak equal to BF16 (its
+# doubled rate is int8), so an FP8 argument needs a machine such as these.
+FP8_DENSE_FLOPS_PER_S = {
+    "H100": Sourced(1979 * TFLOP, "nvidia-h100-datasheet", "spec", "3,958 TFLOP/s FP8 with sparsity, halved"),
+    "TPU v5p": Sourced(459 * TFLOP, "google-tpu7x", "spec", "FP8 peak as printed: the BF16 rate"),
+    "Ironwood": Sourced(4614 * TFLOP, "google-tpu7x", "spec", "Peak compute per chip (FP8)"),
+}
+
+
 # Google prints v5e and v6e HBM in GB on their own pages (16 GB, 32 GB), which
 # the presets follow, but its TPU7x comparison table gives v6e "32" in a GiB
 # column: Google's tables disagree, by GiB/GB = 1.074.
