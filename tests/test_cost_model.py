@@ -590,10 +590,44 @@ def test_maxtext_parallelism_settings_resolve_as_create_device_mesh_does():
         ValueError, match="dcn_data_parallelism: -1 cannot fill 3 slices: the other sizes multiply to 2"
     ):
         maxtext.parallelism({"ici_fsdp_parallelism": 8, "dcn_fsdp_parallelism": 2, "dcn_data_parallelism": -1}, 8, 3)
-    with pytest.raises(ValueError, match="ici_fdsp_parallelism: axis: unknown value 'fdsp'"):
+    with pytest.raises(ValueError, match="ici_fdsp_parallelism: name: unknown value 'fdsp'"):
         maxtext.parallelism({"ici_fdsp_parallelism": 8}, 8)
-    with pytest.raises(ValueError, match="'num_slices' is not an ici_<axis>_parallelism"):
+    with pytest.raises(ValueError, match="'num_slices' is not an ici_<name>_parallelism"):
         maxtext.parallelism({"num_slices": 2}, 8)
+
+
+def test_maxtext_parallelism_takes_maxtexts_real_settings():
+    """Review ch7-9 W5. maxtext (configs/types.py and
+    utils/maxtext_utils.create_device_mesh at e591f30): "stage":
+    ici_pipeline_parallelism / dcn_pipeline_parallelism; "tensor" and "model":
+    ici_tensor_parallelism; there is no ici_stage_parallelism; base.yml's
+    mesh_axes has no sequence axis, so ici_sequence_parallelism sizes nothing."""
+    from shardbook import maxtext
+
+    assert maxtext.MESH_AXES == (
+        "diloco", "data", "stage", "fsdp", "fsdp_transpose", "context", "context_usp_ulysses",
+        "context_autoregressive", "tensor", "tensor_sequence", "expert", "autoregressive",
+    )  # fmt: skip
+    ici, dcn = maxtext.parallelism({"ici_pipeline_parallelism": 2, "ici_fsdp_parallelism": -1}, 8, 1)
+    assert (ici, dcn) == ({"stage": 2, "fsdp": 4}, {})
+    ici, dcn = maxtext.parallelism(
+        {"ici_fsdp_parallelism": -1, "dcn_pipeline_parallelism": 2, "dcn_data_parallelism": -1}, 8, 4
+    )
+    assert (ici, dcn) == ({"fsdp": 8}, {"data": 2, "stage": 2})
+    assert maxtext.mesh_from_config(ici, dcn)["stage"] == 2
+    # ici_tensor_parallelism sizes "model" too where mesh_axes has it
+    got = maxtext.parallelism(
+        {"ici_tensor_parallelism": 2, "ici_fsdp_parallelism": 2}, 8, mesh_axes=("fsdp", "tensor", "model")
+    )
+    assert got == ({"fsdp": 2, "tensor": 2, "model": 2}, {})
+    with pytest.raises(
+        ValueError, match="ici_stage_parallelism: MaxText has no such setting.*ici_pipeline_parallelism"
+    ):
+        maxtext.parallelism({"ici_stage_parallelism": 2}, 8)
+    with pytest.raises(ValueError, match="ici_sequence_parallelism: sizes the sequence axis.*MaxText would ignore"):
+        maxtext.parallelism({"ici_sequence_parallelism": 8}, 8)
+    with pytest.raises(ValueError, match="ici_tensor_transpose_parallelism: name: unknown value 'tensor_transpose'"):
+        maxtext.parallelism({"ici_tensor_transpose_parallelism": 8}, 8)
 
 
 def test_in_switch_all_reduce_sends_fewer_bytes_than_a_ring():
