@@ -199,6 +199,48 @@ def test_four_pods():
     assert round(days) == 11
 
 
+def test_largest_documented_v5p_job():
+    # Ref: google-tpu-v5p: "Single slice training is supported for up to 6144 chips.
+    # You can scale up to 18432 chips using Multislice." Review ch0-3 A12: worked
+    # problem 4 on 3 slices of 6,144 chips, not four 8,960-chip pods.
+    assert hardware.TPU_V5P_LARGEST_SLICE_CHIPS == 6144
+    assert hardware.TPU_V5P_MULTISLICE_MAX_CHIPS == 18432
+    slices = int(hardware.TPU_V5P_MULTISLICE_MAX_CHIPS // hardware.TPU_V5P_LARGEST_SLICE_CHIPS)
+    assert slices == 3
+    chips = slices * 6144
+    assert round(BATCH_4M / chips) == 228
+    assert BATCH_4M / slices > roofline.dcn_min_tokens_per_slice(V5P.bf16_dense_flops_per_s, V5P.scale_out_bytes_per_s)
+    c, w = V5P.bf16_dense_flops_per_s, V5P.collective_bytes_per_s  # Google's table, as the chapter
+    assert roofline.fsdp_tp_best_ratio(BATCH_4M / slices, 6144, F_70B, c, w) == pytest.approx(1.57, abs=0.005)
+    serial = roofline.fsdp_tp_best_ratio(BATCH_4M / slices, 6144, F_70B, c, w, overlap_collectives=False)
+    assert serial == pytest.approx(0.79, abs=0.005)
+    assert round(training.training_time_days(70e9, 15e12, chips, V5P.bf16_dense_flops_per_s, 0.4)) == 22
+    # four whole pods are more than the Multislice limit
+    assert 4 * V5P.scale_up_domain_size > hardware.TPU_V5P_MULTISLICE_MAX_CHIPS
+
+
+def test_backward_weight_gradient_takes_the_parameters_layout():
+    """dW_in[D,F] = Inᵀ[D_Y,B] · dTmp[B,F_Y] under TP: I and K share Y, so one
+    operand is gathered; W_in's layout [D, F_Y] means Inᵀ along D (0 bytes if
+    the forward's gathered In is kept), not dTmp along F, which would give
+    [D_Y, F]. Ref: scaling-book-training (backward pass), review ch0-3 A2."""
+    steps, out = sharding.matmul_communication(("Y", None), (None, "Y"), out_spec=(None, "Y"))
+    assert steps == [("all-gather A along I", "Y")] and out == (None, "Y")
+    # FSDP + TP: partial sums over X (reduce-scattered onto D_X), In gathered over Y
+    steps, out = sharding.matmul_communication(("Y", "X"), ("X", "Y"), out_spec=("X", "Y"))
+    assert steps == [("partial sums: all-reduce (or reduce-scatter)", "X"), ("all-gather A along I", "Y")]
+    assert out == (None, "Y")
+    # dW_out[F_Y, D] under FSDP + TP keeps Y on I: dOut is gathered along D
+    steps, out = sharding.matmul_communication(("Y", "X"), ("X", "Y"), out_spec=("Y", "X"))
+    assert steps[-1] == ("all-gather B along K", "Y") and out == ("Y", None)
+    # without a required layout, the rule keeps its default (B along K)
+    assert sharding.matmul_communication(("x", None), (None, "x")) == ([("all-gather B along K", "x")], ("x", None))
+    with pytest.raises(ValueError, match="out_spec: .* keeps axis 'Y' on neither I nor K"):
+        sharding.matmul_communication(("Y", None), (None, "Y"), out_spec=(None, None))
+    with pytest.raises(ValueError, match="out_spec: must be a pair"):
+        sharding.matmul_communication(("Y", None), (None, "Y"), out_spec="Y")
+
+
 def test_plain_dp_capacity_on_v5p():
     # choosing-a-mesh: "10 bytes per parameter, so at most about 9B parameters
     # on a 96 GB v5p chip" (96e9 / 10 = 9.6e9, rounded down by the source)
@@ -548,7 +590,86 @@ def test_maxtext_parallelism_settings_resolve_as_create_device_mesh_does():
         ValueError, match="dcn_data_parallelism: -1 cannot fill 3 slices: the other sizes multiply to 2"
     ):
         maxtext.parallelism({"ici_fsdp_parallelism": 8, "dcn_fsdp_parallelism": 2, "dcn_data_parallelism": -1}, 8, 3)
-    with pytest.raises(ValueError, match="ici_fdsp_parallelism: axis: unknown value 'fdsp'"):
+    with pytest.raises(ValueError, match="ici_fdsp_parallelism: name: unknown value 'fdsp'"):
         maxtext.parallelism({"ici_fdsp_parallelism": 8}, 8)
-    with pytest.raises(ValueError, match="'num_slices' is not an ici_<axis>_parallelism"):
+    with pytest.raises(ValueError, match="'num_slices' is not an ici_<name>_parallelism"):
         maxtext.parallelism({"num_slices": 2}, 8)
+
+
+def test_maxtext_parallelism_takes_maxtexts_real_settings():
+    """Review ch7-9 W5. maxtext (configs/types.py and
+    utils/maxtext_utils.create_device_mesh at e591f30): "stage":
+    ici_pipeline_parallelism / dcn_pipeline_parallelism; "tensor" and "model":
+    ici_tensor_parallelism; there is no ici_stage_parallelism; base.yml's
+    mesh_axes has no sequence axis, so ici_sequence_parallelism sizes nothing."""
+    from shardbook import maxtext
+
+    assert maxtext.MESH_AXES == (
+        "diloco", "data", "stage", "fsdp", "fsdp_transpose", "context", "context_usp_ulysses",
+        "context_autoregressive", "tensor", "tensor_sequence", "expert", "autoregressive",
+    )  # fmt: skip
+    ici, dcn = maxtext.parallelism({"ici_pipeline_parallelism": 2, "ici_fsdp_parallelism": -1}, 8, 1)
+    assert (ici, dcn) == ({"stage": 2, "fsdp": 4}, {})
+    ici, dcn = maxtext.parallelism(
+        {"ici_fsdp_parallelism": -1, "dcn_pipeline_parallelism": 2, "dcn_data_parallelism": -1}, 8, 4
+    )
+    assert (ici, dcn) == ({"fsdp": 8}, {"data": 2, "stage": 2})
+    assert maxtext.mesh_from_config(ici, dcn)["stage"] == 2
+    # ici_tensor_parallelism sizes "model" too where mesh_axes has it
+    got = maxtext.parallelism(
+        {"ici_tensor_parallelism": 2, "ici_fsdp_parallelism": 2}, 8, mesh_axes=("fsdp", "tensor", "model")
+    )
+    assert got == ({"fsdp": 2, "tensor": 2, "model": 2}, {})
+    with pytest.raises(
+        ValueError, match="ici_stage_parallelism: MaxText has no such setting.*ici_pipeline_parallelism"
+    ):
+        maxtext.parallelism({"ici_stage_parallelism": 2}, 8)
+    with pytest.raises(ValueError, match="ici_sequence_parallelism: sizes the sequence axis.*MaxText would ignore"):
+        maxtext.parallelism({"ici_sequence_parallelism": 8}, 8)
+    with pytest.raises(ValueError, match="ici_tensor_transpose_parallelism: name: unknown value 'tensor_transpose'"):
+        maxtext.parallelism({"ici_tensor_transpose_parallelism": 8}, 8)
+
+
+def test_in_switch_all_reduce_sends_fewer_bytes_than_a_ring():
+    # Ref: nccl-nvls (NVIDIA/nccl#1506, #1031): with NVLink SHARP each half of an
+    # all-reduce sends the buffer one way and 1/N of it the other, so a device
+    # moves (n+1)/n of the buffer each way instead of a ring's 2(n-1)/n.
+    # The ring's 2V(n-1)/(nW) is a bound only when devices reduce. Review ch0-3 A6.
+    w = 450e9
+    assert collectives.in_switch_all_reduce_s(1e9, 8, w) == pytest.approx(1e9 * 9 / 8 / w)
+    assert collectives.all_reduce_s(1e9, 8, w) / collectives.in_switch_all_reduce_s(1e9, 8, w) == pytest.approx(14 / 9)
+    assert collectives.in_switch_all_reduce_s(1e9, 1, w) == 0
+    # for n >= 4 the in-switch reduction beats the ring bound
+    for n in range(4, 73):
+        assert collectives.in_switch_all_reduce_s(1e9, n, w) < collectives.all_reduce_s(1e9, n, w)
+    with pytest.raises(ValueError, match="egress_bytes_per_s"):
+        collectives.in_switch_all_reduce_s(1e9, 8, 0)
+
+
+def test_tp_limit_under_fp8_on_a_machine_with_fp8():
+    """Review ch4-6 M1, I3: FP8 doubles C (nvidia-h100-datasheet: 3,958 TFLOP/s
+    FP8 with sparsity, 1,979 dense); the TP limit holds only if both collectives
+    carry FP8, and falls with a BF16 or FP32 reduction ((1 + r)/2 bytes per
+    element against BF16's 2). v5p has no faster FP8 (google-tpu7x prints its
+    FP8 peak equal to BF16)."""
+    h100 = hardware.get("H100")
+    c8 = hardware.FP8_DENSE_FLOPS_PER_S["H100"]
+    assert c8 == pytest.approx(2 * h100.bf16_dense_flops_per_s, rel=1e-3)
+    assert hardware.FP8_DENSE_FLOPS_PER_S["TPU v5p"] == hardware.get("TPU v5p").bf16_dense_flops_per_s
+    assert hardware.FP8_DENSE_FLOPS_PER_S["Ironwood"] == pytest.approx(
+        2 * hardware.get("Ironwood").bf16_dense_flops_per_s
+    )
+    w, f = h100.collective_bytes_per_s, F_70B
+    bf16 = roofline.tp_max_degree(f, h100.bf16_dense_flops_per_s, w)
+    assert roofline.tp_max_degree(f, c8, 2 * w) == pytest.approx(bf16, rel=1e-3)
+    assert roofline.tp_max_degree(f, c8, w * 2 / 1.5) == pytest.approx(bf16 * 2 / 3, rel=1e-3)
+    assert roofline.tp_max_degree(f, c8, w * 2 / 2.5) == pytest.approx(bf16 * 2 / 5, rel=1e-3)
+
+
+def test_tp_exercise_call_as_printed():
+    # Review ch4-6 W2: the call prints Google's 200 GB/s axis (6.2-way);
+    # the Scaling Book's 180 GB/s gives 5.6-way (scaling-book-training).
+    assert round(roofline.tp_max_degree(14336, 459e12, 200e9), 1) == 6.2
+    assert round(roofline.tp_max_degree(14336, 459e12, 180e9), 1) == 5.6
+    v5p = hardware.get("TPU v5p")
+    assert v5p.collective_bytes_per_s == 200e9

@@ -105,6 +105,17 @@ def test_textbook_terms_are_the_books_formulas():
     assert ep.bytes_per_rank == 4 * m.n_layers * slots * 3 / 4
 
 
+def test_cp_two_stage_label_states_the_ratio_to_one_ring():
+    """Review ch7-9 I4: XLA's gradient all-reduce over cp (4) then data (2)
+    moves 2·3/4 + 2·1/2 = 2.5 gradient buffers, which is 2.5 / (2·7/8) = 1.43
+    times one ring over all 8 devices (the chapter's one_cp_two_stage)."""
+    labels = [t.label for t in predicted.collective_terms(schemes.SCHEMES["cp"])]
+    [two_stage] = [label for label in labels if "two stages" in label]
+    assert "1.43× the bytes of one ring over all 8" in two_stage
+    ratio = (predicted.all_reduce_bytes(1, 4) + predicted.all_reduce_bytes(1, 2)) / predicted.all_reduce_bytes(1, 8)
+    assert ratio == pytest.approx(2.5 / 1.75)
+
+
 @pytest.mark.parametrize("name", list(schemes.SCHEMES))
 def test_memory_is_the_formulas(records, name):
     """Arguments and outputs of memory_analysis() are the sharded weights and

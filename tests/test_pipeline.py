@@ -100,6 +100,44 @@ def test_flush_tail():
         pipeline.flush_tail_s(0.25, 0.2, stage=-1)
 
 
+def test_flush_tail_with_layer_buckets_always_exposes_the_last_bucket():
+    """Review ch4-6 I1: a layer's bucket starts only after that layer's
+    backward, and stage 0's first layer finishes last, so its bucket R/n is
+    exposed however well the rest hides: max(R/n, R - b + b/n)."""
+    r, b = 0.252, 0.256  # Llama 3 405B's stage, ch 6: R and b nearly match
+    assert pipeline.flush_tail_s(r, b) == 0  # the unbucketed limit
+    assert pipeline.flush_tail_s(r, b, n_buckets=8) == pytest.approx(r / 8)
+    assert pipeline.flush_tail_s(0.25, 0.2, n_buckets=5) == pytest.approx(0.25 - 0.2 + 0.2 / 5)
+    for n in (1, 2, 8, 64):
+        for rr in (0.0, 0.1, 0.25, 0.5):
+            got = pipeline.flush_tail_s(rr, 0.2, n_buckets=n)
+            assert got == pytest.approx(max(rr / n, rr - 0.2 + 0.2 / n))
+            assert got >= pipeline.flush_tail_s(rr, 0.2)  # buckets never beat the limit
+    # a later stage has the drain to hide behind
+    assert pipeline.flush_tail_s(r, b, stage=1, n_buckets=8) == 0
+    with pytest.raises(ValueError, match="n_buckets"):
+        pipeline.flush_tail_s(r, b, n_buckets=0)
+
+
+def test_fewer_stages_do_not_expose_the_flush_tail():
+    """Review ch4-6 W1: gradient bytes and a microbatch's backward both scale
+    with the parameters per GPU, so R/b is independent of the stage count;
+    only the microbatch (tokens per backward) moves it."""
+    from shardbook import collectives, hardware, models
+
+    h100 = hardware.get("H100")
+    params = models.param_count(models.get("LLaMA-3 405B"))
+    c = h100.bf16_dense_flops_per_s * 0.41
+
+    def r_over_b(pp, dp, tokens):
+        per_gpu = params / (pp * 8)
+        r = collectives.reduce_scatter_s(4 * per_gpu, dp, h100.scale_out_bytes_per_s)
+        return r / (4 * per_gpu * tokens / c)
+
+    assert r_over_b(8, 256, 8192) == pytest.approx(r_over_b(16, 128, 8192), rel=0.01)
+    assert r_over_b(16, 128, 4096) == pytest.approx(2 * r_over_b(16, 128, 8192))
+
+
 def test_bad_schedule_arguments():
     with pytest.raises(ValueError, match="kind: unknown value 'dualpipe'"):
         pipeline.schedule("dualpipe", 4, 8)

@@ -177,3 +177,63 @@ def test_sustained_factors_as_the_interactive_edition_prints_them():
     from shardbook import hardware
 
     assert all(f.accelerator in hardware.PRESETS for f in measured.SUSTAINED)
+
+
+def test_tpu_dcn_per_chip_from_googles_tables():
+    # Ref: google-tpu-v6e ("Per-host NIC configuration: 4 x 200 Gbps NIC", 8 chips
+    # per host; "Data center network bandwidth per Pod: 25.6 Tbps", 256 chips) and
+    # google-tpu7x ("Data center network (DCN) bandwidth per chip (Gb/s)": v5p 50,
+    # v6e 100, TPU7x 100). Review ch0-3 A1, A7.
+    v6e = hardware.get("TPU v6e").scale_out_bytes_per_s
+    assert v6e == pytest.approx(4 * 200e9 / 8 / 8) == pytest.approx(12.5 * GB)
+    assert v6e.source == "google-tpu-v6e"
+    iw = hardware.get("Ironwood").scale_out_bytes_per_s
+    assert iw == pytest.approx(100e9 / 8)
+    assert (iw.source, iw.kind) == ("google-tpu7x", "spec")
+    assert hardware.get("TPU v5p").scale_out_bytes_per_s == pytest.approx(50e9 / 8)
+    # v5e: 2 x 100 Gb/s per 8-chip host, 6.4 Tb/s per 256-chip pod (google-tpu-v5e)
+    assert hardware.get("TPU v5e").scale_out_bytes_per_s == pytest.approx(2 * 100e9 / 8 / 8)
+    # no TPU DCN figure comes from a publisher other than Google
+    for name in ("TPU v5e", "TPU v5p", "TPU v6e", "Ironwood"):
+        assert hardware.get(name).scale_out_bytes_per_s.source.startswith("google-"), name
+
+
+def test_mi300x_nic_cites_an_mi300x_platform():
+    # Ref: azure-nd-mi300x-v5 (8 MI300X per VM, "8x400 Gigabit NDR"); the AMD
+    # chapter's 400 Gb/s NIC is its MI355X reference design. Review ch0-3 A8.
+    mi = hardware.get("MI300X")
+    assert mi.scale_out_bytes_per_s == pytest.approx(400e9 / 8)
+    assert mi.scale_out_bytes_per_s.source == "azure-nd-mi300x-v5"
+    assert mi.scale_out_nics_per_device.source == "azure-nd-mi300x-v5"
+
+
+def test_v5e_v6e_hbm_as_their_own_pages_print_it():
+    # Ref: google-tpu-v5e, google-tpu-v6e print "16 GB" and "32 GB"; google-tpu7x's
+    # comparison table prints v6e as 32 in a GiB column. Review ch0-3 A13.
+    from shardbook.units import GiB
+
+    assert hardware.get("TPU v5e").hbm_bytes == 16 * GB
+    assert hardware.get("TPU v6e").hbm_bytes == 32 * GB
+    assert hardware.TPU7X_TABLE_V6E_HBM_BYTES == 32 * GiB
+    assert hardware.TPU7X_TABLE_V6E_HBM_BYTES / hardware.get("TPU v6e").hbm_bytes == pytest.approx(1.074, abs=1e-3)
+
+
+def test_measured_mode_applies_the_link_factor_to_the_w_it_was_printed_beside():
+    # Ref: parallelize-transformer, hardware table: "459 TF | ≈0.72 | 180 GB/s | ≈0.95"
+    # (v5p) and "197 TF | ≈0.67 | 90 GB/s | ≈0.95" (v5e): the 0.95 is a share of the
+    # Scaling Book's W, not of Google's 200 / 100 GB/s. Review ch0-3 A9.
+    from shardbook import measured
+
+    f = {x.accelerator: x for x in measured.SUSTAINED}
+    assert f["TPU v5p"].link_of_bytes_per_s == 2 * hardware.SCALING_BOOK_ICI_LINK_BYTES_PER_S["TPU v5p"]
+    assert f["TPU v5e"].link_of_bytes_per_s == 2 * hardware.SCALING_BOOK_ICI_LINK_BYTES_PER_S["TPU v5e"]
+    v5p = measured.measured_alpha(f["TPU v5p"], hardware.get("TPU v5p").bf16_dense_flops_per_s)
+    v5e = measured.measured_alpha(f["TPU v5e"], hardware.get("TPU v5e").bf16_dense_flops_per_s)
+    assert v5p == pytest.approx(459e12 * 0.72 / (180e9 * 0.95)) and round(v5p) == 1933
+    assert v5e == pytest.approx(197e12 * 0.67 / (90e9 * 0.95)) and round(v5e) == 1544
+    # on the GPUs the table's W is the presets' egress, so nothing changes there
+    for name in ("H100", "B200", "GB200 NVL72", "GB300 NVL72", "H800"):
+        assert f[name].link_of_bytes_per_s == hardware.get(name).collective_bytes_per_s, name
+    # the achieved rate never exceeds the line rate it is a share of
+    for x in measured.SUSTAINED:
+        assert x.achieved_link_bytes_per_s < x.link_of_bytes_per_s

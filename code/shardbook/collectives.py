@@ -64,6 +64,26 @@ def all_reduce_s(total_bytes, n, link_bytes_per_s, bidirectional=False, concurre
     )
 
 
+def in_switch_all_reduce_s(total_bytes, n, egress_bytes_per_s):
+    """All-reduce when the switch does the reduction (NVLink SHARP, NCCL's
+    NVLS algorithm; SHARP on InfiniBand). Each device sends every slice of
+    its buffer once to the switch, which sums them, and the reduced slices are
+    multicast back: about total·(n+1)/n bytes each way per device, against a
+    ring's (or direct copies') total·2(n-1)/n. That ring figure, which
+    all_reduce_s and shardbook.fabric price, is therefore a bound only for
+    algorithms in which the devices reduce. Units: bytes, bytes/s one
+    direction of the device's egress, seconds.
+    Ref: nccl-nvls (NCCL maintainers: NVLS "will transmit size in one direction
+    and 1/N*size in the other" per reduce-scatter or all-gather half).
+    """
+    _validate.non_negative("total_bytes", total_bytes)
+    _validate.count("n", n)
+    _validate.positive("egress_bytes_per_s", egress_bytes_per_s)
+    if n == 1:
+        return 0.0
+    return total_bytes * (n + 1) / n / egress_bytes_per_s
+
+
 def hierarchical_all_reduce_s(
     total_bytes,
     n_inner,

@@ -176,8 +176,12 @@ def _mi300x():
         scale_up_link_bidirectional_bytes_per_s=_f(2 * link, src, note="xGMI, 128 GB/s per link"),
         scale_up_egress_bytes_per_s=_f(7 * link, src, "derived", "7 peers x 64 GB/s"),
         scale_up_domain_size=_f(8, src),
-        scale_out_bytes_per_s=_f(gbit_per_s_to_bytes_per_s(400), "scale-your-model-amd", note="400 Gb/s NIC per GPU"),
-        scale_out_nics_per_device=_f(1, "scale-your-model-amd", note="one NIC per GPU"),
+        # the AMD chapter's 400 Gb/s NIC is its MI355X reference design; a deployed
+        # MI300X platform (Azure ND MI300X v5: 8 MI300X, 8 x 400 Gb/s NDR) has the same
+        scale_out_bytes_per_s=_f(
+            gbit_per_s_to_bytes_per_s(400), "azure-nd-mi300x-v5", note="8 x 400 Gb/s NDR per 8 GPUs"
+        ),
+        scale_out_nics_per_device=_f(1, "azure-nd-mi300x-v5", note="8 NICs per 8-GPU VM, one per GPU"),
         host_link_bytes_per_s=_f(64 * GB, src, note="PCIe Gen5 x16"),
     )
 
@@ -258,9 +262,9 @@ def _tpu(
 
 
 def _ironwood():
-    # Google's TPU7x table for C, HBM and pod size; 1.2 TB/s of ICI per chip,
-    # both directions, from Google's announcement; DCN as the choosing-a-mesh
-    # source uses it (the stored copy of Google's table does not show its DCN row)
+    # Google's TPU7x table for C, HBM, pod size and DCN ("Data center network
+    # (DCN) bandwidth per chip (Gb/s)": 100); 1.2 TB/s of ICI per chip, both
+    # directions, from Google's announcement
     return _tpu(
         "Ironwood",
         "google-tpu7x",
@@ -269,10 +273,10 @@ def _ironwood():
         1200 * GB,
         6,
         9216,
-        12.5e9,
-        "choosing-a-mesh",
+        gbit_per_s_to_bytes_per_s(100),
+        "google-tpu7x",
         "spec",
-        "DCN per chip, one direction",
+        "100 Gb/s of DCN per chip",
         ici_src="google-ironwood",
     )
 
@@ -285,6 +289,22 @@ SCALING_BOOK_ICI_LINK_BYTES_PER_S = {
     "TPU v5p": Sourced(9e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
     "TPU v6e": Sourced(9e10, "scaling-book-tpus", "spec", "ICI, one link, one direction"),
 }
+
+
+# Dense FP8 matmul peaks where the book compares them with BF16. TPU v5p has
+# no faster FP8: Google's TPU7x table prints its FP8 peak equal to BF16 (its
+# doubled rate is int8), so an FP8 argument needs a machine such as these.
+FP8_DENSE_FLOPS_PER_S = {
+    "H100": Sourced(1979 * TFLOP, "nvidia-h100-datasheet", "spec", "3,958 TFLOP/s FP8 with sparsity, halved"),
+    "TPU v5p": Sourced(459 * TFLOP, "google-tpu7x", "spec", "FP8 peak as printed: the BF16 rate"),
+    "Ironwood": Sourced(4614 * TFLOP, "google-tpu7x", "spec", "Peak compute per chip (FP8)"),
+}
+
+
+# Google prints v5e and v6e HBM in GB on their own pages (16 GB, 32 GB), which
+# the presets follow, but its TPU7x comparison table gives v6e "32" in a GiB
+# column: Google's tables disagree, by GiB/GB = 1.074.
+TPU7X_TABLE_V6E_HBM_BYTES = Sourced(32 * GiB, "google-tpu7x", "spec", "v6e column, 'HBM capacity per chip (GiB)'")
 
 
 _BUILDERS = {
@@ -331,10 +351,10 @@ _BUILDERS = {
         800 * GB,
         4,
         256,
-        2.5e10 / 8,
-        "scaling-book-tpus",
+        25.6e12 / 8 / 256,
+        "google-tpu-v6e",
         "derived",
-        "about 2.5e10 B/s of DCN per host of 8 chips",
+        "25.6 Tb/s of DCN per 256-chip pod (4 x 200 Gb/s NICs per 8-chip host)",
     ),
     "Ironwood": _ironwood,
 }
@@ -366,6 +386,9 @@ def alpha(name):
 # Google's v5p page: the largest job one slice can hold is 96 cubes,
 # 16 x 16 x 24 = 6,144 chips, of the pod's 8,960; more needs Multislice over DCN.
 TPU_V5P_LARGEST_SLICE_CHIPS = Sourced(6144, "google-tpu-v5p", "spec", "16 x 16 x 24, 96 cubes")
+# The same page: "Single slice training is supported for up to 6144 chips. You can
+# scale up to 18432 chips using Multislice."
+TPU_V5P_MULTISLICE_MAX_CHIPS = Sourced(18432, "google-tpu-v5p", "spec", "largest Multislice job")
 
 
 _validate.guard_module(globals())

@@ -17,21 +17,43 @@ DEFAULT_RULES = {
     "mlp_moe": ("fsdp_transpose", "tensor", "tensor_sequence", "autoregressive"),
 }
 
-# MaxText's mesh axes for the one-node meshes of the case study.
+# MaxText's default mesh axes, in order (base.yml `mesh_axes`, MaxText at e591f30).
 MESH_AXES = (
+    "diloco",
     "data",
     "stage",
     "fsdp",
     "fsdp_transpose",
-    "sequence",
     "context",
+    "context_usp_ulysses",
     "context_autoregressive",
     "tensor",
-    "tensor_transpose",
     "tensor_sequence",
     "expert",
     "autoregressive",
 )
+
+# The settings MaxText has: `ici_<name>_parallelism` / `dcn_<name>_parallelism`
+# for each name here, and the mesh axes each one sizes (configs/types.py and
+# utils/maxtext_utils.create_device_mesh build the same ici/dcn maps). The
+# setting's name is not always the axis's: `pipeline` sizes the `stage` axis,
+# and `tensor` sizes both `tensor` and `model` (an axis only custom mesh_axes
+# lists). There is no `ici_stage_parallelism`.
+SETTING_AXES = {
+    "diloco": ("diloco",),
+    "data": ("data",),
+    "pipeline": ("stage",),
+    "fsdp": ("fsdp",),
+    "fsdp_transpose": ("fsdp_transpose",),
+    "sequence": ("sequence",),
+    "context": ("context",),
+    "context_usp_ulysses": ("context_usp_ulysses",),
+    "context_autoregressive": ("context_autoregressive",),
+    "tensor": ("tensor", "model"),
+    "tensor_sequence": ("tensor_sequence",),
+    "expert": ("expert",),
+    "autoregressive": ("autoregressive",),
+}
 
 
 def mesh_from_config(ici, dcn=None):
@@ -47,45 +69,79 @@ def mesh_from_config(ici, dcn=None):
     return {axis: ici.get(axis, 1) * dcn.get(axis, 1) for axis in MESH_AXES}
 
 
-def parallelism(settings, devices_per_slice, n_slices=1):
-    """The ICI and DCN axis sizes that MaxText's `ici_<axis>_parallelism`
-    and `dcn_<axis>_parallelism` settings give, as its create_device_mesh
-    resolves them: at most one -1 per network, filled so that the ICI sizes
-    multiply to the devices of one slice and the DCN sizes to the number of
-    slices. Returns (ici, dcn), dicts of axis -> size (size-1 axes left
-    out), the shapes create_hybrid_device_mesh takes in MESH_AXES order.
-    Ref: maxtext, scale-your-model-amd."""
+def _setting(key, size, mesh_axes):
+    """(network, the mesh axes it sizes) of one `<network>_<name>_parallelism`
+    setting, or ValueError naming it."""
+    prefix, _, rest = str(key).partition("_")
+    name = rest[: -len("_parallelism")] if rest.endswith("_parallelism") else None
+    if prefix not in ("ici", "dcn") or name is None:
+        raise ValueError(f"settings: {key!r} is not an ici_<name>_parallelism or dcn_<name>_parallelism setting")
+    if name == "stage":
+        raise ValueError(
+            f"{key}: MaxText has no such setting; the stage axis is sized by {prefix}_pipeline_parallelism"
+        )
+    _validate.choice(f"{key}: name", name, tuple(SETTING_AXES))
+    if isinstance(size, bool) or not isinstance(size, int) or (size < 1 and size != -1):
+        raise ValueError(f"{key}: must be a positive integer or -1 (fill from the device count), got {size!r}")
+    axes = [a for a in SETTING_AXES[name] if a in mesh_axes]
+    if not axes:
+        raise ValueError(
+            f"{key}: sizes the {'/'.join(SETTING_AXES[name])} axis, which mesh_axes does not have; "
+            "MaxText would ignore the setting"
+        )
+    return prefix, axes
+
+
+def _fill(prefix, table, total, what):
+    """Replace the one -1 of `table` so that its sizes multiply to `total`
+    (MaxText's fill_unspecified_mesh_axes), or ValueError."""
+    unknown = [a for a, size in table.items() if size == -1]
+    if len(unknown) > 1:
+        raise ValueError(f"{prefix}: at most one axis may be -1, got {', '.join(unknown)}")
+    product = 1
+    for size in table.values():
+        product *= size if size != -1 else 1
+    if unknown:
+        if total % product:
+            raise ValueError(
+                f"{prefix}_{unknown[0]}_parallelism: -1 cannot fill {total} {what}: the other sizes multiply to {product}"
+            )
+        table[unknown[0]] = total // product
+    elif product != total:
+        raise ValueError(f"{prefix}: the sizes multiply to {product}, but there are {total} {what}")
+
+
+def parallelism(settings, devices_per_slice, n_slices=1, mesh_axes=MESH_AXES):
+    """The ICI and DCN axis sizes that MaxText's `ici_<name>_parallelism`
+    and `dcn_<name>_parallelism` settings give, as its create_device_mesh
+    resolves them: each setting sizes the mesh axes SETTING_AXES names
+    (`ici_pipeline_parallelism` the `stage` axis, `ici_tensor_parallelism`
+    `tensor` and, where `mesh_axes` has it, `model`); settings not given are
+    1; at most one -1 per network, filled so that the ICI sizes multiply to
+    the devices of one slice and the DCN sizes to the number of slices.
+    A setting MaxText does not have, or one no axis of `mesh_axes` takes
+    (MaxText would ignore it), is refused. Returns (ici, dcn), dicts of
+    axis -> size (size-1 axes left out), the shapes create_hybrid_device_mesh
+    takes in `mesh_axes` order.
+    Ref: maxtext (configs/types.py, utils/maxtext_utils.create_device_mesh,
+    utils/max_utils.fill_unspecified_mesh_axes), scale-your-model-amd."""
     _validate.count("devices_per_slice", devices_per_slice)
     _validate.count("n_slices", n_slices)
     if not isinstance(settings, dict):
         raise ValueError(f"settings: must be a dict of MaxText settings, got {settings!r}")
+    if isinstance(mesh_axes, str) or not isinstance(mesh_axes, (tuple, list)) or not mesh_axes:
+        raise ValueError(f"mesh_axes: must be a non-empty list of mesh axis names, got {mesh_axes!r}")
+    known_axes = sorted({a for axes in SETTING_AXES.values() for a in axes})
+    for axis in mesh_axes:
+        _validate.choice("mesh_axes", axis, known_axes)
     tables = {"ici": {}, "dcn": {}}
     for key, size in settings.items():
-        prefix, _, rest = str(key).partition("_")
-        axis = rest[: -len("_parallelism")] if rest.endswith("_parallelism") else None
-        if prefix not in tables or axis is None:
-            raise ValueError(f"settings: {key!r} is not an ici_<axis>_parallelism or dcn_<axis>_parallelism setting")
-        _validate.choice(f"{key}: axis", axis, MESH_AXES)
-        if isinstance(size, bool) or not isinstance(size, int) or (size < 1 and size != -1):
-            raise ValueError(f"{key}: must be a positive integer or -1 (fill from the device count), got {size!r}")
-        tables[prefix][axis] = size
-    for prefix, total, what in (("ici", devices_per_slice, "devices per slice"), ("dcn", n_slices, "slices")):
-        table = tables[prefix]
-        unknown = [a for a, size in table.items() if size == -1]
-        if len(unknown) > 1:
-            raise ValueError(f"{prefix}: at most one axis may be -1, got {', '.join(unknown)}")
-        product = 1
-        for size in table.values():
-            product *= size if size != -1 else 1
-        if unknown:
-            if total % product:
-                raise ValueError(
-                    f"{prefix}_{unknown[0]}_parallelism: -1 cannot fill {total} {what}: the other sizes multiply to {product}"
-                )
-            table[unknown[0]] = total // product
-        elif product != total:
-            raise ValueError(f"{prefix}: the sizes multiply to {product}, but there are {total} {what}")
-    return tuple({a: tables[p][a] for a in MESH_AXES if tables[p].get(a, 1) > 1} for p in ("ici", "dcn"))
+        prefix, axes = _setting(key, size, mesh_axes)
+        for axis in axes:
+            tables[prefix][axis] = size
+    _fill("ici", tables["ici"], devices_per_slice, "devices per slice")
+    _fill("dcn", tables["dcn"], n_slices, "slices")
+    return tuple({a: tables[p][a] for a in mesh_axes if tables[p].get(a, 1) > 1} for p in ("ici", "dcn"))
 
 
 def resolve(logical_axes, mesh, rules=None):

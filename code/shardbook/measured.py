@@ -6,6 +6,8 @@ rerun them. Chapters show them as cited evidence.
 
 from dataclasses import dataclass
 
+from . import _validate
+
 
 @dataclass(frozen=True)
 class MeshRun:
@@ -65,8 +67,11 @@ ACHIEVED_SCALE_UP = (
     AchievedScaleUp(
         "H100", "egress", 0.82 * 450e9, "parallelize-transformer", "achieved factor 0.82 on 450 GB/s NVLink egress"
     ),
-    # DeepSeek-V3 reports 160 GB/s of NVLink on H800 (spec 200 GB/s per direction).
-    AchievedScaleUp("H800", "egress", 160e9, "deepseek2024v3", "NVLink bandwidth DeepSeek reports for its H800 nodes"),
+    # DeepSeek-V3: "NVLink offers a bandwidth of 160 GB/s" on its H800 nodes (spec 200 GB/s
+    # per direction); the report does not say it was measured, the interactive edition reads it so.
+    AchievedScaleUp(
+        "H800", "egress", 160e9, "deepseek2024v3", "NVLink bandwidth DeepSeek's report gives for its H800 nodes"
+    ),
 )
 
 
@@ -82,26 +87,50 @@ def achieved_scale_up(accelerator):
 class SustainedFactors:
     """The fraction of a machine's spec that a well-tuned job sustains, as
     the interactive edition's hardware table prints it: `compute` of the
-    dense BF16 peak, `link` of the scale-up link rate. The `*_approximate`
-    flags mark the entries that table prints with "≈"."""
+    dense BF16 peak, `link` of the W the same table prints beside it,
+    `link_of_bytes_per_s` (the bidirectional torus axis for a TPU, the
+    one-direction NVLink egress for a GPU). The `*_approximate` flags mark
+    the entries that table prints with "≈".
+
+    The factor belongs to that W, not to the presets': for TPU v5p and v5e
+    the table's W is the Scaling Book's (180 and 90 GB/s), about 10 % below
+    Google's (200 and 100 GB/s), so 0.95 of Google's figure would be above
+    the table's own line rate."""
 
     accelerator: str
     compute: float
     compute_approximate: bool
     link: float
     link_approximate: bool
+    link_of_bytes_per_s: float
     source: str = "parallelize-transformer"
+
+    @property
+    def achieved_link_bytes_per_s(self):
+        """The achieved W in bytes/s: `link` × the W the factor was printed beside."""
+        return self.link * self.link_of_bytes_per_s
 
 
 SUSTAINED = (
-    SustainedFactors("TPU v5p", 0.72, True, 0.95, True),
-    SustainedFactors("TPU v5e", 0.67, True, 0.95, True),
-    SustainedFactors("H100", 0.73, False, 0.82, False),
-    SustainedFactors("B200", 0.69, False, 0.82, True),
-    SustainedFactors("GB200 NVL72", 0.70, True, 0.82, True),
-    SustainedFactors("GB300 NVL72", 0.70, True, 0.82, True),
-    SustainedFactors("H800", 0.73, True, 0.80, False),
+    SustainedFactors("TPU v5p", 0.72, True, 0.95, True, 180e9),
+    SustainedFactors("TPU v5e", 0.67, True, 0.95, True, 90e9),
+    SustainedFactors("H100", 0.73, False, 0.82, False, 450e9),
+    SustainedFactors("B200", 0.69, False, 0.82, True, 900e9),
+    SustainedFactors("GB200 NVL72", 0.70, True, 0.82, True, 900e9),
+    SustainedFactors("GB300 NVL72", 0.70, True, 0.82, True, 900e9),
+    SustainedFactors("H800", 0.73, True, 0.80, False, 200e9),
 )
+
+
+def measured_alpha(factors, spec_flops_per_s):
+    """α in the interactive edition's measured mode, FLOPs per byte:
+    sustained C over achieved W, each factor applied to the figure it was
+    printed beside (`spec_flops_per_s` is the preset's dense BF16 peak, the
+    same C the table prints). Ref: parallelize-transformer (hardware table)."""
+    if not isinstance(factors, SustainedFactors):
+        raise ValueError(f"factors: must be a measured.SustainedFactors (an entry of SUSTAINED), got {factors!r}")
+    _validate.positive("spec_flops_per_s", spec_flops_per_s)
+    return spec_flops_per_s * factors.compute / factors.achieved_link_bytes_per_s
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,42 @@ def remote_bytes_per_device(tokens_per_device, top_k, d_model, bytes_per_element
     return routed_bytes_per_device(tokens_per_device, top_k, d_model, bytes_per_element) * (ep - 1) / ep
 
 
+def scale_out_exchange_bytes_per_token(
+    d_model, top_k, n_nodes, max_nodes=None, dispatch_bytes_per_element=2, combine_bytes_per_element=2
+):
+    """Bytes one token sends over the scale-out network (NICs) in one MoE
+    layer's training step, experts spread evenly over `n_nodes` nodes. The
+    step has four exchanges: the forward dispatch (the token to its experts)
+    and combine (their outputs back), and in the backward the transpose of
+    each: output gradients out to the experts (dispatch direction) and input
+    gradients back (combine direction).
+
+    Unrestricted routing sends one copy per routed expert, k copies, of which
+    (N−1)/N leave the node (the share shardbook.fabric prices an all-to-all
+    across nodes by). Node-limited routing (`max_nodes` = M: each token's
+    experts lie on at most M nodes) sends one copy per target node over the
+    network and forwards it to that node's experts over the scale-up links,
+    and sums a node's expert outputs before they cross back: min(k, M) copies,
+    (N−1)/N of them off-node. Dispatch-direction exchanges carry
+    `dispatch_bytes_per_element` (FP8 with its block scales ignored: 1),
+    combine-direction ones `combine_bytes_per_element` (BF16: 2). Total:
+    2 · copies · D · (N−1)/N · (dispatch + combine) bytes.
+    Ref: deepseek2024v3 (node-limited routing to at most 4 nodes; IB then
+    NVLink forwarding; FP8 dispatch and backward activation gradients, BF16
+    combines)."""
+    _validate.count("d_model", d_model)
+    _validate.count("top_k", top_k)
+    _validate.count("n_nodes", n_nodes)
+    _validate.positive("dispatch_bytes_per_element", dispatch_bytes_per_element)
+    _validate.positive("combine_bytes_per_element", combine_bytes_per_element)
+    copies = top_k
+    if max_nodes is not None:
+        _validate.count("max_nodes", max_nodes)
+        copies = min(top_k, max_nodes, n_nodes)
+    off_node = (n_nodes - 1) / n_nodes
+    return 2 * copies * d_model * off_node * (dispatch_bytes_per_element + combine_bytes_per_element)
+
+
 def _routing(top_k, n_experts):
     """Each token picks top_k of n_experts experts."""
     _validate.count("top_k", top_k)
@@ -59,7 +95,9 @@ def dense_dispatch_flops(n_groups, tokens_per_group, n_experts, capacity_slots, 
     return 5 * 2 * n_groups * tokens_per_group * n_experts * capacity_slots * d_model
 
 
-def ep_min_expert_width(flops_per_s, egress_bytes_per_s, ep, bytes_per_element=2, gated=True):
+def ep_min_expert_width(
+    flops_per_s, egress_bytes_per_s, ep, bytes_per_element=2, gated=True, ranks_in_node=1, node_link_bytes_per_s=None
+):
     """Smallest expert width F at which an MoE layer's expert math hides its
     dispatch and combine all-to-alls (overlapped across chunks of tokens, as
     DualPipe-style schedules do). A routed token costs 2·m·D·F FLOPs in its
@@ -67,14 +105,30 @@ def ep_min_expert_width(flops_per_s, egress_bytes_per_s, ep, bytes_per_element=2
     to the expert and back, D·s bytes each time, (ep−1)/ep of them over the
     egress W: 2·m·D·F/C ≥ 2·D·s·(ep−1)/(ep·W), so F ≥ s·α·(ep−1)/(ep·m) with
     α = C/W. The tokens and k cancel: only the expert's width, the element
-    size and the fabric decide. The backward doubles both sides.
+    size and the fabric decide. The backward doubles the math but has the
+    same two exchanges (gradients out to the experts and back), so its floor
+    is half the forward's: the forward binds.
+    `ranks_in_node` > 1: the ep group spans nodes of that many ranks; the
+    (ranks_in_node−1)/ep of the traffic that stays in a node goes over
+    `node_link_bytes_per_s` (the scale-up egress), the (ep−ranks_in_node)/ep
+    that leaves it over `egress_bytes_per_s` (the NIC), and the slower of
+    the two sets the floor.
     Ref: scaling-book-training, deepseek2024v3."""
     _validate.positive("flops_per_s", flops_per_s)
     _validate.positive("egress_bytes_per_s", egress_bytes_per_s)
     _validate.count("ep", ep)
     _validate.positive("bytes_per_element", bytes_per_element)
+    _validate.count("ranks_in_node", ranks_in_node)
     matrices = 3 if gated else 2
-    return bytes_per_element * (flops_per_s / egress_bytes_per_s) * (ep - 1) / ep / matrices
+    if ranks_in_node == 1:
+        return bytes_per_element * (flops_per_s / egress_bytes_per_s) * (ep - 1) / ep / matrices
+    if ep % ranks_in_node:
+        raise ValueError(f"ranks_in_node: must divide ep={ep}, got {ranks_in_node}")
+    if node_link_bytes_per_s is None:
+        raise ValueError("node_link_bytes_per_s: required when ranks_in_node > 1 (the in-node share's link)")
+    _validate.positive("node_link_bytes_per_s", node_link_bytes_per_s)
+    seconds_per_byte = max((ep - ranks_in_node) / egress_bytes_per_s, (ranks_in_node - 1) / node_link_bytes_per_s) / ep
+    return bytes_per_element * flops_per_s * seconds_per_byte / matrices
 
 
 def dropped_fraction(expert_loads, capacity_slots):

@@ -62,19 +62,32 @@ def boundary_bytes_per_token(d_model, bytes_per_element=2):
     return d_model * bytes_per_element
 
 
-def flush_tail_s(gradient_reduction_s, microbatch_backward_s, stage=0):
+def flush_tail_s(gradient_reduction_s, microbatch_backward_s, stage=0, n_buckets=None):
     """Gradient-reduction time left exposed after the pipeline flush on
     `stage`. A stage's weight gradients are sums over all m microbatches, so
     a layer's reduction across data-parallel replicas can start only when
     that layer's backward of the last microbatch is done (reducing earlier
-    would move the bytes m times). Bucketed layer by layer, it overlaps at
-    best the stage's last microbatch backward, plus the `stage` backward
-    steps by which the stages before it are still draining: exposed is
-    max(0, R − (stage + 1)·b). Stage 0 finishes last and sets the tail."""
+    would move the bytes m times). Bucketed layer by layer into `n_buckets`
+    equal buckets (one per layer of the stage), bucket k is ready k·b/n into
+    the stage's last backward b and takes R/n, one bucket at a time, so the
+    reduction ends at max(R + b/n, b + R/n); the stage has its own last
+    backward plus the `stage` backward steps by which the stages before it
+    are still draining to hide it behind: exposed is
+    max(0, max(R + b/n, b + R/n) − (stage + 1)·b). On stage 0, which
+    finishes last and sets the tail, at least the last bucket, R/n, is
+    always exposed. `n_buckets=None` is the limit of infinitely fine
+    buckets, max(0, R − (stage + 1)·b), which no bucketed reduction reaches.
+    Units: seconds. Ref: dubey2024llama3 (gradients reduced after the
+    flush), narayanan2021megatron."""
     _validate.non_negative("gradient_reduction_s", gradient_reduction_s)
     _validate.positive("microbatch_backward_s", microbatch_backward_s)
     _validate.count("stage", stage, minimum=0)
-    return max(0.0, gradient_reduction_s - (stage + 1) * microbatch_backward_s)
+    r, b = gradient_reduction_s, microbatch_backward_s
+    if n_buckets is None:
+        return max(0.0, r - (stage + 1) * b)
+    _validate.count("n_buckets", n_buckets)
+    ends = max(r + b / n_buckets, b + r / n_buckets)
+    return max(0.0, ends - (stage + 1) * b)
 
 
 # --- schedule timelines --------------------------------------------------------

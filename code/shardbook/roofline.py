@@ -55,8 +55,12 @@ def fsdp_min_tokens_per_device(flops_per_s, bytes_per_s, weight_bytes=2, grad_by
 
 def tp_max_degree(d_ff, flops_per_s, bytes_per_s, n_axes=1):
     """Largest TP degree that stays compute-bound: Y < F·W·n_axes/C.
-    Independent of the batch; lower precision halves bytes and doubles C, so
-    it does not move."""
+    Independent of the batch. Not of the precision: FP8 math doubles C, and
+    the limit stays put only if both TP collectives carry FP8 too (half the
+    bytes per element); an FP8 gather with a BF16 or FP32 reduction moves
+    more than half the bytes and lowers it. `bytes_per_s` counts BF16
+    elements, so pass W·2/(average bytes per element) for other precisions.
+    Ref: scaling-book-training, deepseek2024v3 (which collectives stay BF16)."""
     _validate.count("d_ff", d_ff)
     _validate.count("n_axes", n_axes)
     return d_ff * n_axes / intensity(flops_per_s, bytes_per_s)

@@ -110,7 +110,7 @@ def replication_factor(spec, mesh):
     return math.prod(size for axis, size in mesh.items() if axis not in used)
 
 
-def matmul_communication(lhs_spec, rhs_spec):
+def matmul_communication(lhs_spec, rhs_spec, out_spec=None):
     """What C[I,K] = A[I,J] · B[J,K] needs, given the specs of A (I, J) and
     B (J, K) over mesh axes (None = replicated). Returns a list of
     (step, axis) pairs and the spec of C:
@@ -119,11 +119,18 @@ def matmul_communication(lhs_spec, rhs_spec):
       all-reduce (or a reduce-scatter, to keep C sharded) completes them.
     - J split on one operand only: that operand is all-gathered along J.
     - I and K split by the same axis: C would need one axis on two
-      dimensions, so B is all-gathered along K first.
+      dimensions, so one operand is all-gathered first, and the layout C
+      must have decides which: `out_spec` (the pair C must end up with, a
+      parameter's layout for a weight gradient) keeping the axis on K means
+      A is gathered along I; keeping it on I, or no `out_spec`, means B is
+      gathered along K. Gathering the other operand would leave C split on
+      the wrong dimension, which only a further all-to-all could fix.
     - otherwise no communication: C is split as I and K are.
 
     Ref: scaling-book-sharding, distributed-training-notes."""
-    for name, spec in (("lhs_spec", lhs_spec), ("rhs_spec", rhs_spec)):
+    for name, spec in (("lhs_spec", lhs_spec), ("rhs_spec", rhs_spec), ("out_spec", out_spec)):
+        if name == "out_spec" and spec is None:
+            continue
         if isinstance(spec, str) or not isinstance(spec, (tuple, list)) or len(spec) != 2:
             raise ValueError(f"{name}: must be a pair (axis or None, axis or None), got {spec!r}")
     (i_axis, j_lhs), (j_rhs, k_axis) = tuple(lhs_spec), tuple(rhs_spec)
@@ -136,8 +143,18 @@ def matmul_communication(lhs_spec, rhs_spec):
         if j_rhs is not None:
             steps.append(("all-gather B along J", j_rhs))
     if i_axis is not None and i_axis == k_axis:
-        steps.append(("all-gather B along K", k_axis))
-        k_axis = None
+        keep_on_k = out_spec is not None and tuple(out_spec)[1] == k_axis
+        if out_spec is not None and not keep_on_k and tuple(out_spec)[0] != i_axis:
+            raise ValueError(
+                f"out_spec: {tuple(out_spec)!r} keeps axis {i_axis!r} on neither I nor K; "
+                "C can keep the shared axis on one of its two dimensions only"
+            )
+        if keep_on_k:
+            steps.append(("all-gather A along I", i_axis))
+            i_axis = None
+        else:
+            steps.append(("all-gather B along K", k_axis))
+            k_axis = None
     return steps, (i_axis, k_axis)
 
 

@@ -352,7 +352,9 @@ def _cp(s):
         ),
         _loss(("cp",), n),
         Term(
-            "... then whole again over data (XLA's two stages: 2.5× the bytes of one ring over all 8)",
+            "... then whole again over data (XLA's two stages: "
+            f"{(all_reduce_bytes(1, n) + all_reduce_bytes(1, dp)) / all_reduce_bytes(1, n * dp):.2f}× "
+            f"the bytes of one ring over all {n * dp})",
             "all_reduce",
             ("data",),
             all_reduce_bytes(grads, dp),
