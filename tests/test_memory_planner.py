@@ -235,7 +235,7 @@ def test_published_bubbles():
     assert pipeline.schedule_bubble_overhead("1f1b", 16, 32) == pytest.approx(15 / 32)
     # DeepSeek-V3 Table 2 with F = W = 1, B = 2, F&B = F + B: 1F1B (PP−1)(F+B),
     # ZB1P (PP−1)(F+B−2W), DualPipe (PP/2−1)(F&B+B−3W), against 3m of work
-    p, m = 16, 20
+    p, m = 16, 32
     assert pipeline.schedule_bubble_overhead("1f1b", p, m) == pytest.approx((p - 1) * 3 / (3 * m))
     assert pipeline.schedule_bubble_overhead("zero_bubble", p, m) == pytest.approx((p - 1) * (3 - 2) / (3 * m))
     assert pipeline.schedule_bubble_overhead("dualpipe", p, m) == pytest.approx((p / 2 - 1) * (3 + 2 - 3) / (3 * m))
@@ -246,7 +246,7 @@ def test_published_bubbles():
     # Korthikanti et al.: interleaving holds p(1 + (p−1)/(p·v)) microbatches
     assert pipeline.schedule_activation_microbatches("interleaved", 16, 64, 4) == pytest.approx(16 * (1 + 15 / 64))
     assert pipeline.schedule_activation_microbatches("gpipe", 16, 64) == 64
-    assert pipeline.schedule_bubble_overhead("dualpipe", 1, 4) == 0
+    assert pipeline.schedule_bubble_overhead("dualpipe", 1, 3) == 0
 
 
 def test_uneven_pipelines():
@@ -275,6 +275,11 @@ def test_schedule_bad_input():
         pipeline.schedule_bubble_overhead("1f1b", 4, 8, 2)
     with pytest.raises(ValueError, match="n_stages: DualPipe pairs stage i with stage p−1−i, so p must be even"):
         pipeline.schedule_bubble_overhead("dualpipe", 5, 10)
+    # DeepSeek's DualPipe asserts num_chunks % 2 == 0 and num_chunks >= num_ranks * 2
+    with pytest.raises(ValueError, match="n_microbatches: DualPipe .* at least 2·n_stages = 32, got 30"):
+        pipeline.schedule_activation_microbatches("dualpipe", 16, 30)
+    with pytest.raises(ValueError, match="n_microbatches: DualPipe .* got 33"):
+        pipeline.schedule_bubble_overhead("dualpipe", 16, 33)
     with pytest.raises(ValueError, match="n_microbatches: the zero_bubble closed form needs at least n_stages=4"):
         pipeline.schedule_bubble_overhead("zero_bubble", 4, 2)
     with pytest.raises(ValueError, match="pp: must divide the layers \\(126\\) of LLaMA-3 405B"):

@@ -89,8 +89,14 @@ def _planner_args(schedule, n_stages, n_microbatches, n_virtual):
         raise ValueError(
             f"n_virtual: only the interleaved schedule has virtual stages, got {n_virtual} for {schedule!r}"
         )
-    if schedule == "dualpipe" and n_stages > 1 and n_stages % 2:
-        raise ValueError(f"n_stages: DualPipe pairs stage i with stage p−1−i, so p must be even, got {n_stages}")
+    if schedule == "dualpipe" and n_stages > 1:
+        if n_stages % 2:
+            raise ValueError(f"n_stages: DualPipe pairs stage i with stage p−1−i, so p must be even, got {n_stages}")
+        if n_microbatches % 2 or n_microbatches < 2 * n_stages:
+            raise ValueError(
+                f"n_microbatches: DualPipe feeds half from each end and needs an even number of at least "
+                f"2·n_stages = {2 * n_stages}, got {n_microbatches}"
+            )
 
 
 def schedule_bubble_overhead(schedule, n_stages, n_microbatches, n_virtual=1):
@@ -104,10 +110,11 @@ def schedule_bubble_overhead(schedule, n_stages, n_microbatches, n_virtual=1):
     3m, so (p−1)/(3m) (needs m >= p); dualpipe DeepSeek-V3's Table 2,
     (p/2 − 1)·(F&B + B − 3W), with the overlapped forward-and-backward
     chunk F&B taking F + B (overlap hides its communication, not its math):
-    (p/2 − 1)·2 = p − 2 units against 3m, (p − 2)/(3m) (p even). One
-    stage (p = 1) has no bubble.
+    (p/2 − 1)·2 = p − 2 units against 3m, (p − 2)/(3m) (p even, m even
+    and at least 2p, as DeepSeek's implementation requires). One stage
+    (p = 1) has no bubble.
     Ref: huang2019gpipe, narayanan2021megatron, dubey2024llama3,
-    qi2024zerobubble, deepseek2024v3."""
+    qi2024zerobubble, deepseek2024v3, deepseek-dualpipe."""
     _planner_args(schedule, n_stages, n_microbatches, n_virtual)
     p, m, v = n_stages, n_microbatches, n_virtual
     if p == 1:
@@ -131,11 +138,11 @@ def schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtu
     interleaved p·(1 + (p−1)/(p·v)) (Korthikanti et al.'s count of
     Megatron's schedule, exact for m a multiple of p; the simulator gives
     the same), at most m; zero_bubble (ZB-H1) 1F1B's min(p, m), as Qi et
-    al. state for ZB-H1; dualpipe p + 1 (DeepSeek-V3 Table 2), at most m.
+    al. state for ZB-H1; dualpipe p + 1 (DeepSeek-V3 Table 2).
     DualPipe also holds two copies of a stage's parameters
     (`schedule_parameter_copies`). p = 1: one microbatch.
     Ref: huang2019gpipe, narayanan2021megatron, korthikanti2022reducing,
-    qi2024zerobubble, deepseek2024v3."""
+    qi2024zerobubble, deepseek2024v3, deepseek-dualpipe."""
     _planner_args(schedule, n_stages, n_microbatches, n_virtual)
     p, m, v = n_stages, n_microbatches, n_virtual
     if p == 1:
@@ -146,13 +153,13 @@ def schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtu
         return float(min(p, m))
     if schedule == "interleaved":
         return float(min(p * (1 + (p - 1) / (p * v)), m))
-    return float(min(p + 1, m))
+    return float(p + 1)  # m >= 2p
 
 
 def schedule_parameter_copies(schedule):
     """Copies of a stage's parameters each device keeps: 2 for DualPipe
     (device i runs stage i and stage p−1−i, one per direction), else 1.
-    Ref: deepseek2024v3."""
+    Ref: deepseek2024v3, deepseek-dualpipe."""
     _validate.choice("schedule", schedule, PLANNER_SCHEDULES)
     return 2 if schedule == "dualpipe" else 1
 
