@@ -152,6 +152,10 @@ def test_maxtext_policies_keep_the_named_tensors_by_hand():
         expected["minimal"] - sbh2
     )
     assert memory.offloaded_activation_bytes_per_layer("LLaMA-3 70B", s, 1, recompute="minimal") == 0
+    host = memory.offloaded_activation_bytes_per_device(
+        "LLaMA-3 70B", s, 1, pp=4, n_microbatches=8, recompute="qkv_proj_offloaded"
+    )
+    assert host == (q + kv) * 80 // 4 * 4  # 20 layers per stage, 4 microbatches in flight (1F1B)
 
 
 def test_recomputed_flops_follow_what_each_policy_keeps():

@@ -502,6 +502,46 @@ def microbatches_in_flight(n_stages, n_microbatches, schedule="1f1b", n_virtual=
     return pipeline.schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtual)
 
 
+def _per_device(
+    model,
+    seq_len,
+    micro_batch_seqs,
+    tp,
+    cp,
+    pp,
+    sequence_parallel,
+    recompute,
+    n_microbatches,
+    schedule,
+    attention,
+    n_virtual,
+    uneven_pipeline,
+    offloaded,
+):
+    m = models.get(model)
+    _validate.count("pp", pp)
+    _validate.count("n_microbatches", n_microbatches)
+    if not uneven_pipeline and m.n_layers % pp:
+        raise ValueError(f"pp: must divide the layers ({m.n_layers}) of {m.name}, got {pp} (or set uneven_pipeline)")
+    kinds = (False, True) if m.n_dense_layers else (False,)
+    policy = None
+    for dense_layer in kinds:
+        policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
+    s = seq_len // cp
+    if offloaded:
+        per_layer = max(
+            sum(_named_bytes(m, n, s, micro_batch_seqs, tp, sequence_parallel, d) for n in policy.offloads)
+            for d in kinds
+        )
+    else:
+        per_layer = max(
+            _layer_bytes(m, s, seq_len, micro_batch_seqs, tp, sequence_parallel, policy, attention, d) for d in kinds
+        )
+    layers = pipeline.deepest_stage_layers(m.n_layers, pp, n_virtual, uneven=uneven_pipeline)
+    in_flight = microbatches_in_flight(pp, n_microbatches, schedule, n_virtual) if pp > 1 else 1
+    return per_layer * layers * in_flight
+
+
 def activation_bytes_per_device(
     model,
     seq_len,
@@ -526,25 +566,64 @@ def activation_bytes_per_device(
     the microbatches the schedule keeps in flight on the first stage
     (`microbatches_in_flight`). For an MoE model with dense first layers
     every layer is counted at the larger of its two kinds. Embeddings, the
-    output logits (`logits_bytes`) and what a policy offloads to host are
-    not counted. Ref: korthikanti2022reducing, narayanan2021megatron.
+    output logits (`logits_bytes`) and what a policy offloads to host
+    (`offloaded_activation_bytes_per_device`) are not counted.
+    Ref: korthikanti2022reducing, narayanan2021megatron.
     """
-    m = models.get(model)
-    _validate.count("pp", pp)
-    _validate.count("n_microbatches", n_microbatches)
-    if not uneven_pipeline and m.n_layers % pp:
-        raise ValueError(f"pp: must divide the layers ({m.n_layers}) of {m.name}, got {pp} (or set uneven_pipeline)")
-    kinds = (False, True) if m.n_dense_layers else (False,)
-    policy = None
-    for dense_layer in kinds:
-        policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
-    per_layer = max(
-        _layer_bytes(m, seq_len // cp, seq_len, micro_batch_seqs, tp, sequence_parallel, policy, attention, d)
-        for d in kinds
+    return _per_device(
+        model,
+        seq_len,
+        micro_batch_seqs,
+        tp,
+        cp,
+        pp,
+        sequence_parallel,
+        recompute,
+        n_microbatches,
+        schedule,
+        attention,
+        n_virtual,
+        uneven_pipeline,
+        offloaded=False,
     )
-    layers = pipeline.deepest_stage_layers(m.n_layers, pp, n_virtual, uneven=uneven_pipeline)
-    in_flight = microbatches_in_flight(pp, n_microbatches, schedule, n_virtual) if pp > 1 else 1
-    return per_layer * layers * in_flight
+
+
+def offloaded_activation_bytes_per_device(
+    model,
+    seq_len,
+    micro_batch_seqs,
+    *,
+    tp=1,
+    cp=1,
+    pp=1,
+    sequence_parallel=False,
+    recompute="none",
+    n_microbatches=1,
+    schedule="1f1b",
+    attention="flash",
+    n_virtual=1,
+    uneven_pipeline=False,
+):
+    """Peak bytes of activations in pinned host memory for one device under
+    an offloading remat policy (0 for the others): as
+    activation_bytes_per_device, with `offloaded_activation_bytes_per_layer`
+    per layer. Ref: maxtext."""
+    return _per_device(
+        model,
+        seq_len,
+        micro_batch_seqs,
+        tp,
+        cp,
+        pp,
+        sequence_parallel,
+        recompute,
+        n_microbatches,
+        schedule,
+        attention,
+        n_virtual,
+        uneven_pipeline,
+        offloaded=True,
+    )
 
 
 _validate.guard_module(globals())
