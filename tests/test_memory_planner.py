@@ -162,6 +162,18 @@ def test_recomputed_flops_follow_what_each_policy_keeps():
     m, s = "LLaMA-3 70B", 4096
     base = training.model_flops_per_token(m, s)
     assert training.hardware_flops_per_token(m, s, "none") == base
+    # Korthikanti's policies as the book counted them: selective repeats the
+    # score matmuls 4·L·a·d_head·s (half when causal), full the whole forward too
+    for model in ("LLaMA-3 70B", "DeepSeek-V3"):
+        mm = models.get(model)
+        scores = 4 * mm.n_layers * mm.n_heads * mm.head_dim * s
+        for causal in (False, True):
+            got = training.hardware_flops_per_token(mm, s, "selective", causal) - training.model_flops_per_token(
+                mm, s, causal
+            )
+            assert got == pytest.approx(scores / (2 if causal else 1))
+        full = training.hardware_flops_per_token(mm, s, "full") - training.model_flops_per_token(mm, s)
+        assert full == pytest.approx(2 * models.active_param_count(mm) + scores)
     # keeping every matmul output (minimal_with_context) recomputes nothing
     assert memory.recomputed_flops_per_token(m, s, "minimal_with_context") == 0
     # an offloaded tensor comes back from host: the same recomputation as saving it
