@@ -245,6 +245,18 @@ def test_closed_forms_match_the_simulator(p, m, v):
         assert held[0] == max(held)
 
 
+def test_interleaved_activations_match_the_simulator_for_any_microbatch_count():
+    for p in (2, 3, 4, 8):
+        for v in (2, 3, 4):
+            for m in range(1, 3 * p + 2):
+                held = pipeline.held_activations(pipeline.schedule("interleaved", p, m, v), v)
+                assert pipeline.schedule_activation_microbatches("interleaved", p, m, v) == pytest.approx(held[0])
+                assert held[0] == max(held)
+                if m % p == 0:  # Korthikanti et al.'s p(1 + (p−1)/(p·v)), at most m
+                    want = min(p * (1 + (p - 1) / (p * v)), m)
+                    assert pipeline.schedule_activation_microbatches("interleaved", p, m, v) == pytest.approx(want)
+
+
 def test_published_bubbles():
     # Llama 3 §3.3.2: "Overall pipeline bubble ratio is (PP−1)/(V·M)"
     assert pipeline.schedule_bubble_overhead("interleaved", 16, 32, 4) == pytest.approx(15 / (4 * 32))
