@@ -342,7 +342,7 @@ def evaluate(
     shard = mesh["fsdp"] * mesh["tp"] * mesh["pp"]
     per_device_params = dense_params / shard + expert_params / (shard * mesh["ep"])
     state = memory.state_bytes_per_device(per_device_params, "dp", 1)
-    policies = memory.RECOMPUTE if recompute is None else (recompute,)
+    policies = memory.KORTHIKANTI_POLICIES if recompute is None else (recompute,)  # searched: none, selective, full
     deepest_stage = math.ceil(m.n_layers / mesh["pp"])
     in_flight = memory.microbatches_in_flight(mesh["pp"], math.ceil(n_micro), schedule) if mesh["pp"] > 1 else 1
     for policy in policies:
