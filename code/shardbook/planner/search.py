@@ -97,8 +97,9 @@ def _for_mesh(model, mesh, options):
         return None
     v = options.get("n_virtual", 1)
     if v > 1:
-        v = min(v, largest_n_virtual(model, pp, options.get("uneven_pipeline", False))) if pp > 1 else 1
-        options = dict(options, n_virtual=v)
+        most = largest_n_virtual(model, pp, options.get("uneven_pipeline", False)) if pp > 1 else 1
+        v = max(d for d in range(1, min(v, most) + 1) if most % d == 0)  # a divisor of the stage's layers
+        options = dict(options, n_virtual=v, schedule=options["schedule"] if v > 1 else "1f1b")
     return options
 
 
@@ -117,6 +118,8 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
             )
         except TooFewSequences:
             break
+        except memory_plan.Unusable:
+            continue
         if best is None or (not cand.fits, cand.expected_step_s) < (not best.fits, best.expected_step_s):
             best = cand
     if best is None:
@@ -134,7 +137,7 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options):
         mesh = dict(zip(TUPLE_AXES, mesh, strict=True)) if isinstance(mesh, tuple) else mesh
         try:
             found.append(_best_of(model, accelerator, mesh, global_tokens, n_devices, options))
-        except TooFewSequences:
+        except memory_plan.Unusable:
             pass
     return found
 
@@ -178,6 +181,9 @@ RUN_OPTIONS = (
     "dense_over_ep",
     "routing_node_limit",
     "fp8_dispatch",
+    "precision",
+    "tp_comm_overlap",
+    "grad_reduce_overlap",
 )
 
 
@@ -203,14 +209,12 @@ PUBLISHED_LAYOUTS = {
 
 def largest_n_virtual(model, pp, uneven_pipeline=False):
     """The most virtual stages per device a pipeline of pp stages allows:
-    every chunk at least one layer, and dividing the layers per stage
-    unless the pipeline is uneven."""
+    the layers of the deepest stage (one layer per chunk)."""
     m = models.get(model)
     _validate.count("pp", pp)
-    per_stage = m.n_layers // pp
-    if uneven_pipeline:
-        return max(per_stage, 1)
-    return max((v for v in range(1, per_stage + 1) if (m.n_layers // pp) % v == 0 and m.n_layers % pp == 0), default=1)
+    if pp > m.n_layers or (m.n_layers % pp and not uneven_pipeline):
+        return 1
+    return memory_plan.deepest_stage_layers(m.n_layers, pp, 1, uneven_pipeline)
 
 
 def run_options(run):
@@ -227,6 +231,8 @@ def run_options(run):
         recompute=run.recompute,
         uneven_pipeline=run.uneven_pipeline,
     )
+    if getattr(run, "remat_policy", "") in memory_plan.RECOMPUTE:
+        options["recompute"] = run.remat_policy  # the policy the run declares, where the planner knows it
     options.update(PUBLISHED_LAYOUTS.get((run.model, run.accelerator), {}))
     for name in RUN_OPTIONS:
         value = getattr(run, name, None)
