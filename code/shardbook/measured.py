@@ -124,10 +124,18 @@ class PublishedRun:
       (host offloading counts as none), so that the explorer's bound stays a
       bound; `remat_policy` is the policy the run declares, in its own words.
     - `schedule`, `n_virtual`, `uneven_pipeline`: the pipeline schedule,
-      virtual stages per device, and whether stages hold unequal layer counts.
+      virtual stages per device (None: not published), and whether stages
+      hold unequal layer counts.
     - `attention` ('flash' or 'eager'), `state_recipe` (bytes per parameter
-      of the training state, as memory names them), `zero` (0-3, the
-      optimizer sharding over the dp axis), `precision` ('bf16' or 'fp8').
+      of the training state, as the planner names them; None: not published,
+      the planner's default of 16 bytes, which is also MaxText's FP32
+      weights, gradients and Adam moments), `zero` (0-3, the optimizer
+      sharding over the dp axis), `precision` ('bf16' or 'fp8').
+    - `tp_comm_overlap`: the run overlaps its tensor-parallel collectives
+      with the matmuls (Megatron's --tp-comm-overlap, collective matmul);
+      `grad_reduce_overlap`: its gradient reduction overlaps the backward
+      pass (False for Megatron-LM before --overlap-grad-reduce, which
+      all-reduced the gradient buffer after the last backward).
     - `tflops_per_s_per_device`, `tokens_per_s_per_device`, `step_s`: as
       published where published; `step_basis` says how `step_s` was
       obtained when it is derived (from the source's own FLOP count and
@@ -150,11 +158,13 @@ class PublishedRun:
     note: str = ""
     remat_policy: str = ""
     schedule: str = "1f1b"
-    n_virtual: int = 1
+    n_virtual: int | None = None
     attention: str = "flash"
-    state_recipe: str = "mixed"
+    state_recipe: str | None = None
     zero: int = 0
     precision: str = "bf16"
+    tp_comm_overlap: bool = False
+    grad_reduce_overlap: bool = True
     tflops_per_s_per_device: float | None = None
     published_peak_fraction: float | None = None
     step_s: float | None = None
@@ -240,7 +250,6 @@ PUBLISHED_RUNS = (
         tokens_per_s_per_device=692,
         note="remat save_dot_except_mlpwi",
         remat_policy="save_dot_except_mlpwi",
-        state_recipe="fp32",
         where="tiering.md, Llama2-70B on v5p-512; benchmarks/maxtext_v5p_model_configs.py",
     ),
     # The tiering table links the tpu-recipes Trillium recipe, which runs llama2_70b_4096_sc
@@ -261,7 +270,6 @@ PUBLISHED_RUNS = (
         tokens_per_s_per_device=900,
         note="remat qkv_proj_offloaded; 2 sequences per chip as the recipe's log ran",
         remat_policy="qkv_proj_offloaded",
-        state_recipe="fp32",
         tflops_per_s_per_device=402.274,
         step_s=9.052,
         step_basis="measured (the recipe's log: 9.052 s, total_weights 2,097,152)",
@@ -279,8 +287,7 @@ PUBLISHED_RUNS = (
         "maxtext-tiering",
         tokens_per_s_per_device=7207,
         note="activations offloaded to the host",
-        remat_policy="offloaded",
-        state_recipe="fp32",
+        remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
         where="tiering.md, Llama3.1-8B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
     ),
     PublishedRun(
@@ -295,8 +302,7 @@ PUBLISHED_RUNS = (
         "maxtext-tiering",
         tokens_per_s_per_device=960,
         note="activations offloaded to the host",
-        remat_policy="offloaded",
-        state_recipe="fp32",
+        remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj offloaded",
         where="tiering.md, Llama3.1-70B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
     ),
     PublishedRun(
@@ -311,8 +317,7 @@ PUBLISHED_RUNS = (
         "maxtext-tiering",
         tokens_per_s_per_device=3899,
         note="dropped tokens, activations offloaded",
-        remat_policy="offloaded",
-        state_recipe="fp32",
+        remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
         where="tiering.md, Mixtral-8x7B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
     ),
     PublishedRun(
@@ -327,8 +332,7 @@ PUBLISHED_RUNS = (
         "maxtext-tiering",
         tokens_per_s_per_device=1326,
         note="capacity factor 1.25, activations offloaded",
-        remat_policy="offloaded",
-        state_recipe="fp32",
+        remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
         where="tiering.md, Mixtral-8x22B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
     ),
     # Llama 3 405B pre-training (dubey2024llama3, Table 4): 16M tokens per step in sequences of 8,192,
@@ -409,7 +413,6 @@ PUBLISHED_RUNS += (
         note="derived from 2.664M GPU hours for 14.8T tokens; FP8 matmuls",
         remat_policy="selective",
         schedule="dualpipe",
-        state_recipe="deepseek_v3",
         zero=1,
         precision="fp8",
         step_s=deepseek_v3_step_s(),
@@ -476,9 +479,11 @@ def _sc21_run(size, tp, pp, n_gpus, batch, tflops, peak_fraction, _aggregate):
         model_flops / (step_s * n_gpus * 312e12),
         "narayanan2021megatron",
         recompute="full",
-        note="microbatch 1 and the 1F1B schedule assumed (not in the table); FP16 mixed precision",
+        note="microbatch 1 and the 1F1B schedule assumed (not in the table); FP16 mixed precision; "
+        "gradients all-reduced after the backward pass (megatron/training.py at the paper's release)",
         remat_policy="full",
         attention="eager",
+        grad_reduce_overlap=False,
         state_recipe="megatron",
         tflops_per_s_per_device=tflops,
         published_peak_fraction=peak_fraction,
@@ -504,10 +509,11 @@ def _mcore_run(size, tp, pp, n_gpus, batch, tflops, mfu, _aggregate):
         mfu,
         "megatron-lm-readme",
         note="microbatch 1, the 1F1B schedule and no recomputation assumed (not in the table); "
-        "distributed optimizer, as --overlap-param-gather requires",
+        "distributed optimizer, as --overlap-param-gather requires; DP, TP and PP communication overlapped",
         remat_policy="none",
         state_recipe="megatron",
         zero=1,
+        tp_comm_overlap=True,
         tflops_per_s_per_device=tflops,
         step_s=flops / (n_gpus * tflops * 1e12),
         step_basis="num_floating_point_operations per iteration / (GPUs x per-GPU teraFLOP/s)",
