@@ -50,6 +50,7 @@ LAYERS = {
         "overlap",
         "maxtext",
         "explorer",
+        "planner",
     ),
     "programs": ("programs", "hlo", "devices"),
     "book": ("ledger", "book"),

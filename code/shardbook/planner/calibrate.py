@@ -1,0 +1,174 @@
+"""Calibration: the per-accelerator and per-fabric efficiencies the expected
+step time applies, kept as data, each with its source or its stated fit.
+
+The optimistic bound (`Candidate.step_s`, `Candidate.mfu`) uses none of
+these: peak FLOP/s, line-rate links, no latency. The expected step time
+(`Candidate.expected_step_s`) divides the math by a sustained matmul
+efficiency, prices every collective at an achieved bandwidth with a
+per-message latency, and leaves a fraction of each overlappable collective
+exposed. Every figure here belongs to an accelerator, a fabric or a kind of
+collective, never to a published run.
+
+Each entry is a :class:`Figure`: its value, a references.bib key (or
+``"fit"``), a note saying what it is or on which calibration set it was
+fitted, and ``provisional`` where the value is a placeholder awaiting the
+validation appendix's fit (the ``valid`` helper tunes these; keep one entry
+per line so a change is one line of diff).
+"""
+
+from dataclasses import dataclass
+
+from .. import _validate, hardware
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One calibration figure: `value` (a fraction, or seconds for a
+    latency), `source` (a references.bib key, or "fit" with the
+    calibration set named in `note`), and whether it is `provisional`."""
+
+    value: float
+    source: str
+    note: str
+    provisional: bool = False
+
+
+# --- sustained math -------------------------------------------------------------
+# The fraction of the dense BF16 peak a well-tuned training step sustains over its
+# whole math (matmuls, attention kernels, the elementwise work between them).
+# Sourced: the interactive edition's hardware table (measured.SUSTAINED, compute).
+MATMUL_EFFICIENCY = {
+    "H100": Figure(0.73, "parallelize-transformer", "sustained BF16 matmul fraction (measured.SUSTAINED)"),
+    "H200": Figure(0.73, "parallelize-transformer", "as H100: same GH100 die and clocks", provisional=True),
+    "H800": Figure(0.73, "parallelize-transformer", "sustained fraction, printed approximate (≈)"),
+    "B200": Figure(0.69, "parallelize-transformer", "sustained BF16 matmul fraction (measured.SUSTAINED)"),
+    "GB200 NVL72": Figure(0.70, "parallelize-transformer", "printed approximate (≈)"),
+    "GB300 NVL72": Figure(0.70, "parallelize-transformer", "printed approximate (≈)"),
+    "TPU v5p": Figure(0.72, "parallelize-transformer", "printed approximate (≈)"),
+    "TPU v5e": Figure(0.67, "parallelize-transformer", "printed approximate (≈)"),
+    "TPU v6e": Figure(0.70, "fit", "placeholder between v5p and v5e until fitted", provisional=True),
+    "Ironwood": Figure(0.70, "fit", "placeholder until fitted", provisional=True),
+    "MI300X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),
+    "MI355X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),
+}
+DEFAULT_MATMUL_EFFICIENCY = Figure(0.65, "fit", "any accelerator without its own entry", provisional=True)
+
+# --- achieved bandwidth -----------------------------------------------------------
+# Achieved / line rate on the scale-up fabric (what a large collective reaches).
+SCALE_UP_EFFICIENCY = {
+    "H100": Figure(0.82, "parallelize-transformer", "achieved 0.82 of NVLink egress (measured.ACHIEVED_SCALE_UP)"),
+    "H200": Figure(0.82, "parallelize-transformer", "as H100 (same NVLink 4 switch)", provisional=True),
+    "H800": Figure(0.80, "deepseek2024v3", "160 of 200 GB/s NVLink DeepSeek reports"),
+    "B200": Figure(0.82, "parallelize-transformer", "printed approximate (≈)"),
+    "GB200 NVL72": Figure(0.82, "parallelize-transformer", "printed approximate (≈)"),
+    "GB300 NVL72": Figure(0.82, "parallelize-transformer", "printed approximate (≈)"),
+    "MI300X": Figure(0.75, "amd-rccl-xgmi-blog", "48 of 64 GB/s usable per xGMI link"),
+    "MI355X": Figure(0.75, "amd-rccl-xgmi-blog", "as MI300X's xGMI until measured", provisional=True),
+    "TPU v5p": Figure(0.95, "parallelize-transformer", "ICI, printed approximate (≈)"),
+    "TPU v5e": Figure(0.95, "parallelize-transformer", "ICI, printed approximate (≈)"),
+    "TPU v6e": Figure(0.95, "parallelize-transformer", "as v5p/v5e ICI", provisional=True),
+    "Ironwood": Figure(0.95, "parallelize-transformer", "as v5p ICI", provisional=True),
+}
+DEFAULT_SCALE_UP_EFFICIENCY = Figure(0.80, "fit", "any accelerator without its own entry", provisional=True)
+
+# Achieved / line rate across domains (NIC or DCN), one direction.
+SCALE_OUT_EFFICIENCY = {
+    "gpu": Figure(0.90, "nccl-tests-performance", "inter-node bus bandwidth about 90 % of the NIC rate", True),
+    "tpu": Figure(0.80, "fit", "DCN placeholder until fitted", provisional=True),
+}
+
+# --- latency per message ------------------------------------------------------------
+# Seconds per step of a ring (or per peer message of an all-to-all): a collective
+# over n members pays (n-1) of them per phase (all-reduce: two phases; NVLink
+# SHARP: two). Small-message NCCL/RCCL latencies and the TPU's per-hop ICI latency.
+SCALE_UP_LATENCY_S = {
+    "switch": Figure(1.0e-6, "nccl-tests-performance", "NVLink ring step, small-message NCCL latency", True),
+    "full_mesh": Figure(1.5e-6, "amd-rccl-xgmi-blog", "xGMI ring step, small-message RCCL latency", True),
+    "torus": Figure(1.0e-6, "scaling-book-tpus", "about 1 µs per ICI hop", provisional=True),
+}
+SCALE_OUT_LATENCY_S = {
+    "gpu": Figure(5.0e-6, "nccl-tests-performance", "inter-node ring step over InfiniBand/RoCE", True),
+    "tpu": Figure(20.0e-6, "fit", "DCN message latency placeholder", provisional=True),
+}
+
+# --- exposed communication -------------------------------------------------------------
+# The fraction of an overlappable collective that stays on the critical path even
+# when the math around it is longer (the first gather, the last bucket's reduction,
+# interference with the math's HBM bandwidth). Collectives that cannot overlap
+# (TP without collective matmul, EP without DualPipe) are exposed in full.
+EXPOSED_FRACTION = {
+    "fsdp": Figure(0.10, "fit", "weight gathers and gradient reduce-scatters", provisional=True),
+    "dp": Figure(0.10, "fit", "the gradient reduction's tail after the last backward", provisional=True),
+    "cp": Figure(0.10, "fit", "ring-attention K/V exchange", provisional=True),
+    "pp": Figure(0.50, "fit", "stage-boundary sends", provisional=True),
+    "tp": Figure(1.00, "korthikanti2022reducing", "sequence-parallel gathers/scatters between the matmuls"),
+    "tp_overlapped": Figure(0.30, "wang2023overlap", "TP with collective matmul (ideal_overlap)", True),
+    "ep": Figure(1.00, "deepseek2024v3", "dispatch and combine between the router and the experts"),
+    "ep_overlapped": Figure(0.10, "deepseek2024v3", "DualPipe overlaps all-to-all with another microbatch", True),
+}
+
+# In-switch reduction (NVLink SHARP, NCCL's NVLS algorithm, NCCL >= 2.17) on the
+# NVSwitch generations that have it: third-generation NVSwitch (HGX H100/H200) and
+# the NVLink 5 switch (B200, NVL72). An all-reduce inside the domain then moves
+# each device's buffer once out and once in, not 2(n-1)/n times.
+# Ref: nccl-tests-performance; NVIDIA/nccl#1031 and nccl-tests#196 ("On H100 we have NVLink SHARP").
+NVLS_PRESETS = ("H100", "H200", "B200", "GB200 NVL72", "GB300 NVL72")
+
+
+def _lookup(table, key, default):
+    return table.get(key, default)
+
+
+def matmul_efficiency(accelerator):
+    """The sustained fraction of the dense BF16 peak for `accelerator`."""
+    return _lookup(MATMUL_EFFICIENCY, hardware.get(accelerator).name, DEFAULT_MATMUL_EFFICIENCY).value
+
+
+def scale_up_efficiency(accelerator):
+    """Achieved / line rate of the scale-up links of `accelerator`."""
+    return _lookup(SCALE_UP_EFFICIENCY, hardware.get(accelerator).name, DEFAULT_SCALE_UP_EFFICIENCY).value
+
+
+def scale_out_efficiency(accelerator):
+    """Achieved / line rate of the scale-out path (NIC or DCN) of `accelerator`."""
+    return SCALE_OUT_EFFICIENCY[hardware.get(accelerator).family].value
+
+
+def scale_up_latency_s(accelerator):
+    """Seconds per ring step inside one scale-up domain of `accelerator`."""
+    return SCALE_UP_LATENCY_S[hardware.get(accelerator).scale_up_fabric].value
+
+
+def scale_out_latency_s(accelerator):
+    """Seconds per ring step across domains (NIC or DCN) of `accelerator`."""
+    return SCALE_OUT_LATENCY_S[hardware.get(accelerator).family].value
+
+
+def exposed_fraction(what):
+    """The exposed fraction of one kind of communication (a key of EXPOSED_FRACTION)."""
+    _validate.choice("what", what, tuple(EXPOSED_FRACTION))
+    return EXPOSED_FRACTION[what].value
+
+
+def has_in_switch_reduction(accelerator):
+    """Whether all-reduce inside a scale-up domain of `accelerator` can use
+    NVLink SHARP (NCCL's NVLS): the presets in NVLS_PRESETS."""
+    return hardware.get(accelerator).name in NVLS_PRESETS
+
+
+def table():
+    """Every calibration figure as (table, key, Figure) rows, for the book."""
+    rows = []
+    for name, tab in (
+        ("matmul efficiency", MATMUL_EFFICIENCY),
+        ("scale-up efficiency", SCALE_UP_EFFICIENCY),
+        ("scale-out efficiency", SCALE_OUT_EFFICIENCY),
+        ("scale-up latency (s)", SCALE_UP_LATENCY_S),
+        ("scale-out latency (s)", SCALE_OUT_LATENCY_S),
+        ("exposed fraction", EXPOSED_FRACTION),
+    ):
+        rows += [(name, key, fig) for key, fig in tab.items()]
+    return rows
+
+
+_validate.guard_module(globals())
