@@ -34,7 +34,7 @@ S, B, H, A = 2048, 1, 12288, 96
 )
 def test_korthikanti_formulas(tp, sequence_parallel, recompute, formula):
     got = memory.activation_bytes_per_layer(
-        GPT_175B, S, B, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute
+        GPT_175B, S, B, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute, attention="eager"
     )
     assert got == pytest.approx(formula(tp), rel=1e-12)
 
@@ -43,10 +43,12 @@ def test_llama_style_layer_by_hand():
     """LLaMA-3 8B, one 8,192-token sequence, no TP: norm inputs 4sbh, attention
     and MLP inputs 4sbh; Q 2·s·4096, K and V 2·s·1024 each, output projection
     input 2·s·4096; SwiGLU gate, up and product 3·2·s·14336; softmax 2·32·s²;
-    no dropout terms."""
+    no dropout terms. FlashAttention keeps no softmax, only a 4-byte
+    log-sum-exp per row and head."""
     s = 8192
-    expected = 8 * s * 4096 + 2 * s * (4096 + 2 * 1024) + 2 * s * 4096 + 6 * s * 14336 + 2 * 32 * s * s
-    assert memory.activation_bytes_per_layer("LLaMA-3 8B", s, 1) == expected
+    linear = 8 * s * 4096 + 2 * s * (4096 + 2 * 1024) + 2 * s * 4096 + 6 * s * 14336
+    assert memory.activation_bytes_per_layer("LLaMA-3 8B", s, 1, attention="eager") == linear + 2 * 32 * s * s
+    assert memory.activation_bytes_per_layer("LLaMA-3 8B", s, 1) == linear + 4 * 32 * s
 
 
 def test_per_device_counts_layers_stages_and_microbatches():
@@ -74,10 +76,11 @@ def test_per_device_counts_layers_stages_and_microbatches():
 def test_context_parallel_splits_tokens_but_not_keys():
     """With cp ranks each holds s/cp tokens; without recomputation its scores
     are a·(s/cp)·s, so cp = 2 keeps half the linear terms and half the scores."""
-    full = memory.activation_bytes_per_layer("LLaMA-3 8B", 8192, 1)
+    full = memory.activation_bytes_per_layer("LLaMA-3 8B", 8192, 1, attention="eager")
     selective = memory.activation_bytes_per_layer("LLaMA-3 8B", 8192, 1, recompute="selective")
-    got = memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 1, cp=2)
+    got = memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 1, cp=2, attention="eager")
     assert got == pytest.approx(32 * (selective / 2 + (full - selective) / 2))
+    assert memory.activation_bytes_per_layer("LLaMA-3 8B", 8192, 1, cp=2, attention="eager") == got / 32
 
 
 @given(
@@ -88,21 +91,39 @@ def test_context_parallel_splits_tokens_but_not_keys():
 )
 @settings(max_examples=60, deadline=None)
 def test_recomputation_and_parallelism_only_ever_reduce_memory(model, s, b, tp):
-    none = memory.activation_bytes_per_layer(model, s, b, tp=tp)
-    selective = memory.activation_bytes_per_layer(model, s, b, tp=tp, recompute="selective")
-    full = memory.activation_bytes_per_layer(model, s, b, tp=tp, recompute="full")
-    assert full <= selective <= none
-    assert memory.activation_bytes_per_layer(model, s, b, tp=tp, sequence_parallel=True) <= none
-    assert none <= memory.activation_bytes_per_layer(model, s, b)
+    for attention in memory.ATTENTION:
+        none = memory.activation_bytes_per_layer(model, s, b, tp=tp, attention=attention)
+        selective = memory.activation_bytes_per_layer(model, s, b, tp=tp, recompute="selective", attention=attention)
+        full = memory.activation_bytes_per_layer(model, s, b, tp=tp, recompute="full", attention=attention)
+        assert full <= selective <= none
+        sp = memory.activation_bytes_per_layer(model, s, b, tp=tp, sequence_parallel=True, attention=attention)
+        assert sp <= none
+        assert none <= memory.activation_bytes_per_layer(model, s, b, attention=attention)
+        # every MaxText policy keeps at least the layer input and at most what 'none' keeps
+        for policy in memory.RECOMPUTE:
+            kept = memory.activation_bytes_per_layer(model, s, b, tp=tp, recompute=policy, attention=attention)
+            assert full <= kept <= none
+    # flash keeps 4 bytes of LSE per row and head, eager at least 2 per key: eager
+    # keeps more from two tokens on
+    flash_le_eager = memory.activation_bytes_per_layer(model, s, b, tp=tp) <= memory.activation_bytes_per_layer(
+        model, s, b, tp=tp, attention="eager"
+    )
+    assert flash_le_eager == (s >= 2)
 
 
 def test_activation_bad_input():
-    with pytest.raises(ValueError, match="tp: must divide the KV heads \\(8\\)"):
-        memory.activation_bytes_per_layer("LLaMA-3 8B", 1024, 1, tp=16)
+    with pytest.raises(ValueError, match="tp: must divide the heads \\(32\\)"):
+        memory.activation_bytes_per_layer("LLaMA-3 8B", 1024, 1, tp=64)
+    with pytest.raises(ValueError, match="tp: must divide the KV heads \\(8\\) of Mixtral 8x22B or be a multiple"):
+        memory.activation_bytes_per_layer("Mixtral 8x22B", 1024, 1, tp=12)
+    with pytest.raises(ValueError, match="attention: unknown value 'fused'; valid: flash, eager"):
+        memory.activation_bytes_per_layer("LLaMA-3 8B", 1024, 1, attention="fused")
     with pytest.raises(ValueError, match="recompute: unknown value 'some'"):
         memory.activation_bytes_per_layer("LLaMA-3 8B", 1024, 1, recompute="some")
     with pytest.raises(ValueError, match="cp: must divide seq_len \\(1000\\)"):
         memory.activation_bytes_per_device("LLaMA-3 8B", 1000, 1, cp=3)
+    with pytest.raises(ValueError, match="dense_layer: LLaMA-3 8B has no dense layers"):
+        memory.activation_bytes_per_layer("LLaMA-3 8B", 1024, 1, dense_layer=True)
     with pytest.raises(ValueError, match="pp: must divide the layers \\(32\\)"):
         memory.activation_bytes_per_device("LLaMA-3 8B", 1024, 1, pp=3)
 

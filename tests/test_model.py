@@ -20,7 +20,8 @@ from shardbook.programs import model, predicted, runs, schemes
 # the loss tolerances, and why: shardbook.programs.runs (EARLY_RTOL, LOSS_RTOL, MOE_LOSS_RTOL)
 # memory_analysis() temporaries against predicted.temporary_bytes, an estimate
 # (activations by the memory module's count, gradients, gathered weights), not
-# a bound: measured 0.85 (DP) to 1.87 (one device, MoE).
+# a bound: measured 0.83 (EP) to 1.41 (one device), since the memory module
+# counts an MoE layer's k experts, router and dispatched copies (0.85 to 1.87 before).
 TEMPORARY_RATIO = (0.8, 2.0)
 # cost_analysis() FLOPs against predicted.step_flops, which counts matmuls
 # only: what remains is element-wise work (norms, softmax, rotary embeddings,

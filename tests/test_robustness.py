@@ -87,3 +87,26 @@ def test_reported_cases():
     # numpy integers are integers
     assert collectives.all_gather_s(1e9, np.int64(8), 1e9) == collectives.all_gather_s(1e9, 8, 1e9)
     assert pipeline.bubble_fraction(np.int64(4), np.int64(8)) == pipeline.bubble_fraction(4, 8)
+
+
+# --- memory and pipeline (issue 31 item 3; reliability audit 10) --------------
+# The audit's counterexamples for memory.min_shards_to_fit: a linear search to
+# 2**20 took 4.3 s, and an unvalidated max_shards of 2**40 ran past 60 s. The
+# closed form answers at once; the bound is validated like every count.
+
+
+def test_min_shards_to_fit_answers_at_once():
+    import time
+
+    from shardbook import memory
+
+    start = time.perf_counter()
+    assert memory.min_shards_to_fit(1e9, "zero3", 1.0) is None  # 16e9 shards > the default bound of 2**20
+    assert memory.min_shards_to_fit(1e9, "zero3", 1.0, max_shards=2**40) == 16_000_000_000
+    assert memory.min_shards_to_fit(1e9, "zero1", 4e9 + 1) is None  # the replicated floor is 4e9
+    assert memory.min_shards_to_fit(1e9, "zero1", 4e9 + 12e9 / 7) == 7
+    assert time.perf_counter() - start < 1
+    with pytest.raises(ValueError, match="max_shards: must be >= 1"):
+        memory.min_shards_to_fit(1e9, "zero3", 1.0, max_shards=0)
+    with pytest.raises(ValueError, match="max_shards: must be at most 2\\*\\*53"):
+        memory.min_shards_to_fit(1e9, "zero3", 1.0, max_shards=2**60)

@@ -1,13 +1,25 @@
-"""Persistent training-state memory per device under DP and ZeRO/FSDP.
+"""Memory per device: the persistent training state (weights, gradients,
+master weights, optimizer state) under data parallelism and ZeRO/FSDP, and
+the activations a transformer layer keeps for its backward pass.
 
-Defaults follow the usual mixed-precision Adam recipe: BF16 weights (2 bytes)
-and gradients (2 bytes), and 12 bytes of optimizer state per parameter (an
-FP32 master weight plus two FP32 Adam moments: 4 + 8). Activations, gather
-buffers, communication buffers and allocator overhead are not included.
-Ref: rajbhandari2020zero, distributed-training-notes.
+State: `state_bytes_per_device` is the book's original form (bytes per
+parameter as arguments; defaults BF16 weights and gradients and 12 bytes of
+FP32 master plus Adam moments); `StateRecipe` and `state_breakdown_bytes`
+name what frameworks actually keep (Megatron's FP32 gradient buffers: 18
+bytes per parameter) and split it by ZeRO stage. Activations:
+`activation_bytes_per_layer` counts tensor by tensor as Korthikanti et al.
+do, with FlashAttention-style kernels by default (no s² probabilities), the
+recomputation policies of Megatron and MaxText, and what MaxText offloads to
+host memory. Gather buffers, communication buffers and allocator overhead
+are not included.
+Ref: rajbhandari2020zero, korthikanti2022reducing, dao2022flashattention,
+megatron-distrib-optimizer, maxtext, distributed-training-notes.
 """
 
-from . import _validate, models
+import math
+from dataclasses import dataclass
+
+from . import _validate, models, pipeline
 
 SCHEMES = ("dp", "zero1", "zero2", "zero3", "fsdp")
 
@@ -60,83 +72,474 @@ def checkpointed_activation_bytes(tokens, d_model, d_ff, n_layers, bytes_per_ele
 
 def min_shards_to_fit(n_params, scheme, hbm_bytes, param_bytes=2, grad_bytes=2, optimizer_bytes=12, max_shards=1 << 20):
     """Smallest number of shards for which the persistent state fits in
-    `hbm_bytes`, or None if it never fits (dp, or a replicated floor above
-    the HBM size). Activations and buffers are not counted."""
+    `hbm_bytes`, or None if it never fits within `max_shards` (dp, or a
+    replicated floor at or above the HBM size). Solved in closed form (the
+    state falls as c + s/n), so any finite input answers at once.
+    Activations and buffers are not counted."""
+    _validate.non_negative("n_params", n_params)
+    _validate.choice("scheme", scheme, SCHEMES)
     _validate.positive("hbm_bytes", hbm_bytes)
-    n = 1
-    while n <= max_shards:
-        if state_bytes_per_device(n_params, scheme, n, param_bytes, grad_bytes, optimizer_bytes) <= hbm_bytes:
-            return n
-        if scheme == "dp":
-            return None
-        n += 1
-    return None
+    _validate.non_negative("param_bytes", param_bytes)
+    _validate.non_negative("grad_bytes", grad_bytes)
+    _validate.non_negative("optimizer_bytes", optimizer_bytes)
+    _validate.count("max_shards", max_shards)
+
+    def fits(n):
+        return state_bytes_per_device(n_params, scheme, n, param_bytes, grad_bytes, optimizer_bytes) <= hbm_bytes
+
+    if fits(1):
+        return 1
+    if scheme == "dp":
+        return None
+    floor = {"zero1": n_params * (param_bytes + grad_bytes), "zero2": n_params * param_bytes}.get(scheme, 0)
+    if floor >= hbm_bytes:
+        return None
+    sharded = state_bytes_per_device(n_params, scheme, 1, param_bytes, grad_bytes, optimizer_bytes) - floor
+    estimate = sharded / (hbm_bytes - floor)
+    if estimate > max_shards:
+        return None
+    n = max(1, math.ceil(estimate))
+    for _ in range(4):  # float rounding of the estimate: step to the exact smallest n
+        if not fits(n):
+            n += 1
+        elif n > 1 and fits(n - 1):
+            n -= 1
+    if not fits(n) or (n > 1 and fits(n - 1)):
+        raise ValueError("min_shards_to_fit: the inputs are too large to solve exactly in floating point")
+    return n if n <= max_shards else None
 
 
-RECOMPUTE = ("none", "selective", "full")
+# --- state recipes --------------------------------------------------------------
 
 
-def activation_bytes_per_layer(model, seq_len, micro_batch_seqs, *, tp=1, sequence_parallel=False, recompute="none"):
-    """Bytes of activations one transformer layer keeps for its backward pass,
-    per device, for `micro_batch_seqs` sequences of `seq_len` tokens, with
+@dataclass(frozen=True)
+class StateRecipe:
+    """Bytes per parameter a training framework keeps between steps: the
+    weights the forward pass reads, the gradient buffer, an FP32 master copy
+    (0 if the weights are the master) and the optimizer state (Adam's two
+    moments). `source` is a references.bib key."""
+
+    name: str
+    weight_bytes: float
+    gradient_bytes: float
+    master_bytes: float
+    optimizer_bytes: float
+    source: str
+
+    @property
+    def total_bytes(self):
+        """Bytes per parameter, replicated (no ZeRO)."""
+        return self.weight_bytes + self.gradient_bytes + self.master_bytes + self.optimizer_bytes
+
+
+STATE_RECIPES = {
+    # Megatron-LM with --bf16: BF16 weights, FP32 main-gradient buffers
+    # (accumulate-and-reduce in FP32), FP32 main params, two FP32 Adam
+    # moments; its table gives 18 bytes, and 6 + 12/d with the distributed
+    # optimizer (ZeRO-1: master and moments sharded)
+    "megatron": StateRecipe("megatron", 2, 4, 4, 8, "megatron-distrib-optimizer"),
+    # ZeRO's mixed-precision Adam: FP16/BF16 weights and gradients, an FP32
+    # master copy and two FP32 moments, 2 + 2 + 12 = 16 bytes (their "K = 12")
+    "bf16_master": StateRecipe("bf16_master", 2, 2, 4, 8, "rajbhandari2020zero"),
+    # MaxText's defaults: weight_dtype and grad_dtype float32 (the weights
+    # are their own master), Adam moments in the weight dtype: 4 + 4 + 8
+    "fp32": StateRecipe("fp32", 4, 4, 0, 8, "maxtext"),
+    # everything BF16: MaxText with weight_dtype bfloat16 and grad_dtype
+    # bfloat16 (mu_dtype inherits the weight dtype): 2 + 2 + 4
+    "pure_bf16": StateRecipe("pure_bf16", 2, 2, 0, 4, "maxtext"),
+}
+
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+def state_recipe(recipe):
+    """The StateRecipe called `recipe` (or `recipe` itself if it is one)."""
+    if isinstance(recipe, StateRecipe):
+        return recipe
+    if not isinstance(recipe, str) or recipe not in STATE_RECIPES:
+        raise ValueError(f"recipe: unknown value {recipe!r}; valid: {', '.join(STATE_RECIPES)}")
+    return STATE_RECIPES[recipe]
+
+
+def state_breakdown_bytes(params_per_device, recipe="megatron", zero=0, zero_shards=1):
+    """Persistent state on one device, by kind, in bytes: a dict with
+    "weights", "gradients", "master_weights" and "optimizer_state" for
+    `params_per_device` parameters (those left after tensor, pipeline and
+    expert splits) under `recipe` (a STATE_RECIPES name or a StateRecipe).
+    ZeRO over `zero_shards` data-parallel ranks: stage 1 shards the master
+    weights and optimizer state (Megatron's distributed optimizer is stage
+    1: 6 + 12/d bytes for its recipe), stage 2 the gradients too, stage 3
+    (FSDP) the weights too. Ref: rajbhandari2020zero,
+    megatron-distrib-optimizer."""
+    _validate.non_negative("params_per_device", params_per_device)
+    r = state_recipe(recipe)
+    if isinstance(zero, bool) or zero not in ZERO_STAGES:
+        raise ValueError(f"zero: unknown ZeRO stage {zero!r}; valid: {', '.join(map(str, ZERO_STAGES))}")
+    n = _validate.count("zero_shards", zero_shards)
+    p = params_per_device
+    return {
+        "weights": p * r.weight_bytes / (n if zero >= 3 else 1),
+        "gradients": p * r.gradient_bytes / (n if zero >= 2 else 1),
+        "master_weights": p * r.master_bytes / (n if zero >= 1 else 1),
+        "optimizer_state": p * r.optimizer_bytes / (n if zero >= 1 else 1),
+    }
+
+
+# --- activations ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecomputePolicy:
+    """What one layer keeps for its backward pass. `kind` 'korthikanti':
+    Megatron's policies as Korthikanti et al. count them ('none' keeps every
+    tensor the backward reads, 'selective' recomputes the attention core,
+    'full' keeps only the layer input). `kind` 'named': a MaxText
+    remat_policy, which keeps the layer input (the scan carry) and the
+    tensors named in `saves` in HBM, moves those in `offloads` to pinned
+    host memory, and recomputes the rest. Names are MaxText's
+    checkpoint_name tags: query_proj, key_proj, value_proj (Q, K, V),
+    context (attention output), out_proj (output projection's output),
+    mlpwi_0 and mlpwi_1 (gate and up outputs), mlpwo (MLP output)."""
+
+    name: str
+    kind: str
+    saves: tuple = ()
+    offloads: tuple = ()
+    source: str = "korthikanti2022reducing"
+
+
+_QKV = ("query_proj", "key_proj", "value_proj")
+_MINIMAL = _QKV + ("out_proj", "mlpwi_0", "mlpwi_1", "mlpwo")
+NAMED_TENSORS = _QKV + ("context", "out_proj", "mlpwi_0", "mlpwi_1", "mlpwo")
+
+# MaxText's remat policies, from Decoder.get_remat_policy and
+# maxtext_utils.get_save_and_offload_names (kv_proj and qkv_proj, the fused
+# forms, hold the same bytes as key_proj + value_proj and Q + K + V)
+RECOMPUTE = {
+    "none": RecomputePolicy("none", "korthikanti"),
+    "selective": RecomputePolicy("selective", "korthikanti"),
+    "full": RecomputePolicy("full", "korthikanti"),
+    "minimal_with_context": RecomputePolicy("minimal_with_context", "named", _MINIMAL + ("context",), (), "maxtext"),
+    "minimal": RecomputePolicy("minimal", "named", _MINIMAL, (), "maxtext"),
+    "save_dot_with_context_except_mlp": RecomputePolicy(
+        "save_dot_with_context_except_mlp", "named", _QKV + ("context", "out_proj"), (), "maxtext"
+    ),
+    "save_dot_except_mlpwi": RecomputePolicy(
+        "save_dot_except_mlpwi", "named", _QKV + ("out_proj", "mlpwo"), (), "maxtext"
+    ),
+    "save_dot_except_mlp": RecomputePolicy("save_dot_except_mlp", "named", _QKV + ("out_proj",), (), "maxtext"),
+    "save_qkv_proj": RecomputePolicy("save_qkv_proj", "named", _QKV, (), "maxtext"),
+    "save_out_proj": RecomputePolicy("save_out_proj", "named", ("out_proj",), (), "maxtext"),
+    "qkv_proj_offloaded": RecomputePolicy("qkv_proj_offloaded", "named", (), _QKV, "maxtext"),
+    "minimal_offloaded": RecomputePolicy("minimal_offloaded", "named", (), _MINIMAL, "maxtext"),
+}
+KORTHIKANTI_POLICIES = ("none", "selective", "full")
+ATTENTION = ("flash", "eager")
+LSE_BYTES = 4  # FlashAttention keeps one FP32 log-sum-exp per query row and head
+
+
+def recompute_policy(recompute):
+    """The RecomputePolicy called `recompute`."""
+    if not isinstance(recompute, str) or recompute not in RECOMPUTE:
+        raise ValueError(f"recompute: unknown value {recompute!r}; valid: {', '.join(RECOMPUTE)}")
+    return RECOMPUTE[recompute]
+
+
+def _widths(m, tp):
+    """Per-token elements of Q, K, V and the attention output on one TP
+    rank, and of the replicated MLA latents. With tp above the KV-head count
+    (tp a multiple of it) each rank keeps one KV head, replicated as
+    Megatron does."""
+    if m.mla is not None:
+        a = m.mla
+        q = m.n_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+        v = m.n_heads * a.v_head_dim
+        latent = (a.q_lora_rank + a.kv_lora_rank, a.qk_rope_head_dim)
+        return q / tp, q / tp, v / tp, v / tp, latent
+    kv = m.n_kv_heads * m.head_dim / min(tp, m.n_kv_heads)
+    q = m.n_heads * m.head_dim / tp
+    return q, kv, kv, q, (0, 0)
+
+
+def _check_tp(m, tp, dense_layer):
+    if m.n_heads % tp:
+        raise ValueError(f"tp: must divide the heads ({m.n_heads}) of {m.name}, got {tp}")
+    if m.mla is None and m.n_kv_heads % tp and tp % m.n_kv_heads:
+        raise ValueError(
+            f"tp: must divide the KV heads ({m.n_kv_heads}) of {m.name} or be a multiple of them "
+            f"(KV heads replicated), got {tp}"
+        )
+    d_ff = m.d_ff_dense if dense_layer else m.d_ff
+    if d_ff % tp:
+        raise ValueError(f"tp: must divide F ({d_ff}) of {m.name}, got {tp}")
+
+
+def _mlp_shape(m, dense_layer):
+    """(F-wide elements per token through the gate/up outputs, routed copies
+    of each token k, experts E) for one layer's MLP."""
+    if dense_layer or not m.is_moe:
+        return (m.d_ff_dense if dense_layer else m.d_ff), 0, 0
+    return (m.top_k + m.n_shared_experts) * m.d_ff, m.top_k, m.n_experts
+
+
+def _named_bytes(m, name, s, b, tp, sequence_parallel, dense_layer):
+    """Bytes of one MaxText-named tensor of a layer on one device."""
+    q, k, v, ctx, _ = _widths(m, tp)
+    f_tokens, routed, _ = _mlp_shape(m, dense_layer)
+    token_wise = s * b * m.d_model * 2 / (tp if sequence_parallel else 1)  # [b, s, D], BF16
+    if name == "query_proj":
+        return 2 * s * b * q
+    if name == "key_proj":
+        return 2 * s * b * k
+    if name == "value_proj":
+        return 2 * s * b * v
+    if name == "context":
+        return 2 * s * b * ctx
+    if name == "out_proj":
+        return token_wise
+    if name == "mlpwi_0":
+        return 2 * s * b * f_tokens / tp
+    if name == "mlpwi_1":
+        return 2 * s * b * f_tokens / tp if m.gated_mlp else 0
+    # mlpwo: the MLP's output; an MoE layer keeps each routed expert's
+    # output (k per token) and the shared experts' sum
+    return token_wise * (routed + (1 if m.n_shared_experts else 0) if routed else 1)
+
+
+def _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer):
+    _validate.count("seq_len", seq_len)
+    _validate.count("micro_batch_seqs", micro_batch_seqs)
+    _validate.count("tp", tp)
+    _validate.count("cp", cp)
+    policy = recompute_policy(recompute)
+    _validate.choice("attention", attention, ATTENTION)
+    if dense_layer and not m.n_dense_layers:
+        raise ValueError(f"dense_layer: {m.name} has no dense layers (n_dense_layers = 0)")
+    if seq_len % cp:
+        raise ValueError(f"cp: must divide seq_len ({seq_len}), got {cp}")
+    _check_tp(m, tp, dense_layer)
+    return policy
+
+
+def activation_bytes_per_layer(
+    model,
+    seq_len,
+    micro_batch_seqs,
+    *,
+    tp=1,
+    cp=1,
+    sequence_parallel=False,
+    recompute="none",
+    attention="flash",
+    dense_layer=False,
+):
+    """Bytes of activations one transformer layer keeps in HBM for its
+    backward pass, per device, for `micro_batch_seqs` sequences of `seq_len`
+    tokens (seq_len/cp of them local under context parallelism), with
     16-bit activations and 1-byte dropout masks.
 
     Counted as Korthikanti et al. count it (s tokens, b sequences, h =
     d_model, a heads): the two norm inputs (4sbh); attention: its input
-    (2sbh), Q, K and V, the softmax output (2as²b), with dropout its mask
-    (as²b) and output (2as²b), the output projection's input (2sbh) and a
-    dropout mask (sbh); MLP: its input (2sbh), the intermediate tensors
-    (non-gated: the activation's input and output, 2sbF each; gated SwiGLU:
-    gate, up and their product, 2sbF each) and a dropout mask (sbh). For
-    their GPT models (F = 4h, no GQA, dropout) this is sbh(34 + 5as/h).
+    (2sbh), Q, K and V, the output projection's input (2sbh) and a dropout
+    mask (sbh); MLP: its input (2sbh), the intermediate tensors (non-gated:
+    the activation's input and output, 2sbF each; gated SwiGLU: gate, up and
+    their product, 2sbF each) and a dropout mask (sbh). The attention core:
+    `attention="eager"` stores the softmax output (2as²b), with dropout its
+    mask (as²b) and output (2as²b), Korthikanti's 5as²b; `"flash"` (the
+    default, what FlashAttention-style kernels such as cuDNN fused
+    attention, Megatron's flash path and MaxText's splash attention keep)
+    stores no probabilities, only one FP32 log-sum-exp per row and head
+    (4asb), and recomputes the rest inside its backward. For their GPT
+    models (F = 4h, no GQA, dropout) eager gives sbh(34 + 5as/h).
     Tensor parallelism (tp) splits the heads and F; `sequence_parallel` also
     splits the parts TP leaves replicated (norms, block inputs, masks):
-    sbh(10 + 24/t + 5as/(ht)) without, sbh·34/t + 5as²b/t with.
-    recompute: 'none'; 'selective' (scores, softmax and dropout recomputed:
-    the as² terms vanish); 'full' (only the layer input, 2sbh, /t with SP).
-    Ref: korthikanti2022reducing.
+    sbh(10 + 24/t + 5as/(ht)) without, sbh·34/t + 5as²b/t with. With cp the
+    local queries still attend every key: the eager scores are a·(s/cp)·s·b.
+    MoE layers keep, per token, the router's FP32 probabilities (4E), the k
+    dispatched inputs and expert outputs (2h each) and the gate/up tensors
+    of the k routed and the shared experts; MLA layers their latents.
+    recompute (see RECOMPUTE): 'none'; 'selective' (the attention core
+    recomputed: the as² terms and the LSE vanish); 'full' (only the layer
+    input, 2sbh, /t with SP); a MaxText remat_policy: the layer input plus
+    the named tensors it saves (see `offloaded_activation_bytes_per_layer`
+    for what it moves to host). `dense_layer`: one of the first dense layers
+    of an MoE model instead of an MoE layer.
+    Ref: korthikanti2022reducing, dao2022flashattention, maxtext.
     """
     m = models.get(model)
-    _validate.count("seq_len", seq_len)
-    return _layer_bytes(m, seq_len, seq_len, micro_batch_seqs, tp, sequence_parallel, recompute)
+    policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
+    return _layer_bytes(
+        m, seq_len // cp, seq_len, micro_batch_seqs, tp, sequence_parallel, policy, attention, dense_layer
+    )
 
 
-def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_parallel, recompute):
+def offloaded_activation_bytes_per_layer(
+    model,
+    seq_len,
+    micro_batch_seqs,
+    *,
+    tp=1,
+    cp=1,
+    sequence_parallel=False,
+    recompute="none",
+    attention="flash",
+    dense_layer=False,
+):
+    """Bytes of one layer's activations a remat policy moves to pinned host
+    memory instead of HBM (MaxText's qkv_proj_offloaded and
+    minimal_offloaded; 0 for every other policy), per device; arguments as
+    activation_bytes_per_layer. Ref: maxtext."""
+    m = models.get(model)
+    policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
+    s, b = seq_len // cp, micro_batch_seqs
+    return sum(_named_bytes(m, n, s, b, tp, sequence_parallel, dense_layer) for n in policy.offloads)
+
+
+def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_parallel, policy, attention, dense_layer):
     """activation_bytes_per_layer for `query_tokens` local tokens whose
     queries attend `key_tokens` keys (they differ under context parallelism)."""
-    _validate.count("micro_batch_seqs", micro_batch_seqs)
-    _validate.count("tp", tp)
-    _validate.choice("recompute", recompute, RECOMPUTE)
-    if m.n_kv_heads % tp or m.n_heads % tp:
-        raise ValueError(f"tp: must divide the KV heads ({m.n_kv_heads}) and heads ({m.n_heads}) of {m.name}, got {tp}")
-    if m.d_ff % tp:
-        raise ValueError(f"tp: must divide F ({m.d_ff}) of {m.name}, got {tp}")
     s, b, h = query_tokens, micro_batch_seqs, m.d_model
     sbh = s * b * h
     replicated_divisor = tp if sequence_parallel else 1
-    if recompute == "full":
-        return 2 * sbh / replicated_divisor
-    q_width = m.n_heads * m.head_dim
-    kv_width = m.n_kv_heads * m.head_dim
+    layer_input = 2 * sbh / replicated_divisor
+    if policy.name == "full":
+        return layer_input
+    if policy.kind == "named":
+        return layer_input + sum(_named_bytes(m, n, s, b, tp, sequence_parallel, dense_layer) for n in policy.saves)
+    q, k, v, ctx, (latent, rope_key) = _widths(m, tp)
+    f_tokens, routed, n_experts = _mlp_shape(m, dense_layer)
     mask = 1 if m.dropout else 0
     # kept whole on every TP rank unless sequence parallelism splits them:
-    # two norm inputs, the attention and MLP inputs, two dropout masks
+    # two norm inputs, the attention and MLP inputs, two dropout masks; MLA's
+    # latents (norm input and output) and its shared RoPE key; an MoE
+    # layer's router probabilities (FP32), dispatched inputs and expert outputs
     replicated = 2 * 2 * sbh + 2 * sbh + 2 * sbh + 2 * mask * sbh
+    replicated += 2 * 2 * s * b * latent + 2 * s * b * rope_key
+    replicated += 4 * s * b * n_experts + 2 * routed * 2 * sbh
     # split by TP: Q, K, V, the output projection's input, the MLP intermediates
-    intermediates = (3 if m.gated_mlp else 2) * 2 * s * b * m.d_ff
-    sharded = 2 * s * b * (q_width + 2 * kv_width) + 2 * s * b * q_width + intermediates
-    # softmax output (2 bytes), and with dropout its mask (1) and output (2)
-    scores = 0 if recompute == "selective" else (2 + 3 * mask) * m.n_heads * s * key_tokens * b
-    return replicated / replicated_divisor + (sharded + scores) / tp
+    intermediates = (3 if m.gated_mlp else 2) * 2 * s * b * f_tokens / tp
+    sharded = 2 * s * b * (q + k + v + ctx) + intermediates
+    if policy.name == "selective":
+        core = 0
+    elif attention == "eager":  # softmax output (2 bytes), with dropout its mask (1) and output (2)
+        core = (2 + 3 * mask) * m.n_heads * s * key_tokens * b / tp
+    else:  # flash: one FP32 log-sum-exp per query row and head
+        core = LSE_BYTES * m.n_heads * s * b / tp
+    return replicated / replicated_divisor + sharded + core
 
 
-def microbatches_in_flight(n_stages, n_microbatches, schedule="1f1b"):
-    """Microbatches whose activations the first pipeline stage holds at its
-    peak: all m under GPipe, min(p, m) under 1F1B. Ref: narayanan2021megatron."""
-    _validate.count("n_stages", n_stages)
+def logits_bytes(model, seq_len, micro_batch_seqs, tp=1, peak=True):
+    """Bytes of the output logits on the last pipeline stage, per device, for
+    `micro_batch_seqs` sequences of `seq_len` tokens, with the vocabulary
+    split over `tp` (Megatron's vocab-parallel output layer). The
+    cross-entropy keeps the logits in FP32 for its backward (Korthikanti et
+    al. §4.3: 4sbv/t); with `peak` the BF16 logits the output matmul produced
+    are still alive when the FP32 copy is made, 6sbv/t at that moment. The
+    inputs of the final norm and output projection (4sbh/t) and the
+    embedding's gradient (part of the state's gradients) are not included.
+    Ref: korthikanti2022reducing."""
+    m = models.get(model)
+    _validate.count("seq_len", seq_len)
+    _validate.count("micro_batch_seqs", micro_batch_seqs)
+    _validate.count("tp", tp)
+    if m.vocab_size % tp:
+        raise ValueError(f"tp: must divide the vocabulary ({m.vocab_size}) of {m.name}, got {tp}")
+    return (6 if peak else 4) * seq_len * micro_batch_seqs * m.vocab_size / tp
+
+
+def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
+    """Forward FLOPs per trained token that a recomputation policy runs again
+    during the backward pass, over all layers. 'selective' repeats the
+    attention scores (4·L·a·d_head·s, halved when causal); 'full' the whole
+    forward (2·N_active plus that). A MaxText policy recomputes what the
+    backward needs and the policy neither saved nor offloaded: the Q/K/V
+    projections, the attention core (unless `context` is saved), the output
+    projection (unless out_proj is, since the MLP's input depends on it) and
+    the gate/up matmuls; never the MLP's last matmul, whose output the
+    backward does not read. Under 'none' and flash attention the kernel's
+    own recomputation is part of its backward and not counted.
+    Ref: korthikanti2022reducing, maxtext."""
+    m = models.get(model)
+    _validate.count("seq_len", seq_len)
+    policy = recompute_policy(recompute)
+    head_width = m.n_heads * (m.head_dim if m.mla is None else m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim)
+    scores = 4 * head_width * seq_len / (2 if causal else 1)  # per layer forward: QKᵀ and PV
+    if policy.name == "none":
+        return 0
+    if policy.name == "selective":
+        return m.n_layers * scores
+    if policy.name == "full":
+        return 2 * models.active_param_count(m) + m.n_layers * scores
+    kept = set(policy.saves) | set(policy.offloads)
+    ctx = m.n_heads * (m.head_dim if m.mla is None else m.mla.v_head_dim)
+    out_proj = ctx * m.d_model
+    qkv = models._attention_params(m) - out_proj
+    total = 0
+    for dense_layer in (False, True):
+        n = m.n_dense_layers if dense_layer else m.n_layers - m.n_dense_layers
+        f_tokens, _, _ = _mlp_shape(m, dense_layer) if n else (0, 0, 0)
+        per_layer = 0
+        if not set(_QKV) <= kept:
+            per_layer += 2 * qkv
+        if "context" not in kept:
+            per_layer += scores
+        if "out_proj" not in kept:
+            per_layer += 2 * out_proj
+        if "mlpwi_0" not in kept:
+            per_layer += 2 * m.d_model * f_tokens
+        if m.gated_mlp and "mlpwi_1" not in kept:
+            per_layer += 2 * m.d_model * f_tokens
+        total += n * per_layer
+    return total
+
+
+def microbatches_in_flight(n_stages, n_microbatches, schedule="1f1b", n_virtual=1):
+    """Microbatches of a whole stage's activations the first pipeline stage
+    holds at its peak: pipeline.schedule_activation_microbatches (GPipe m,
+    1F1B min(p, m), interleaved p(1 + (p−1)/(p·v)), ZB-H1 p, DualPipe p + 1).
+    Ref: narayanan2021megatron, korthikanti2022reducing, qi2024zerobubble,
+    deepseek2024v3."""
+    return pipeline.schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtual)
+
+
+def _per_device(
+    model,
+    seq_len,
+    micro_batch_seqs,
+    tp,
+    cp,
+    pp,
+    sequence_parallel,
+    recompute,
+    n_microbatches,
+    schedule,
+    attention,
+    n_virtual,
+    uneven_pipeline,
+    offloaded,
+):
+    m = models.get(model)
+    _validate.count("pp", pp)
     _validate.count("n_microbatches", n_microbatches)
-    _validate.choice("schedule", schedule, ("gpipe", "1f1b"))
-    return n_microbatches if schedule == "gpipe" else min(n_stages, n_microbatches)
+    if not uneven_pipeline and m.n_layers % pp:
+        raise ValueError(f"pp: must divide the layers ({m.n_layers}) of {m.name}, got {pp} (or set uneven_pipeline)")
+    kinds = (False, True) if m.n_dense_layers else (False,)
+    policy = None
+    for dense_layer in kinds:
+        policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
+    s = seq_len // cp
+    if offloaded:
+        per_layer = max(
+            sum(_named_bytes(m, n, s, micro_batch_seqs, tp, sequence_parallel, d) for n in policy.offloads)
+            for d in kinds
+        )
+    else:
+        per_layer = max(
+            _layer_bytes(m, s, seq_len, micro_batch_seqs, tp, sequence_parallel, policy, attention, d) for d in kinds
+        )
+    layers = pipeline.deepest_stage_layers(m.n_layers, pp, n_virtual, uneven=uneven_pipeline)
+    in_flight = microbatches_in_flight(pp, n_microbatches, schedule, n_virtual) if pp > 1 else 1
+    return per_layer * layers * in_flight
 
 
 def activation_bytes_per_device(
@@ -151,25 +554,76 @@ def activation_bytes_per_device(
     recompute="none",
     n_microbatches=1,
     schedule="1f1b",
+    attention="flash",
+    n_virtual=1,
+    uneven_pipeline=False,
 ):
-    """Peak activation bytes on one device: its L/pp layers, each holding
-    `activation_bytes_per_layer` for the seq_len/cp tokens it owns (with
-    context parallelism a local query still attends every key, so the score
-    term is a·(s/cp)·s·b), times the microbatches the pipeline schedule keeps
-    in flight on the first stage. Embeddings and the output logits are not
-    counted. Ref: korthikanti2022reducing, narayanan2021megatron.
+    """Peak activation bytes in HBM on one device: the layers of the deepest
+    pipeline stage (pipeline.deepest_stage_layers; `uneven_pipeline` lets pp
+    not divide the layers, as Llama 3's 126 layers on 16 stages), each
+    holding `activation_bytes_per_layer` for the seq_len/cp tokens it owns
+    (with context parallelism a local query still attends every key), times
+    the microbatches the schedule keeps in flight on the first stage
+    (`microbatches_in_flight`). For an MoE model with dense first layers
+    every layer is counted at the larger of its two kinds. Embeddings, the
+    output logits (`logits_bytes`) and what a policy offloads to host
+    (`offloaded_activation_bytes_per_device`) are not counted.
+    Ref: korthikanti2022reducing, narayanan2021megatron.
     """
-    m = models.get(model)
-    _validate.count("cp", cp)
-    _validate.count("pp", pp)
-    _validate.count("seq_len", seq_len)
-    if seq_len % cp:
-        raise ValueError(f"cp: must divide seq_len ({seq_len}), got {cp}")
-    if m.n_layers % pp:
-        raise ValueError(f"pp: must divide the layers ({m.n_layers}) of {m.name}, got {pp}")
-    per_layer = _layer_bytes(m, seq_len // cp, seq_len, micro_batch_seqs, tp, sequence_parallel, recompute)
-    in_flight = microbatches_in_flight(pp, n_microbatches, schedule) if pp > 1 else 1
-    return per_layer * (m.n_layers // pp) * in_flight
+    return _per_device(
+        model,
+        seq_len,
+        micro_batch_seqs,
+        tp,
+        cp,
+        pp,
+        sequence_parallel,
+        recompute,
+        n_microbatches,
+        schedule,
+        attention,
+        n_virtual,
+        uneven_pipeline,
+        offloaded=False,
+    )
+
+
+def offloaded_activation_bytes_per_device(
+    model,
+    seq_len,
+    micro_batch_seqs,
+    *,
+    tp=1,
+    cp=1,
+    pp=1,
+    sequence_parallel=False,
+    recompute="none",
+    n_microbatches=1,
+    schedule="1f1b",
+    attention="flash",
+    n_virtual=1,
+    uneven_pipeline=False,
+):
+    """Peak bytes of activations in pinned host memory for one device under
+    an offloading remat policy (0 for the others): as
+    activation_bytes_per_device, with `offloaded_activation_bytes_per_layer`
+    per layer. Ref: maxtext."""
+    return _per_device(
+        model,
+        seq_len,
+        micro_batch_seqs,
+        tp,
+        cp,
+        pp,
+        sequence_parallel,
+        recompute,
+        n_microbatches,
+        schedule,
+        attention,
+        n_virtual,
+        uneven_pipeline,
+        offloaded=True,
+    )
 
 
 _validate.guard_module(globals())

@@ -77,6 +77,115 @@ def flush_tail_s(gradient_reduction_s, microbatch_backward_s, stage=0):
     return max(0.0, gradient_reduction_s - (stage + 1) * microbatch_backward_s)
 
 
+# --- closed forms for the planner ---------------------------------------------
+
+PLANNER_SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe")
+
+
+def _planner_args(schedule, n_stages, n_microbatches, n_virtual):
+    _validate.choice("schedule", schedule, PLANNER_SCHEDULES)
+    _args(n_stages, n_microbatches, n_virtual)
+    if schedule != "interleaved" and n_virtual != 1:
+        raise ValueError(
+            f"n_virtual: only the interleaved schedule has virtual stages, got {n_virtual} for {schedule!r}"
+        )
+    if schedule == "dualpipe" and n_stages > 1:
+        if n_stages % 2:
+            raise ValueError(f"n_stages: DualPipe pairs stage i with stage p−1−i, so p must be even, got {n_stages}")
+        if n_microbatches % 2 or n_microbatches < 2 * n_stages:
+            raise ValueError(
+                f"n_microbatches: DualPipe feeds half from each end and needs an even number of at least "
+                f"2·n_stages = {2 * n_stages}, got {n_microbatches}"
+            )
+
+
+def schedule_bubble_overhead(schedule, n_stages, n_microbatches, n_virtual=1):
+    """Pipeline bubble time relative to the math time of one device (bubble /
+    math; the step is math·(1 + this)), for p stages, m microbatches and v
+    virtual stages, with a stage's backward twice its forward (F = 1,
+    B = 2 of which W = 1 is the weight gradient):
+    gpipe and 1f1b (p−1)/m; interleaved (p−1)/(v·m) (needs m >= p when
+    v > 1; Llama 3 §3.3.2 gives the same ratio); zero_bubble is ZB-H1, the
+    schedule the simulator runs, (p−1)·(F + B − 2W) = (p−1) units against
+    3m, so (p−1)/(3m) (needs m >= p); dualpipe DeepSeek-V3's Table 2,
+    (p/2 − 1)·(F&B + B − 3W), with the overlapped forward-and-backward
+    chunk F&B taking F + B (overlap hides its communication, not its math):
+    (p/2 − 1)·2 = p − 2 units against 3m, (p − 2)/(3m) (p even, m even
+    and at least 2p, as DeepSeek's implementation requires). One stage
+    (p = 1) has no bubble.
+    Ref: huang2019gpipe, narayanan2021megatron, dubey2024llama3,
+    qi2024zerobubble, deepseek2024v3, deepseek-dualpipe."""
+    _planner_args(schedule, n_stages, n_microbatches, n_virtual)
+    p, m, v = n_stages, n_microbatches, n_virtual
+    if p == 1:
+        return 0.0
+    if schedule in ("gpipe", "1f1b"):
+        return (p - 1) / m
+    if schedule == "interleaved":
+        return bubble_overhead(p, m, v)
+    if m < p:
+        raise ValueError(
+            f"n_microbatches: the {schedule} closed form needs at least n_stages={p} microbatches, got {m}"
+        )
+    if schedule == "zero_bubble":
+        return (p - 1) / (3 * m)
+    return (p - 2) / (3 * m)
+
+
+def schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtual=1):
+    """Peak activations of the first device (the one that holds most), in
+    microbatches of one stage's activations: gpipe m; 1f1b min(p, m);
+    interleaved p·(1 + (p−1)/(p·v)) (Korthikanti et al.'s count of
+    Megatron's schedule, exact for m a multiple of p; the simulator gives
+    the same), at most m; zero_bubble (ZB-H1) 1F1B's min(p, m), as Qi et
+    al. state for ZB-H1; dualpipe p + 1 (DeepSeek-V3 Table 2).
+    DualPipe also holds two copies of a stage's parameters
+    (`schedule_parameter_copies`). p = 1: one microbatch.
+    Ref: huang2019gpipe, narayanan2021megatron, korthikanti2022reducing,
+    qi2024zerobubble, deepseek2024v3, deepseek-dualpipe."""
+    _planner_args(schedule, n_stages, n_microbatches, n_virtual)
+    p, m, v = n_stages, n_microbatches, n_virtual
+    if p == 1:
+        return 1.0
+    if schedule == "gpipe":
+        return float(m)
+    if schedule in ("1f1b", "zero_bubble"):
+        return float(min(p, m))
+    if schedule == "interleaved":
+        return float(min(p * (1 + (p - 1) / (p * v)), m))
+    return float(p + 1)  # m >= 2p
+
+
+def schedule_parameter_copies(schedule):
+    """Copies of a stage's parameters each device keeps: 2 for DualPipe
+    (device i runs stage i and stage p−1−i, one per direction), else 1.
+    Ref: deepseek2024v3, deepseek-dualpipe."""
+    _validate.choice("schedule", schedule, PLANNER_SCHEDULES)
+    return 2 if schedule == "dualpipe" else 1
+
+
+def deepest_stage_layers(n_layers, n_stages, n_virtual=1, uneven=False):
+    """Transformer layers on the pipeline stage that holds the most: n/p when
+    p divides the layers; with `uneven`, ceil(n/p), the others holding one
+    fewer (Llama 3 runs 126 layers on 16 stages, the first and last one
+    layer short: 8; DeepSeek-V3 61 on 16: 4). With v virtual stages the
+    deepest stage's layers split into v equal chunks, so v must divide
+    them. Ref: dubey2024llama3, deepseek2024v3, narayanan2021megatron."""
+    _validate.count("n_layers", n_layers)
+    _validate.count("n_stages", n_stages)
+    _validate.count("n_virtual", n_virtual)
+    if n_stages > n_layers:
+        raise ValueError(f"n_stages: at most the layers ({n_layers}), got {n_stages}")
+    if n_layers % n_stages and not uneven:
+        raise ValueError(f"n_stages: must divide the layers ({n_layers}) unless uneven=True, got {n_stages}")
+    per_stage = -(-n_layers // n_stages)
+    if per_stage % n_virtual:
+        raise ValueError(
+            f"n_virtual: must divide the layers per stage ({per_stage} of {n_layers} on {n_stages}), got {n_virtual}"
+        )
+    return per_stage
+
+
 # --- schedule timelines --------------------------------------------------------
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble")
@@ -216,8 +325,10 @@ def schedule(kind, n_stages, n_microbatches, n_virtual=1):
             if free_at[s] > t:
                 continue
             # zero_bubble: a forward waits while the device already holds
-            # 1F1B's peak of p − s microbatches (each freed by its W), so
-            # the deferred weight gradients fill idle slots at 1F1B's memory
+            # p microbatches (each freed by its W): every device is capped at
+            # 1F1B's peak, the p of its first stage, as the ZB-H1 rule and
+            # sail-sg's implementation cap them, so the deferred weight
+            # gradients fill idle slots at 1F1B's peak memory
             forward_allowed = kind != "zero_bubble" or held[s] < p
             op = _next_op(orders[s], pending_w[s], s, p, t, durations, ready, forward_allowed)
             if op is None:

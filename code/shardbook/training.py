@@ -81,14 +81,12 @@ def model_flops_per_token(model, seq_len, causal=False):
 def hardware_flops_per_token(model, seq_len, recompute="none", causal=False):
     """FLOPs the devices actually run per token: the model FLOPs plus what
     recomputation repeats: 'selective' the attention-score forward
-    (4·L·H·Q·s, halved when causal), 'full' the whole forward (2·N plus that).
-    Ref: korthikanti2022reducing."""
+    (4·L·H·Q·s, halved when causal), 'full' the whole forward (2·N plus that),
+    a MaxText policy what it neither saves nor offloads
+    (memory.recomputed_flops_per_token). Ref: korthikanti2022reducing."""
     m = models.get(model)
-    _validate.choice("recompute", recompute, memory.RECOMPUTE)
-    scores_forward = 4 * m.n_layers * m.n_heads * m.head_dim * seq_len / (2 if causal else 1)
-    extra = {"none": 0, "selective": scores_forward, "full": 2 * models.active_param_count(m) + scores_forward}[
-        recompute
-    ]
+    _validate.count("seq_len", seq_len)
+    extra = memory.recomputed_flops_per_token(m, seq_len, recompute, causal)  # every policy in memory.RECOMPUTE
     return model_flops_per_token(m, seq_len, causal) + extra
 
 

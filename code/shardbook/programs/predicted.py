@@ -588,6 +588,7 @@ def activation_bytes(scheme):
         sequence_parallel=scheme.rules.get("seq") is not None and scheme.rules.get("seq") == scheme.rules.get("heads"),
         n_microbatches=micro,
         schedule="gpipe",
+        attention="eager",  # the program computes softmax(QKᵀ)V in plain JAX: XLA keeps the probabilities
     )
     if pp > 1:
         layers = layers * (pp + micro - 1) / micro

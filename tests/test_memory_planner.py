@@ -1,0 +1,290 @@
+"""What the planner's memory and schedule steps count, against published
+figures: state recipes (Megatron's distributed-optimizer table, ZeRO's
+worked example), FlashAttention-style activations (Llama 3 405B trained at
+8K tokens without activation checkpointing on its own mesh), MaxText's remat
+policies, and the pipeline schedules' closed forms (interleaved, ZB-H1,
+DualPipe) checked against the simulator where it runs the schedule.
+Ref: megatron-distrib-optimizer, rajbhandari2020zero, korthikanti2022reducing,
+dao2022flashattention, dubey2024llama3, maxtext, qi2024zerobubble,
+deepseek2024v3, narayanan2021megatron."""
+
+import pytest
+
+from shardbook import memory, models, pipeline, training
+
+GB = 1e9
+
+
+# --- state recipes ---------------------------------------------------------------
+
+
+def test_megatron_keeps_18_bytes_per_parameter_and_6_plus_12_over_d_with_its_distributed_optimizer():
+    """Megatron-LM's distributed-optimizer table (megatron-distrib-optimizer):
+    BF16 params with FP32 grads, 18 bytes without, 6 + 12/d with the
+    distributed optimizer; ZeRO's mixed-precision Adam (2 + 2 + K, K = 12)
+    is 16 (rajbhandari2020zero)."""
+    assert memory.STATE_RECIPES["megatron"].total_bytes == 18
+    assert memory.STATE_RECIPES["bf16_master"].total_bytes == 16
+    assert memory.STATE_RECIPES["pure_bf16"].total_bytes == 8
+    for d in (1, 8, 64, 512):
+        got = memory.state_breakdown_bytes(1, "megatron", zero=1, zero_shards=d)
+        assert sum(got.values()) == pytest.approx(6 + 12 / d)
+        assert got["gradients"] == 4  # the FP32 gradient buffer stays whole under ZeRO-1
+    assert set(memory.state_breakdown_bytes(1)) == {"weights", "gradients", "master_weights", "optimizer_state"}
+
+
+def test_zero_papers_7_5b_example():
+    """rajbhandari2020zero Figure 1: a 7.5B-parameter model on 64 data-parallel
+    ranks with mixed-precision Adam keeps 120 GB replicated, 31.4 GB under
+    P_os, 16.6 GB under P_os+g and 1.9 GB under P_os+g+p."""
+    psi = 7.5e9
+    published = {0: 120, 1: 31.4, 2: 16.6, 3: 1.9}
+    for zero, gb in published.items():
+        got = sum(memory.state_breakdown_bytes(psi, "bf16_master", zero=zero, zero_shards=64).values()) / GB
+        assert got == pytest.approx(gb, abs=0.05)
+
+
+def test_state_breakdown_agrees_with_the_books_original_form():
+    for zero, scheme in enumerate(("dp", "zero1", "zero2", "zero3")):
+        got = sum(memory.state_breakdown_bytes(1e9, "bf16_master", zero=zero, zero_shards=8).values())
+        assert got == pytest.approx(memory.state_bytes_per_device(1e9, scheme, 8))
+
+
+def test_state_recipe_bad_input():
+    with pytest.raises(ValueError, match="recipe: unknown value 'fp8'; valid: megatron, bf16_master, fp32, pure_bf16"):
+        memory.state_breakdown_bytes(1e9, "fp8")
+    with pytest.raises(ValueError, match="zero: unknown ZeRO stage 4; valid: 0, 1, 2, 3"):
+        memory.state_breakdown_bytes(1e9, zero=4)
+    with pytest.raises(ValueError, match="zero: unknown ZeRO stage True"):
+        memory.state_breakdown_bytes(1e9, zero=True)
+    with pytest.raises(ValueError, match="zero_shards: must be >= 1"):
+        memory.state_breakdown_bytes(1e9, zero=1, zero_shards=0)
+
+
+# --- activations -----------------------------------------------------------------
+
+
+def test_llama3_8b_flash_keeps_about_a_third_of_the_eager_count():
+    """LLaMA-3 8B, one 4,096-token sequence, no recomputation: the eager count
+    (softmax stored) is the 52.6 GB the book printed, of which 32·2·32·4096²
+    bytes = 34.4 GB are probabilities a fused kernel never stores; flash
+    keeps about 18 GB (ch7-9 review W2)."""
+    eager = memory.activation_bytes_per_device("LLaMA-3 8B", 4096, 1, attention="eager")
+    flash = memory.activation_bytes_per_device("LLaMA-3 8B", 4096, 1)
+    assert eager / GB == pytest.approx(52.6, abs=0.05)
+    assert flash / GB == pytest.approx(18.3, abs=0.05)
+    assert eager - flash == pytest.approx(32 * (2 * 32 * 4096**2 - 4 * 32 * 4096))
+    # with flash, Korthikanti's selective recomputation saves only the LSE
+    selective = memory.activation_bytes_per_device("LLaMA-3 8B", 4096, 1, recompute="selective")
+    assert flash - selective == 32 * 4 * 32 * 4096
+
+
+def _llama3_405b_on_its_mesh(attention):
+    """Llama 3 405B on its own 16K-GPU mesh (dubey2024llama3 §3.3.2, Table 4):
+    TP 8 with sequence parallelism, PP 16 with the interleaved schedule and
+    126 layers (the first and last stage one layer short), DP 128 with FSDP
+    that shards "optimizer states and gradients, but for model shards we do
+    not reshard after forward computation" (so ZeRO-2 at the peak: the
+    stage's BF16 weights whole), 8,192-token sequences one per microbatch,
+    16 microbatches per DP rank (2,048 sequences per step), no activation
+    checkpointing."""
+    m = models.get("LLaMA-3 405B")
+    tp, pp, dp = 8, 16, 128
+    params = models.param_count(m) / (tp * pp)
+    state = sum(memory.state_breakdown_bytes(params, "megatron", zero=2, zero_shards=dp).values())
+    acts = memory.activation_bytes_per_device(
+        m,
+        8192,
+        1,
+        tp=tp,
+        pp=pp,
+        sequence_parallel=True,
+        recompute="none",
+        n_microbatches=16,
+        schedule="interleaved",
+        n_virtual=4,
+        uneven_pipeline=True,
+        attention=attention,
+    )
+    return state, acts
+
+
+def test_llama3_405b_fits_80_gb_without_checkpointing_with_flash_only():
+    """The paper: "we could pre-train Llama 3 on sequences of 8K tokens
+    without activation checkpointing" on 80 GB H100s. With flash the deepest
+    stage (8 layers, all 16 microbatches in flight) keeps about 68 GB of
+    activations; with the stage's whole BF16 weights (6.3 GB) and the
+    sharded rest of the state it fits 80 GB. Counting the s² probabilities
+    (eager) it could not."""
+    state, acts = _llama3_405b_on_its_mesh("flash")
+    assert acts / GB == pytest.approx(68.2, abs=0.1)
+    params = models.param_count("LLaMA-3 405B") / (8 * 16)
+    assert state == pytest.approx(params * (2 + (4 + 4 + 8) / 128))  # 6.7 GB
+    assert state + acts < 80e9
+    state, eager = _llama3_405b_on_its_mesh("eager")
+    assert state + eager > 3 * 80e9
+
+
+def test_maxtext_policies_keep_the_named_tensors_by_hand():
+    """LLaMA-3 70B, s = 4096, b = 1, no TP: the scan carry (layer input,
+    2sbh) plus what each policy names (decoders.py get_remat_policy):
+    Q 2·s·8192, K and V 2·s·1024 each, out_proj and mlpwo 2sbh each, the
+    gate and up outputs 2·s·28672 each."""
+    s, h, f = 4096, 8192, 28672
+    q, kv = 2 * s * 8192, 2 * 2 * s * 1024
+    sbh2 = 2 * s * h
+    expected = {
+        "save_qkv_proj": sbh2 + q + kv,
+        "save_dot_except_mlp": sbh2 + q + kv + sbh2,
+        "save_dot_except_mlpwi": sbh2 + q + kv + sbh2 + sbh2,
+        "minimal": sbh2 + q + kv + sbh2 + 2 * 2 * s * f + sbh2,
+        "minimal_with_context": sbh2 + q + kv + sbh2 + 2 * 2 * s * f + sbh2 + q,
+        "save_out_proj": sbh2 + sbh2,
+        "qkv_proj_offloaded": sbh2,
+        "minimal_offloaded": sbh2,
+        "full": sbh2,
+    }
+    for policy, want in expected.items():
+        assert memory.activation_bytes_per_layer("LLaMA-3 70B", s, 1, recompute=policy) == want, policy
+    # what the offloading policies move to pinned host memory
+    assert memory.offloaded_activation_bytes_per_layer("LLaMA-3 70B", s, 1, recompute="qkv_proj_offloaded") == q + kv
+    assert memory.offloaded_activation_bytes_per_layer("LLaMA-3 70B", s, 1, recompute="minimal_offloaded") == (
+        expected["minimal"] - sbh2
+    )
+    assert memory.offloaded_activation_bytes_per_layer("LLaMA-3 70B", s, 1, recompute="minimal") == 0
+    host = memory.offloaded_activation_bytes_per_device(
+        "LLaMA-3 70B", s, 1, pp=4, n_microbatches=8, recompute="qkv_proj_offloaded"
+    )
+    assert host == (q + kv) * 80 // 4 * 4  # 20 layers per stage, 4 microbatches in flight (1F1B)
+
+
+def test_recomputed_flops_follow_what_each_policy_keeps():
+    m, s = "LLaMA-3 70B", 4096
+    base = training.model_flops_per_token(m, s)
+    assert training.hardware_flops_per_token(m, s, "none") == base
+    # keeping every matmul output (minimal_with_context) recomputes nothing
+    assert memory.recomputed_flops_per_token(m, s, "minimal_with_context") == 0
+    # an offloaded tensor comes back from host: the same recomputation as saving it
+    assert memory.recomputed_flops_per_token(m, s, "minimal_offloaded") == memory.recomputed_flops_per_token(
+        m, s, "minimal"
+    )
+    # full recomputes the whole forward (2N); MaxText's policies never more
+    full = memory.recomputed_flops_per_token(m, s, "full")
+    for policy in memory.RECOMPUTE:
+        assert 0 <= memory.recomputed_flops_per_token(m, s, policy) <= full
+    # minimal recomputes only the attention core: the scores of the selective policy
+    assert memory.recomputed_flops_per_token(m, s, "minimal") == memory.recomputed_flops_per_token(m, s, "selective")
+
+
+def test_kv_heads_replicate_beyond_their_count():
+    """Megatron lets TP exceed the KV heads by replicating them: at tp 16 each
+    LLaMA-3 8B rank keeps one of its 8 KV heads."""
+    s = 4096
+    tp8 = memory.activation_bytes_per_layer("LLaMA-3 8B", s, 1, tp=8, sequence_parallel=True)
+    tp16 = memory.activation_bytes_per_layer("LLaMA-3 8B", s, 1, tp=16, sequence_parallel=True)
+    one_kv_head = 2 * 2 * s * 128
+    assert tp16 == pytest.approx((tp8 - one_kv_head) / 2 + one_kv_head)
+
+
+def test_moe_and_mla_layers_count_their_own_tensors():
+    # DeepSeek-V3's dense first layers (F = 18,432) and MoE layers (8 routed + 1
+    # shared expert of 2,048: the same 18,432 gate/up width per token, plus the
+    # router and the dispatched copies)
+    moe = memory.activation_bytes_per_layer("DeepSeek-V3", 4096, 1)
+    dense = memory.activation_bytes_per_layer("DeepSeek-V3", 4096, 1, dense_layer=True)
+    extra = 4096 * (4 * 256 + 2 * 8 * 2 * 7168)
+    assert moe - dense == extra
+    # Mixtral: two routed experts per token
+    mixtral = memory.activation_bytes_per_layer("Mixtral 8x7B", 4096, 1)
+    dense_like = memory.activation_bytes_per_layer(models.with_changes("Mixtral 8x7B", n_experts=1, top_k=1), 4096, 1)
+    assert mixtral - dense_like == 4096 * (4 * 8 + 2 * 2 * 2 * 4096 + 3 * 2 * 14336)
+
+
+def test_logits():
+    """Korthikanti et al. §4.3: the cross-entropy keeps FP32 logits, 4sbv/t;
+    at the loss the BF16 logits are alive too."""
+    m = models.get("LLaMA-3 8B")
+    assert memory.logits_bytes(m, 8192, 1, tp=8, peak=False) == 4 * 8192 * m.vocab_size / 8
+    assert memory.logits_bytes(m, 8192, 1) == 6 * 8192 * m.vocab_size
+    with pytest.raises(ValueError, match="tp: must divide the vocabulary \\(128256\\)"):
+        memory.logits_bytes(m, 8192, 1, tp=7)
+
+
+def test_policy_bad_input():
+    with pytest.raises(
+        ValueError, match="recompute: unknown value 'remat'; valid: none, selective, full, minimal_with"
+    ):
+        memory.activation_bytes_per_layer("LLaMA-3 8B", 1024, 1, recompute="remat")
+
+
+# --- schedules -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("p,m,v", [(4, 8, 1), (4, 8, 2), (4, 16, 4), (8, 16, 2), (2, 4, 1), (8, 8, 1)])
+def test_closed_forms_match_the_simulator(p, m, v):
+    """Bubble over math time is f/(1−f) of the simulated idle share f."""
+    kinds = ("gpipe", "1f1b", "zero_bubble") if v == 1 else ("interleaved",)
+    for kind in kinds:
+        ops = pipeline.schedule(kind, p, m, v)
+        f = pipeline.simulated_bubble_fraction(ops, p)
+        assert pipeline.schedule_bubble_overhead(kind, p, m, v) == pytest.approx(f / (1 - f))
+        held = pipeline.held_activations(ops, v)
+        assert pipeline.schedule_activation_microbatches(kind, p, m, v) == pytest.approx(held[0])
+        assert held[0] == max(held)
+
+
+def test_published_bubbles():
+    # Llama 3 §3.3.2: "Overall pipeline bubble ratio is (PP−1)/(V·M)"
+    assert pipeline.schedule_bubble_overhead("interleaved", 16, 32, 4) == pytest.approx(15 / (4 * 32))
+    assert pipeline.schedule_bubble_overhead("1f1b", 16, 32) == pytest.approx(15 / 32)
+    # DeepSeek-V3 Table 2 with F = W = 1, B = 2, F&B = F + B: 1F1B (PP−1)(F+B),
+    # ZB1P (PP−1)(F+B−2W), DualPipe (PP/2−1)(F&B+B−3W), against 3m of work
+    p, m = 16, 32
+    assert pipeline.schedule_bubble_overhead("1f1b", p, m) == pytest.approx((p - 1) * 3 / (3 * m))
+    assert pipeline.schedule_bubble_overhead("zero_bubble", p, m) == pytest.approx((p - 1) * (3 - 2) / (3 * m))
+    assert pipeline.schedule_bubble_overhead("dualpipe", p, m) == pytest.approx((p / 2 - 1) * (3 + 2 - 3) / (3 * m))
+    assert pipeline.schedule_activation_microbatches("dualpipe", p, m) == p + 1
+    assert pipeline.schedule_activation_microbatches("zero_bubble", p, m) == p
+    assert pipeline.schedule_parameter_copies("dualpipe") == 2
+    assert pipeline.schedule_parameter_copies("1f1b") == 1
+    # Korthikanti et al.: interleaving holds p(1 + (p−1)/(p·v)) microbatches
+    assert pipeline.schedule_activation_microbatches("interleaved", 16, 64, 4) == pytest.approx(16 * (1 + 15 / 64))
+    assert pipeline.schedule_activation_microbatches("gpipe", 16, 64) == 64
+    assert pipeline.schedule_bubble_overhead("dualpipe", 1, 3) == 0
+
+
+def test_uneven_pipelines():
+    # Llama 3: 126 layers on 16 stages, 8 on the deepest; DeepSeek-V3: 61 on 16
+    assert pipeline.deepest_stage_layers(126, 16, uneven=True) == 8
+    assert pipeline.deepest_stage_layers(126, 16, 4, uneven=True) == 8
+    assert pipeline.deepest_stage_layers(61, 16, uneven=True) == 4
+    assert pipeline.deepest_stage_layers(80, 8, 2) == 10
+    with pytest.raises(ValueError, match="n_stages: must divide the layers \\(126\\) unless uneven=True, got 16"):
+        pipeline.deepest_stage_layers(126, 16)
+    with pytest.raises(ValueError, match="n_virtual: must divide the layers per stage \\(8 of 126 on 16\\), got 3"):
+        pipeline.deepest_stage_layers(126, 16, 3, uneven=True)
+    with pytest.raises(ValueError, match="n_stages: at most the layers \\(4\\), got 8"):
+        pipeline.deepest_stage_layers(4, 8, uneven=True)
+
+
+def test_schedule_bad_input():
+    valid = "valid: gpipe, 1f1b, interleaved, zero_bubble, dualpipe"
+    with pytest.raises(ValueError, match=f"schedule: unknown value 'zb2p'; {valid}"):
+        pipeline.schedule_bubble_overhead("zb2p", 4, 8)
+    with pytest.raises(ValueError, match=f"schedule: unknown value 'zb2p'; {valid}"):
+        pipeline.schedule_activation_microbatches("zb2p", 4, 8)
+    with pytest.raises(ValueError, match=f"schedule: unknown value 'x'; {valid}"):
+        pipeline.schedule_parameter_copies("x")
+    with pytest.raises(ValueError, match="n_virtual: only the interleaved schedule has virtual stages"):
+        pipeline.schedule_bubble_overhead("1f1b", 4, 8, 2)
+    with pytest.raises(ValueError, match="n_stages: DualPipe pairs stage i with stage p−1−i, so p must be even"):
+        pipeline.schedule_bubble_overhead("dualpipe", 5, 10)
+    # DeepSeek's DualPipe asserts num_chunks % 2 == 0 and num_chunks >= num_ranks * 2
+    with pytest.raises(ValueError, match="n_microbatches: DualPipe .* at least 2·n_stages = 32, got 30"):
+        pipeline.schedule_activation_microbatches("dualpipe", 16, 30)
+    with pytest.raises(ValueError, match="n_microbatches: DualPipe .* got 33"):
+        pipeline.schedule_bubble_overhead("dualpipe", 16, 33)
+    with pytest.raises(ValueError, match="n_microbatches: the zero_bubble closed form needs at least n_stages=4"):
+        pipeline.schedule_bubble_overhead("zero_bubble", 4, 2)
+    with pytest.raises(ValueError, match="pp: must divide the layers \\(126\\) of LLaMA-3 405B"):
+        memory.activation_bytes_per_device("LLaMA-3 405B", 8192, 1, tp=8, pp=16)
