@@ -162,3 +162,24 @@ def test_bad_run_values_are_refused():
         replace(base, precision="fp4")
     with pytest.raises(ValueError, match="unknown run"):
         measured.run_named("GPT-9 on a toaster")
+
+
+def test_maxtext_custom_offload_policies_keep_nothing_in_hbm():
+    # maxtext (benchmarks/maxtext_trillium_model_configs.py): llama3_1_70b_8192 offloads
+    # decoder_layer_input, query_proj, key_proj and value_proj; llama3_1_8b_8192 and the
+    # Mixtral configs out_proj too. The layer keeps nothing in HBM; the host holds the input
+    # (2·s·b·D bytes), Q, K and V, and (second policy) the output projection's output.
+    from shardbook import memory
+
+    m = models.get("LLaMA-3 70B")
+    s, b = 8192, 5
+    token_wise = 2 * s * b * m.d_model
+    qkv = 2 * s * b * (m.n_heads + 2 * m.n_kv_heads) * m.head_dim
+    for policy, host in [
+        ("custom_offload_input_qkv", token_wise + qkv),
+        ("custom_offload_input_qkv_out", 2 * token_wise + qkv),
+    ]:
+        assert memory.activation_bytes_per_layer(m, s, b, recompute=policy) == 0
+        assert memory.offloaded_activation_bytes_per_layer(m, s, b, recompute=policy) == host
+    # qkv_proj_offloaded keeps the layer input (the scan carry) in HBM
+    assert memory.activation_bytes_per_layer(m, s, b, recompute="qkv_proj_offloaded") == token_wise
