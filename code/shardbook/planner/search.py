@@ -209,7 +209,11 @@ def largest_n_virtual(model, pp, uneven_pipeline=False):
     _validate.count("pp", pp)
     per_stage = m.n_layers // pp
     if uneven_pipeline:
-        return max(per_stage, 1)
+        # the deepest stage holds ceil(n/p) layers, which the chunks must divide
+        # (pipeline.deepest_stage_layers), and the shortest floor(n/p), which
+        # needs a layer per chunk: Llama 3's 126 on 16 stages (8 and 7) allows 4
+        deepest = -(-m.n_layers // pp)
+        return max((v for v in range(1, max(per_stage, 1) + 1) if deepest % v == 0), default=1)
     return max((v for v in range(1, per_stage + 1) if (m.n_layers // pp) % v == 0 and m.n_layers % pp == 0), default=1)
 
 
