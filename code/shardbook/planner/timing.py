@@ -266,9 +266,11 @@ def communication_s(lay, recompute, calibrated=False):
 
 
 def hidden_terms(lay):
-    """The terms that hide behind the math: fsdp, dp, cp and pp always; tp
-    and ep under ideal_overlap (collective matmul); ep under DualPipe."""
-    hidden = {"fsdp", "dp", "cp", "pp"}
+    """The terms that hide behind the math: fsdp, cp and pp always; dp
+    unless the framework reduces gradients after the backward
+    (grad_reduce_overlap False); tp and ep under ideal_overlap (collective
+    matmul); ep under DualPipe."""
+    hidden = {"fsdp", "dp", "cp", "pp"} if lay.grad_reduce_overlap else {"fsdp", "cp", "pp"}
     if lay.ideal_overlap:
         hidden |= {"tp", "ep"}
     if lay.schedule == "dualpipe" and lay.mesh["pp"] > 1:
