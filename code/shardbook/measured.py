@@ -120,9 +120,10 @@ class PublishedRun:
       peak; for Llama 3, TFLOP/s per GPU over 989; for SC21, where the paper
       prints a percentage of peak that counts the recomputed forward, the
       model-FLOPs share derived from it, see `published_peak_fraction`).
-    - `recompute`: the explorer's policy closest to the run's from below
-      (host offloading counts as none), so that the explorer's bound stays a
-      bound; `remat_policy` is the policy the run declares, in its own words.
+    - `recompute`: the run's recomputation policy as memory.RECOMPUTE names
+      it (Megatron's none/selective/full, MaxText's remat policies, host
+      offloading included); `remat_policy` is the policy as the run declares
+      it, in its own words.
     - `schedule`, `n_virtual`, `uneven_pipeline`: the pipeline schedule,
       virtual stages per device (None: not published), and whether stages
       hold unequal layer counts.
@@ -247,6 +248,7 @@ PUBLISHED_RUNS = (
         4,
         0.654,
         "maxtext-tiering",
+        recompute="save_dot_except_mlpwi",
         tokens_per_s_per_device=692,
         note="remat save_dot_except_mlpwi",
         remat_policy="save_dot_except_mlpwi",
@@ -266,7 +268,7 @@ PUBLISHED_RUNS = (
         2,
         0.438,
         "maxtext-tiering",
-        recompute="full",
+        recompute="qkv_proj_offloaded",
         tokens_per_s_per_device=900,
         note="remat qkv_proj_offloaded; 2 sequences per chip as the recipe's log ran",
         remat_policy="qkv_proj_offloaded",
@@ -285,6 +287,7 @@ PUBLISHED_RUNS = (
         4,
         0.4546,
         "maxtext-tiering",
+        recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=7207,
         note="activations offloaded to the host",
         remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
@@ -300,6 +303,7 @@ PUBLISHED_RUNS = (
         5,
         0.5033,
         "maxtext-tiering",
+        recompute="custom_offload_input_qkv",
         tokens_per_s_per_device=960,
         note="activations offloaded to the host",
         remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj offloaded",
@@ -315,6 +319,7 @@ PUBLISHED_RUNS = (
         12,
         0.3523,
         "maxtext-tiering",
+        recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=3899,
         note="dropped tokens, activations offloaded",
         remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
@@ -330,6 +335,7 @@ PUBLISHED_RUNS = (
         8,
         0.362,
         "maxtext-tiering",
+        recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=1326,
         note="capacity factor 1.25, activations offloaded",
         remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
