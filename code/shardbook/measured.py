@@ -485,9 +485,11 @@ def _sc21_run(size, tp, pp, n_gpus, batch, tflops, peak_fraction, _aggregate):
         model_flops / (step_s * n_gpus * 312e12),
         "narayanan2021megatron",
         recompute="full",
-        note="microbatch 1 and the 1F1B schedule assumed (not in the table); FP16 mixed precision; "
-        "gradients all-reduced after the backward pass (megatron/training.py at the paper's release)",
+        note="interleaved schedule with scatter/gather (section 5.1), virtual stages not given; microbatch 1 "
+        "as in Table 2's PTD-P rows; FP16 mixed precision; gradients all-reduced after the backward pass "
+        "(megatron/training.py at the paper's release)",
         remat_policy="full",
+        schedule="interleaved" if pp > 1 else "1f1b",
         attention="eager",
         grad_reduce_overlap=False,
         state_recipe="megatron",
