@@ -105,6 +105,7 @@ def evaluate(
     uneven_pipeline=False,
     keep_gathered_weights=False,
     ideal_overlap=False,
+    grad_reduce_overlap=True,
     dense_over_ep=True,
     routing_node_limit=None,
     fp8_dispatch=False,
@@ -138,6 +139,9 @@ def evaluate(
       keeps it (with an unsharded gradient buffer, reduce-scattered once)
       instead of gathering forward and backward and reduce-scattering for
       every microbatch.
+    - `grad_reduce_overlap`: False when the framework reduces the gradients
+      only after the last backward (Megatron-LM before --overlap-grad-reduce):
+      the dp reduction then sits on the critical path.
     - `ideal_overlap`: TP and EP collectives hide behind the math too
       (collective matmul); DualPipe hides EP by itself.
     - `dense_over_ep`: dense weights sharded over the expert axis as
@@ -171,6 +175,7 @@ def evaluate(
         uneven_pipeline=uneven_pipeline,
         keep_gathered_weights=keep_gathered_weights,
         ideal_overlap=ideal_overlap,
+        grad_reduce_overlap=grad_reduce_overlap,
         dense_over_ep=dense_over_ep,
         routing_node_limit=routing_node_limit,
         fp8_dispatch=fp8_dispatch,

@@ -44,6 +44,7 @@ class Layout:
     uneven_pipeline: bool
     keep_gathered_weights: bool
     ideal_overlap: bool
+    grad_reduce_overlap: bool
     dense_over_ep: bool
     routing_node_limit: int | None
     fp8_dispatch: bool
@@ -101,6 +102,7 @@ def layout(
     uneven_pipeline,
     keep_gathered_weights,
     ideal_overlap,
+    grad_reduce_overlap,
     dense_over_ep,
     routing_node_limit,
     fp8_dispatch,
@@ -157,6 +159,7 @@ def layout(
         uneven_pipeline=uneven_pipeline,
         keep_gathered_weights=keep_gathered_weights,
         ideal_overlap=ideal_overlap,
+        grad_reduce_overlap=grad_reduce_overlap,
         dense_over_ep=dense_over_ep,
         routing_node_limit=routing_node_limit,
         fp8_dispatch=fp8_dispatch,

@@ -209,12 +209,18 @@ PUBLISHED_LAYOUTS = {
 
 def largest_n_virtual(model, pp, uneven_pipeline=False):
     """The most virtual stages per device a pipeline of pp stages allows:
-    the layers of the deepest stage (one layer per chunk)."""
+    a divisor of the deepest stage's layers that leaves every chunk of the
+    shortest stage a layer."""
     m = models.get(model)
     _validate.count("pp", pp)
     if pp > m.n_layers or (m.n_layers % pp and not uneven_pipeline):
         return 1
-    return memory_plan.deepest_stage_layers(m.n_layers, pp, 1, uneven_pipeline)
+    # the deepest stage holds ceil(n/p) layers, which the chunks must divide
+    # (pipeline.deepest_stage_layers), and the shortest floor(n/p), which needs
+    # a layer per chunk: Llama 3's 126 on 16 stages (8 and 7) allows 4
+    deepest = memory_plan.deepest_stage_layers(m.n_layers, pp, 1, uneven_pipeline)
+    shortest = m.n_layers // pp
+    return max(v for v in range(1, shortest + 1) if deepest % v == 0)
 
 
 def run_options(run):
