@@ -111,7 +111,6 @@ def evaluate(
     fp8_dispatch=False,
     precision="bf16",
     tp_comm_overlap=False,
-    grad_reduce_overlap=True,
 ):
     """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
     tuple) with a global batch of `global_tokens` tokens in sequences of
@@ -136,12 +135,8 @@ def evaluate(
       16); memory counts the deepest stage, the bound the balanced
       average, the expectation the deepest stage.
     - `keep_gathered_weights`: FSDP gathers each weight once per step and
-      keeps it (with an unsharded gradient buffer, reduce-scattered once)
-      instead of gathering forward and backward and reduce-scattering for
-      every microbatch.
-    - `grad_reduce_overlap`: False when the framework reduces the gradients
-      only after the last backward (Megatron-LM before --overlap-grad-reduce):
-      the dp reduction then sits on the critical path.
+      keeps it instead of gathering it forward and backward for every
+      microbatch (gradients are reduce-scattered per microbatch either way).
     - `ideal_overlap`: TP and EP collectives hide behind the math too
       (collective matmul); DualPipe hides EP by itself.
     - `dense_over_ep`: dense weights sharded over the expert axis as
@@ -153,8 +148,11 @@ def evaluate(
       calibrate.fp8_peak_ratio; the expectation with
       calibrate.fp8_sustained_speedup); MFU stays over the BF16 peak.
     - `tp_comm_overlap`: TP collectives overlapped with the matmuls
-      (Megatron's --tp-comm-overlap); `grad_reduce_overlap` False: the
-      gradient reduction runs after the backward pass, exposed.
+      (Megatron's --tp-comm-overlap).
+    - `grad_reduce_overlap`: False when the framework reduces the gradients
+      only after the last backward (Megatron-LM before
+      --overlap-grad-reduce): the expectation puts the dp reduction on the
+      critical path; the bound hides it (some implementation overlaps it).
     """
     lay = layout(
         model,
@@ -175,7 +173,6 @@ def evaluate(
         uneven_pipeline=uneven_pipeline,
         keep_gathered_weights=keep_gathered_weights,
         ideal_overlap=ideal_overlap,
-        grad_reduce_overlap=grad_reduce_overlap,
         dense_over_ep=dense_over_ep,
         routing_node_limit=routing_node_limit,
         fp8_dispatch=fp8_dispatch,

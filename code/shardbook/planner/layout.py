@@ -44,7 +44,6 @@ class Layout:
     uneven_pipeline: bool
     keep_gathered_weights: bool
     ideal_overlap: bool
-    grad_reduce_overlap: bool
     dense_over_ep: bool
     routing_node_limit: int | None
     fp8_dispatch: bool
@@ -108,7 +107,6 @@ def layout(
     fp8_dispatch,
     precision="bf16",
     tp_comm_overlap=False,
-    grad_reduce_overlap=True,
 ):
     """The Layout of a step, or a ValueError naming the argument and the
     rule (TooFewSequences when a data-parallel rank gets less than one
@@ -165,7 +163,6 @@ def layout(
         fp8_dispatch=fp8_dispatch,
         precision=precision,
         tp_comm_overlap=tp_comm_overlap,
-        grad_reduce_overlap=grad_reduce_overlap,
         n_micro=seqs_per_replica / micro_batch_seqs,
         deepest=deepest,
         dense_local=dense_params * stage_share / (tp * dense_shard),
