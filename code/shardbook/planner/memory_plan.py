@@ -45,7 +45,11 @@ ZERO_STAGES = tuple(memory.ZERO_STAGES)
 
 
 def check_recipe(state_recipe):
-    """ValueError naming `state_recipe` and the valid names when it is unknown."""
+    """ValueError naming `state_recipe` and the valid names when it is
+    neither a name in STATE_RECIPES nor a memory.StateRecipe (a reader's
+    own recipe)."""
+    if isinstance(state_recipe, memory.StateRecipe):
+        return
     _validate.choice("state_recipe", state_recipe, STATE_RECIPES)
 
 
@@ -68,7 +72,7 @@ def gradient_bytes_per_param(state_recipe):
     """Bytes per parameter of the gradients the data-parallel reduction moves
     (FP32 under Megatron's and MaxText's recipes, BF16 otherwise)."""
     check_recipe(state_recipe)
-    return memory.STATE_RECIPES[state_recipe].gradient_bytes
+    return memory.state_recipe(state_recipe).gradient_bytes
 
 
 # --- activations -------------------------------------------------------------------

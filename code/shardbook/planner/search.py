@@ -166,6 +166,9 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, **
         options.get("zero", 0),
         1,
     )
+    _validate.choice("precision", options.get("precision", "bf16"), ("bf16", "fp8"))
+    if options.get("routing_node_limit") is not None:
+        _validate.count("routing_node_limit", options["routing_node_limit"])
     found = _usable(model, accelerator, n_devices, global_tokens, axes, options)
     return sorted(found, key=rank_key)
 
