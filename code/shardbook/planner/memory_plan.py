@@ -205,6 +205,9 @@ def device_memory(lay, recompute=None):
     stage, whose schedule keeps the most microbatches in flight, or the last,
     which also holds the logits); `policy` is `recompute`, or with None the
     first of SEARCH_POLICIES that fits."""
+    from .layout import check_layout
+
+    check_layout(lay)
     m, mesh = lay.model, lay.mesh
     state = _state(lay)
     gathered = _gathered(lay)

@@ -144,6 +144,8 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options):
 
 def rank_key(candidate):
     """Fitting candidates first, each group by expected step time, then by the bound."""
+    if not isinstance(candidate, Candidate):
+        raise TypeError(f"candidate: must be an explorer.Candidate, got {type(candidate).__name__}")
     return (not candidate.fits, candidate.expected_step_s, candidate.step_s)
 
 
