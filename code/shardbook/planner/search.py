@@ -97,9 +97,30 @@ def _for_mesh(model, mesh, options):
         return None
     v = options.get("n_virtual", 1)
     if v > 1:
-        v = min(v, largest_n_virtual(model, pp, options.get("uneven_pipeline", False))) if pp > 1 else 1
+        if pp > 1:
+            # the most virtual stages, up to the run's, that this mesh's stages divide into
+            m = models.get(model)
+            deepest = -(-m.n_layers // pp)
+            cap = min(v, largest_n_virtual(model, pp, options.get("uneven_pipeline", False)))
+            v = max(d for d in range(1, cap + 1) if deepest % d == 0)
+        else:
+            v = 1
         options = dict(options, n_virtual=v)
     return options
+
+
+def _evaluate_usable(model, accelerator, mesh, global_tokens, n_devices, options):
+    """evaluate, with a schedule that needs more microbatches than the mesh
+    leaves each pipeline (interleaving needs at least as many as stages)
+    reported as TooFewSequences: the mesh is not usable with it."""
+    try:
+        return evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options)
+    except TooFewSequences:
+        raise
+    except ValueError as exc:
+        if str(exc).startswith("n_microbatches:"):
+            raise TooFewSequences(str(exc)) from None
+        raise
 
 
 def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
@@ -108,12 +129,12 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
     if options is None:
         raise TooFewSequences("schedule: cannot run on this mesh")
     if options.get("micro_batch_seqs") is not None:
-        return evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options)
+        return _evaluate_usable(model, accelerator, mesh, global_tokens, n_devices, options)
     best = None
     for micro in MICRO_BATCH_CHOICES:
         try:
-            cand = evaluate(
-                model, accelerator, mesh, global_tokens, n_devices=n_devices, **dict(options, micro_batch_seqs=micro)
+            cand = _evaluate_usable(
+                model, accelerator, mesh, global_tokens, n_devices, dict(options, micro_batch_seqs=micro)
             )
         except TooFewSequences:
             break
