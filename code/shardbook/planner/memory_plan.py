@@ -174,6 +174,18 @@ def hardware_flops_per_token(model, seq_len, recompute, attention):
     """FLOPs the devices run per token under a policy and attention kernel:
     a flash kernel's backward recomputes the attention scores, which is what
     'selective' adds (training.hardware_flops_per_token, causal)."""
+    if hasattr(memory, "recomputed_flops_per_token"):
+        # what the policy runs again (memory counts MaxText's named policies
+        # tensor by tensor), plus the scores a flash kernel's backward
+        # recomputes when the policy does not already repeat them
+        m = models.get(model)
+        extra = memory.recomputed_flops_per_token(m, seq_len, recompute, causal=True)
+        if attention == "flash":
+            scores = memory.recomputed_flops_per_token(m, seq_len, "selective", causal=True)
+            policy = memory.recompute_policy(recompute)
+            if policy.name == "none" or (policy.kind == "named" and "context" in policy.saves + policy.offloads):
+                extra += scores
+        return training.model_flops_per_token(m, seq_len, causal=True) + extra
     policy = _FLOPS_AS.get(recompute, "full")
     if attention == "flash" and policy == "none":
         policy = "selective"
