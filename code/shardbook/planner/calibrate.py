@@ -57,11 +57,11 @@ MATMUL_EFFICIENCY = {
     "GB200 NVL72": Figure(0.70, "parallelize-transformer", "printed approximate (≈)"),
     "GB300 NVL72": Figure(0.70, "parallelize-transformer", "printed approximate (≈)"),
     "TPU v5p": Figure(
-        0.87, "fit", "validation.fit_matmul_efficiency on MaxText Llama 2 70B v5p-512 (the only v5p run)"
+        0.77, "fit", "validation.fit_matmul_efficiency on MaxText Llama 2 70B v5p-512 (the only v5p run)"
     ),
     "TPU v5e": Figure(0.67, "parallelize-transformer", "printed approximate (≈)"),
     "TPU v6e": Figure(
-        0.51, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
+        0.46, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
     ),
     "Ironwood": Figure(0.70, "fit", "placeholder until fitted", provisional=True),
     "A100": Figure(
