@@ -46,7 +46,7 @@ def test_activations_decide_the_recomputation_policy():
     cand = explorer.evaluate(
         "LLaMA-3 8B", "MI355X", {"fsdp": 8}, 8 * 8 * 8192, seq_len=8192, micro_batch_seqs=8, attention="eager"
     )
-    no_recompute = memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 8)
+    no_recompute = memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 8, attention="eager")
     assert no_recompute > hardware.get("MI355X").hbm_bytes
     assert cand.fits and cand.recompute in ("selective", "full")
     flash = explorer.evaluate(
@@ -54,7 +54,7 @@ def test_activations_decide_the_recomputation_policy():
     )
     assert flash.activation_bytes_per_device < no_recompute / 3
     assert cand.activation_bytes_per_device == pytest.approx(
-        memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 8, recompute=cand.recompute)
+        memory.activation_bytes_per_device("LLaMA-3 8B", 8192, 8, recompute=cand.recompute, attention="eager")
     )
     # recomputation costs math: the hardware FLOPs exceed the model FLOPs
     model_s = (

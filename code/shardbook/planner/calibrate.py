@@ -136,6 +136,35 @@ EXPOSED_FRACTION = {
 NVLS_PRESETS = ("H100", "H200", "B200", "GB200 NVL72", "GB300 NVL72")
 
 
+# FP8: the dense FP8 peak over the dense BF16 peak on the datasheets (2x on every
+# GPU preset with FP8 tensor cores and on Ironwood; the other TPUs have none),
+# and the speedup a whole step sustains when its GEMMs run in FP8 (attention,
+# norms and the first and last layers stay in BF16, as DeepSeek-V3 keeps them).
+FP8_PEAK_RATIO = {
+    "H100": Figure(2.0, "nvidia-h100-datasheet", "1,979 vs 989 TFLOP/s dense"),
+    "H200": Figure(2.0, "nvidia-h200-datasheet", "as H100"),
+    "H800": Figure(2.0, "nvidia-h100-datasheet", "same GH100 tensor cores as H100"),
+    "B200": Figure(2.0, "nvidia-dgx-b200", "dense FP8 twice dense BF16"),
+    "GB200 NVL72": Figure(2.0, "nvidia-gb200-nvl72", "dense FP8 twice dense BF16"),
+    "GB300 NVL72": Figure(2.0, "nvidia-gb300-nvl72", "dense FP8 twice dense BF16"),
+    "MI300X": Figure(2.0, "amd-mi300x-datasheet", "dense FP8 twice dense BF16"),
+    "MI355X": Figure(2.0, "amd-mi355x-datasheet", "dense FP8 twice dense BF16"),
+    "Ironwood": Figure(2.0, "google-tpu7x", "FP8 peak twice the BF16 figure", provisional=True),
+}
+FP8_SUSTAINED_SPEEDUP = Figure(1.3, "fit", "step-level gain of FP8 GEMMs; placeholder until fitted", True)
+
+
+def fp8_peak_ratio(accelerator):
+    """Dense FP8 peak / dense BF16 peak (1 where the accelerator has no FP8)."""
+    entry = FP8_PEAK_RATIO.get(hardware.get(accelerator).name)
+    return entry.value if entry else 1.0
+
+
+def fp8_sustained_speedup(accelerator):
+    """The calibrated step-level math speedup of FP8 GEMMs (1 without FP8)."""
+    return FP8_SUSTAINED_SPEEDUP.value if fp8_peak_ratio(accelerator) > 1 else 1.0
+
+
 def _lookup(table, key, default):
     return table.get(key, default)
 
@@ -187,6 +216,8 @@ def table():
         ("scale-up latency (s)", SCALE_UP_LATENCY_S),
         ("scale-out latency (s)", SCALE_OUT_LATENCY_S),
         ("exposed fraction", EXPOSED_FRACTION),
+        ("FP8 peak ratio", FP8_PEAK_RATIO),
+        ("FP8 sustained speedup", {"any": FP8_SUSTAINED_SPEEDUP}),
     ):
         rows += [(name, key, fig) for key, fig in tab.items()]
     return rows

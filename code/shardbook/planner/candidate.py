@@ -109,6 +109,8 @@ def evaluate(
     dense_over_ep=True,
     routing_node_limit=None,
     fp8_dispatch=False,
+    precision="bf16",
+    tp_comm_overlap=False,
 ):
     """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
     tuple) with a global batch of `global_tokens` tokens in sequences of
@@ -133,12 +135,8 @@ def evaluate(
       16); memory counts the deepest stage, the bound the balanced
       average, the expectation the deepest stage.
     - `keep_gathered_weights`: FSDP gathers each weight once per step and
-      keeps it (with an unsharded gradient buffer, reduce-scattered once)
-      instead of gathering forward and backward and reduce-scattering for
-      every microbatch.
-    - `grad_reduce_overlap`: False when the framework reduces the gradients
-      only after the last backward (Megatron-LM before --overlap-grad-reduce):
-      the dp reduction then sits on the critical path.
+      keeps it instead of gathering it forward and backward for every
+      microbatch (gradients are reduce-scattered per microbatch either way).
     - `ideal_overlap`: TP and EP collectives hide behind the math too
       (collective matmul); DualPipe hides EP by itself.
     - `dense_over_ep`: dense weights sharded over the expert axis as
@@ -146,6 +144,15 @@ def evaluate(
     - `routing_node_limit`: each token reaches at most this many domains
       (DeepSeek-V3: 4), one copy per domain; `fp8_dispatch`: the forward
       dispatch in FP8 (1 byte per element).
+    - `precision`: 'bf16', or 'fp8' matmuls (the bound at the FP8 peak,
+      calibrate.fp8_peak_ratio; the expectation with
+      calibrate.fp8_sustained_speedup); MFU stays over the BF16 peak.
+    - `tp_comm_overlap`: TP collectives overlapped with the matmuls
+      (Megatron's --tp-comm-overlap).
+    - `grad_reduce_overlap`: False when the framework reduces the gradients
+      only after the last backward (Megatron-LM before
+      --overlap-grad-reduce): the expectation puts the dp reduction on the
+      critical path; the bound hides it (some implementation overlaps it).
     """
     lay = layout(
         model,
@@ -166,10 +173,12 @@ def evaluate(
         uneven_pipeline=uneven_pipeline,
         keep_gathered_weights=keep_gathered_weights,
         ideal_overlap=ideal_overlap,
-        grad_reduce_overlap=grad_reduce_overlap,
         dense_over_ep=dense_over_ep,
         routing_node_limit=routing_node_limit,
         fp8_dispatch=fp8_dispatch,
+        precision=precision,
+        tp_comm_overlap=tp_comm_overlap,
+        grad_reduce_overlap=grad_reduce_overlap,
     )
     m, acc, mesh = lay.model, lay.accelerator, lay.mesh
     n, pp = lay.n_devices, mesh["pp"]
@@ -180,18 +189,24 @@ def evaluate(
     # math: at peak for the bound; sustained, at the deepest stage's pace, for the expectation
     peak = acc.bf16_dense_flops_per_s
     ideal_s = training.model_flops_per_token(m, seq_len, causal=True) * global_tokens / (n * peak)
-    math_s = memory_plan.hardware_flops_per_token(m, seq_len, policy, attention) * global_tokens / (n * peak)
+    hardware_flops = memory_plan.hardware_flops_per_token(m, seq_len, policy) * global_tokens
+    fp8 = precision == "fp8"
+    math_s = hardware_flops / (n * peak * (calibrate.fp8_peak_ratio(acc) if fp8 else 1))
     balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0
-    math_expected = math_s * balance / calibrate.matmul_efficiency(acc)
+    speedup = calibrate.fp8_sustained_speedup(acc) if fp8 else 1
+    math_expected = hardware_flops / (n * peak * speedup) * balance / calibrate.matmul_efficiency(acc)
 
     # communication, at line rate and calibrated; the bubble of the schedule
     bound_terms = timing.communication_s(lay, policy, calibrated=False)
     expected_terms = timing.communication_s(lay, policy, calibrated=True)
-    hidden = timing.hidden_terms(lay)
     overhead = memory_plan.bubble_overhead(schedule, pp, math.ceil(lay.n_micro), n_virtual) if pp > 1 else 0.0
-    step_s = timing.bound_step_s(math_s, bound_terms, hidden, math_s * overhead)
+    step_s = timing.bound_step_s(math_s, bound_terms, timing.hidden_terms(lay, bound=True), math_s * overhead)
     expected_s = timing.expected_step_s(
-        math_expected, expected_terms, hidden, math_expected * overhead, timing.exposed_fractions(lay)
+        math_expected,
+        expected_terms,
+        timing.hidden_terms(lay),
+        math_expected * overhead,
+        timing.exposed_fractions(lay),
     )
     state_keys = ("weights", "gradients", "master_weights", "optimizer_state")
     return Candidate(

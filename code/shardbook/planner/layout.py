@@ -11,8 +11,10 @@ from .. import _validate, hardware, models
 from . import memory_plan
 from .placement import DEFAULT_ORDER, check_mesh, normalize_mesh, place
 
+PRECISIONS = ("bf16", "fp8")
 
-class TooFewSequences(ValueError):
+
+class TooFewSequences(memory_plan.Unusable):
     """The batch leaves a data-parallel rank less than one microbatch: the
     mesh is not usable for it (the search skips such meshes)."""
 
@@ -42,10 +44,12 @@ class Layout:
     uneven_pipeline: bool
     keep_gathered_weights: bool
     ideal_overlap: bool
-    grad_reduce_overlap: bool
     dense_over_ep: bool
     routing_node_limit: int | None
     fp8_dispatch: bool
+    precision: str
+    tp_comm_overlap: bool
+    grad_reduce_overlap: bool
     n_micro: float
     deepest: int
     dense_local: float
@@ -66,7 +70,7 @@ def check_options(schedule, n_virtual, recompute, attention, state_recipe, zero,
     stage, or virtual stages without an interleaved schedule."""
     memory_plan.check_schedule(schedule)
     _validate.count("n_virtual", n_virtual)
-    if n_virtual > 1 and schedule not in ("interleaved", "dualpipe"):
+    if n_virtual > 1 and schedule != "interleaved":
         raise ValueError(f"n_virtual: {n_virtual} virtual stages need schedule='interleaved', got {schedule!r}")
     if recompute is not None:
         memory_plan.check_recompute(recompute)
@@ -101,6 +105,8 @@ def layout(
     dense_over_ep,
     routing_node_limit,
     fp8_dispatch,
+    precision="bf16",
+    tp_comm_overlap=False,
 ):
     """The Layout of a step, or a ValueError naming the argument and the
     rule (TooFewSequences when a data-parallel rank gets less than one
@@ -115,16 +121,12 @@ def layout(
         raise ValueError(f"mesh: degrees multiply to {n}, not to the device count {n_devices}")
     check_mesh(m, mesh, seq_len, uneven_pipeline)
     check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, mesh["pp"])
+    _validate.choice("precision", precision, PRECISIONS)
     if routing_node_limit is not None:
         _validate.count("routing_node_limit", routing_node_limit)
     if global_tokens < n:
         raise ValueError(f"global_tokens: {global_tokens:g} is below one token per device ({n} devices)")
     pp, tp, ep, fsdp = mesh["pp"], mesh["tp"], mesh["ep"], mesh["fsdp"]
-    stage_layers = m.n_layers / pp
-    if pp > 1 and n_virtual > 1 and (stage_layers < n_virtual or (not uneven_pipeline and stage_layers % n_virtual)):
-        raise ValueError(
-            f"n_virtual: {n_virtual} must divide the layers per stage ({m.n_layers} layers on {pp} stages)"
-        )
     seqs_per_replica = global_tokens / seq_len / (mesh["dp"] * fsdp * ep)
     if seqs_per_replica < micro_batch_seqs:
         raise TooFewSequences(
@@ -159,6 +161,8 @@ def layout(
         dense_over_ep=dense_over_ep,
         routing_node_limit=routing_node_limit,
         fp8_dispatch=fp8_dispatch,
+        precision=precision,
+        tp_comm_overlap=tp_comm_overlap,
         n_micro=seqs_per_replica / micro_batch_seqs,
         deepest=deepest,
         dense_local=dense_params * stage_share / (tp * dense_shard),

@@ -97,30 +97,10 @@ def _for_mesh(model, mesh, options):
         return None
     v = options.get("n_virtual", 1)
     if v > 1:
-        if pp > 1:
-            # the most virtual stages, up to the run's, that this mesh's stages divide into
-            m = models.get(model)
-            deepest = -(-m.n_layers // pp)
-            cap = min(v, largest_n_virtual(model, pp, options.get("uneven_pipeline", False)))
-            v = max(d for d in range(1, cap + 1) if deepest % d == 0)
-        else:
-            v = 1
-        options = dict(options, n_virtual=v)
+        most = largest_n_virtual(model, pp, options.get("uneven_pipeline", False)) if pp > 1 else 1
+        v = max(d for d in range(1, min(v, most) + 1) if most % d == 0)  # a divisor of the stage's layers
+        options = dict(options, n_virtual=v, schedule=options["schedule"] if v > 1 else "1f1b")
     return options
-
-
-def _evaluate_usable(model, accelerator, mesh, global_tokens, n_devices, options):
-    """evaluate, with a schedule that needs more microbatches than the mesh
-    leaves each pipeline (interleaving needs at least as many as stages)
-    reported as TooFewSequences: the mesh is not usable with it."""
-    try:
-        return evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options)
-    except TooFewSequences:
-        raise
-    except ValueError as exc:
-        if str(exc).startswith("n_microbatches:"):
-            raise TooFewSequences(str(exc)) from None
-        raise
 
 
 def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
@@ -129,15 +109,17 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
     if options is None:
         raise TooFewSequences("schedule: cannot run on this mesh")
     if options.get("micro_batch_seqs") is not None:
-        return _evaluate_usable(model, accelerator, mesh, global_tokens, n_devices, options)
+        return evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options)
     best = None
     for micro in MICRO_BATCH_CHOICES:
         try:
-            cand = _evaluate_usable(
-                model, accelerator, mesh, global_tokens, n_devices, dict(options, micro_batch_seqs=micro)
+            cand = evaluate(
+                model, accelerator, mesh, global_tokens, n_devices=n_devices, **dict(options, micro_batch_seqs=micro)
             )
         except TooFewSequences:
             break
+        except memory_plan.Unusable:
+            continue
         if best is None or (not cand.fits, cand.expected_step_s) < (not best.fits, best.expected_step_s):
             best = cand
     if best is None:
@@ -155,7 +137,7 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options):
         mesh = dict(zip(TUPLE_AXES, mesh, strict=True)) if isinstance(mesh, tuple) else mesh
         try:
             found.append(_best_of(model, accelerator, mesh, global_tokens, n_devices, options))
-        except TooFewSequences:
+        except memory_plan.Unusable:
             pass
     return found
 
@@ -199,6 +181,9 @@ RUN_OPTIONS = (
     "dense_over_ep",
     "routing_node_limit",
     "fp8_dispatch",
+    "precision",
+    "tp_comm_overlap",
+    "grad_reduce_overlap",
 )
 
 
@@ -224,18 +209,18 @@ PUBLISHED_LAYOUTS = {
 
 def largest_n_virtual(model, pp, uneven_pipeline=False):
     """The most virtual stages per device a pipeline of pp stages allows:
-    every chunk at least one layer, and dividing the layers per stage
-    unless the pipeline is uneven."""
+    a divisor of the deepest stage's layers that leaves every chunk of the
+    shortest stage a layer."""
     m = models.get(model)
     _validate.count("pp", pp)
-    per_stage = m.n_layers // pp
-    if uneven_pipeline:
-        # the deepest stage holds ceil(n/p) layers, which the chunks must divide
-        # (pipeline.deepest_stage_layers), and the shortest floor(n/p), which
-        # needs a layer per chunk: Llama 3's 126 on 16 stages (8 and 7) allows 4
-        deepest = -(-m.n_layers // pp)
-        return max((v for v in range(1, max(per_stage, 1) + 1) if deepest % v == 0), default=1)
-    return max((v for v in range(1, per_stage + 1) if (m.n_layers // pp) % v == 0 and m.n_layers % pp == 0), default=1)
+    if pp > m.n_layers or (m.n_layers % pp and not uneven_pipeline):
+        return 1
+    # the deepest stage holds ceil(n/p) layers, which the chunks must divide
+    # (pipeline.deepest_stage_layers), and the shortest floor(n/p), which needs
+    # a layer per chunk: Llama 3's 126 on 16 stages (8 and 7) allows 4
+    deepest = memory_plan.deepest_stage_layers(m.n_layers, pp, 1, uneven_pipeline)
+    shortest = m.n_layers // pp
+    return max(v for v in range(1, shortest + 1) if deepest % v == 0)
 
 
 def run_options(run):
@@ -252,6 +237,8 @@ def run_options(run):
         recompute=run.recompute,
         uneven_pipeline=run.uneven_pipeline,
     )
+    if getattr(run, "remat_policy", "") in memory_plan.RECOMPUTE:
+        options["recompute"] = run.remat_policy  # the policy the run declares, where the planner knows it
     options.update(PUBLISHED_LAYOUTS.get((run.model, run.accelerator), {}))
     for name in RUN_OPTIONS:
         value = getattr(run, name, None)

@@ -185,13 +185,14 @@ def expected_step_s(math_s, comm_s, hidden, bubble_s, exposed):
 
 def _fsdp_s(lay, calibrated):
     """FSDP (and dense weights over ep): BF16 gathers forward and backward
-    and gradient reduce-scatters per microbatch, or one of each per step
-    when the weights are kept."""
+    per microbatch (once per step when the weights are kept) and a gradient
+    reduce-scatter per microbatch (the gradients stay sharded, as ZeRO-3
+    and JAX's scan over microbatches accumulate them)."""
     acc, where = lay.accelerator, lay.placement
     weight, grad = memory_plan.WEIGHT_BYTES, memory_plan.gradient_bytes_per_param(lay.state_recipe)
     axes = [where["fsdp"]] + ([where["ep"]] if lay.dense_over_ep else [])
     gathers = 1 if lay.keep_gathered_weights else 2 * lay.n_micro
-    scatters = 1 if lay.keep_gathered_weights else lay.n_micro
+    scatters = lay.n_micro  # gradients stay sharded: reduce-scattered as each microbatch's backward ends
     dense = lay.dense_local * lay.dense_shard
     expert = lay.expert_local * lay.mesh["fsdp"]
     return (
@@ -265,14 +266,19 @@ def communication_s(lay, recompute, calibrated=False):
     return out
 
 
-def hidden_terms(lay):
+def hidden_terms(lay, bound=False):
     """The terms that hide behind the math: fsdp, cp and pp always; dp
-    unless the framework reduces gradients after the backward
-    (grad_reduce_overlap False); tp and ep under ideal_overlap (collective
-    matmul); ep under DualPipe."""
-    hidden = {"fsdp", "dp", "cp", "pp"} if lay.grad_reduce_overlap else {"fsdp", "cp", "pp"}
+    unless the run reduces its gradients only after the backward
+    (grad_reduce_overlap False; the `bound` hides it anyway, since some
+    implementation overlaps it); tp with tp_comm_overlap (collective
+    matmul); tp and ep under ideal_overlap; ep under DualPipe."""
+    hidden = {"fsdp", "cp", "pp"}
+    if lay.grad_reduce_overlap or bound:  # the bound: some implementation overlaps it
+        hidden.add("dp")
     if lay.ideal_overlap:
         hidden |= {"tp", "ep"}
+    if lay.tp_comm_overlap:
+        hidden.add("tp")
     if lay.schedule == "dualpipe" and lay.mesh["pp"] > 1:
         hidden.add("ep")
     return hidden
