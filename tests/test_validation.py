@@ -214,7 +214,11 @@ def test_no_run_beats_the_bound(run, table):
     row = table[run.name]
     # the same model FLOPs over the same peak: the bound's step is never longer than the measured one
     assert row.bound.step_s <= run.step_s, f"bound {row.bound.step_s:.3f} s > measured {run.step_s:.3f} s"
-    assert row.measured_mfu <= row.bound.mfu <= 1 + 1e-12
+    from shardbook.planner import calibrate
+
+    # an FP8 run's bound may pass the BF16 peak, never the FP8 one
+    ceiling = calibrate.fp8_peak_ratio(run.accelerator) if run.precision == "fp8" else 1
+    assert row.measured_mfu <= row.bound.mfu <= ceiling + 1e-12
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: r.name)

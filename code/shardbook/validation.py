@@ -114,9 +114,8 @@ def expected_for_run(run):
     the critical path where it does not overlap it (`grad_reduce_overlap`).
     Its `expected_step_s` is the planner's calibrated estimate of the run."""
     planner = _planner()
-    options = planner.run_options(run)
-    options["ideal_overlap"] = run.tp_comm_overlap
-    options["grad_reduce_overlap"] = run.grad_reduce_overlap
+    options = planner.run_options(run)  # carries tp_comm_overlap and grad_reduce_overlap
+    options["ideal_overlap"] = False
     return planner.evaluate(run.model, run.accelerator, run.mesh, run.global_tokens, **options)
 
 
