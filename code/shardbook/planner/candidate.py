@@ -198,7 +198,16 @@ def evaluate(
     math_expected = hardware_flops / (n * peak * speedup) * balance / calibrate.matmul_efficiency(acc)
     # HBM: every microbatch streams the device's (gathered) weights at least WEIGHT_PASSES times
     hbm = calibrate.hbm_bytes_per_s(acc)
+    elementwise_s = 0.0
     if hbm:
+        # the expectation: unfused elementwise work between the matmuls, bound by HBM
+        kept = memory_plan.activation_bytes_per_layer(
+            m, seq_len, micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], sequence_parallel=lay.sequence_parallel,
+            recompute="none", attention=attention,
+        )  # fmt: skip
+        moved = calibrate.ELEMENTWISE_PASSES.value * kept * lay.deepest * lay.n_micro
+        elementwise_s = moved / (hbm * calibrate.HBM_EFFICIENCY.value)
+        math_expected += elementwise_s
         streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
         hbm_s = calibrate.WEIGHT_PASSES * streamed * lay.n_micro / hbm
         math_s = max(math_s, hbm_s)
@@ -244,7 +253,9 @@ def evaluate(
         hbm_bytes=float(acc.hbm_bytes),
         expected_step_s=expected_s,
         expected_mfu=ideal_s / expected_s,
-        expected_terms=dict(expected_terms, math=math_expected, bubble=math_expected * overhead),
+        expected_terms=dict(
+            expected_terms, math=math_expected, elementwise=elementwise_s, bubble=math_expected * overhead
+        ),
         micro_batch_seqs=micro_batch_seqs,
         schedule=schedule,
         n_virtual=n_virtual,
