@@ -10,8 +10,8 @@ dubey2024llama3, deepseek2024v3, maxtext.
 import math
 from dataclasses import dataclass, field
 
-from .. import _validate, training
-from . import calibrate, memory_plan, timing
+from .. import _validate
+from . import memory_plan, timing
 from .layout import TooFewSequences, layout
 from .placement import DEFAULT_ORDER
 
@@ -181,37 +181,13 @@ def evaluate(
         tp_comm_overlap=tp_comm_overlap,
         grad_reduce_overlap=grad_reduce_overlap,
     )
-    m, acc, mesh = lay.model, lay.accelerator, lay.mesh
-    n, pp = lay.n_devices, mesh["pp"]
+    acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 
     # memory: what the device that holds the most keeps
     breakdown, policy, fits = memory_plan.device_memory(lay, recompute)
 
     # math: at peak for the bound; sustained, at the deepest stage's pace, for the expectation
-    peak = acc.bf16_dense_flops_per_s
-    ideal_s = training.model_flops_per_token(m, seq_len, causal=True) * global_tokens / (n * peak)
-    hardware_flops = memory_plan.hardware_flops_per_token(m, seq_len, policy) * global_tokens
-    fp8 = precision == "fp8"
-    math_s = hardware_flops / (n * peak * (calibrate.fp8_peak_ratio(acc) if fp8 else 1))
-    balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0
-    speedup = calibrate.fp8_sustained_speedup(acc) if fp8 else 1
-    math_expected = hardware_flops / (n * peak * speedup) * balance / calibrate.matmul_efficiency(acc)
-    # HBM: every microbatch streams the device's (gathered) weights at least WEIGHT_PASSES times
-    hbm = calibrate.hbm_bytes_per_s(acc)
-    elementwise_s = 0.0
-    if hbm:
-        # the expectation: unfused elementwise work between the matmuls, bound by HBM
-        kept = memory_plan.activation_bytes_per_layer(
-            m, seq_len, micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], sequence_parallel=lay.sequence_parallel,
-            recompute="none", attention=attention,
-        )  # fmt: skip
-        moved = calibrate.ELEMENTWISE_PASSES.value * kept * lay.deepest * lay.n_micro
-        elementwise_s = moved / (hbm * calibrate.HBM_EFFICIENCY.value)
-        math_expected += elementwise_s
-        streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
-        hbm_s = calibrate.WEIGHT_PASSES * streamed * lay.n_micro / hbm
-        math_s = max(math_s, hbm_s)
-        math_expected = max(math_expected, hbm_s * balance / calibrate.HBM_EFFICIENCY.value)
+    ideal_s, math_s, math_expected, elementwise_s = timing.math_s(lay, policy)
 
     # communication, at line rate and calibrated; the bubble of the schedule
     bound_terms = timing.communication_s(lay, policy, calibrated=False)

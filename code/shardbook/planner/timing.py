@@ -23,7 +23,7 @@ deepseek2024v3, nccl-tests-performance.
 import dataclasses
 import functools
 
-from .. import _validate, collectives, fabric, hardware
+from .. import _validate, collectives, fabric, hardware, training
 from ..hardware import Sourced
 from . import calibrate, memory_plan
 
@@ -186,6 +186,54 @@ def expected_step_s(math_s, comm_s, hidden, bubble_s, exposed):
         else:
             total += seconds
     return total
+
+
+# --- the math of one step -------------------------------------------------------------
+
+
+def math_s(lay, recompute):
+    """(ideal_s, bound_s, expected_s, elementwise_s) for a Layout's math, per
+    device: `ideal_s` the model FLOPs at the BF16 peak (MFU's denominator);
+    `bound_s` the hardware FLOPs (with what `recompute` runs again) at the
+    peak (the FP8 peak for precision='fp8'), at least the time to stream
+    the device's weights from HBM calibrate.WEIGHT_PASSES times per
+    microbatch; `expected_s` at the sustained efficiency, at the deepest
+    stage's pace, plus the unfused elementwise work (`elementwise_s`:
+    calibrate.ELEMENTWISE_PASSES times the bytes a layer keeps, at the
+    achieved HBM bandwidth)."""
+    from .layout import check_layout
+
+    check_layout(lay)
+    m, acc, mesh = lay.model, lay.accelerator, lay.mesh
+    n, pp = lay.n_devices, mesh["pp"]
+    peak = acc.bf16_dense_flops_per_s
+    ideal = training.model_flops_per_token(m, lay.seq_len, causal=True) * lay.global_tokens / (n * peak)
+    hardware_flops = memory_plan.hardware_flops_per_token(m, lay.seq_len, recompute) * lay.global_tokens
+    fp8 = lay.precision == "fp8"
+    bound = hardware_flops / (n * peak * (calibrate.fp8_peak_ratio(acc) if fp8 else 1))
+    balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0  # the deepest stage sets the pace
+    speedup = calibrate.fp8_sustained_speedup(acc) if fp8 else 1
+    expected = hardware_flops / (n * peak * speedup) * balance / calibrate.matmul_efficiency(acc)
+    hbm = calibrate.hbm_bytes_per_s(acc)
+    if not hbm:
+        return ideal, bound, expected, 0.0
+    kept = memory_plan.activation_bytes_per_layer(
+        m,
+        lay.seq_len,
+        lay.micro_batch_seqs,
+        tp=mesh["tp"],
+        cp=mesh["cp"],
+        sequence_parallel=lay.sequence_parallel,
+        recompute="none",
+        attention=lay.attention,
+    )
+    achieved_hbm = hbm * calibrate.HBM_EFFICIENCY.value
+    elementwise = calibrate.ELEMENTWISE_PASSES.value * kept * lay.deepest * lay.n_micro / achieved_hbm
+    streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
+    streaming = calibrate.WEIGHT_PASSES * streamed * lay.n_micro
+    bound = max(bound, streaming / hbm)
+    expected = max(expected + elementwise, streaming * balance / achieved_hbm)
+    return ideal, bound, expected, elementwise
 
 
 # --- one step's collectives ------------------------------------------------------------
