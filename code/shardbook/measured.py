@@ -6,6 +6,8 @@ rerun them. Chapters show them as cited evidence.
 
 from dataclasses import dataclass, replace
 
+from . import _validate
+
 
 @dataclass(frozen=True)
 class MeshRun:
@@ -205,13 +207,25 @@ class PublishedRun:
         return self.accelerator
 
 
+def _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size):
+    for name, value in (
+        ("batch_seqs", batch_seqs),
+        ("seq_len", seq_len),
+        ("n_layers", n_layers),
+        ("d_model", d_model),
+        ("vocab_size", vocab_size),
+    ):
+        _validate.count(name, value)
+    return batch_seqs, seq_len, n_layers, d_model, vocab_size
+
+
 def sc21_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab_size):
     """FLOPs of one training iteration as Narayanan et al. count them
     (SC21, equation 3): 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)): forward,
     backward and the recomputed forward of every transformer layer (matmuls
     only, attention scores over the full s × s square), and the logit layer
     forward and backward. Ref: narayanan2021megatron."""
-    b, s, n, h, v = batch_seqs, seq_len, n_layers, d_model, vocab_size
+    b, s, n, h, v = _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size)
     return 96 * b * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h))
 
 
@@ -219,7 +233,7 @@ def sc21_model_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab
     """The same count without the recomputed forward of the transformer
     layers: 72·B·s·l·h²·(1 + s/(6h)) + 6·B·s·V·h (the logit layer is not
     recomputed). Ref: narayanan2021megatron, korthikanti2022reducing."""
-    b, s, n, h, v = batch_seqs, seq_len, n_layers, d_model, vocab_size
+    b, s, n, h, v = _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size)
     return 72 * b * s * n * h * h * (1 + s / (6 * h)) + 6 * b * s * v * h
 
 
@@ -229,7 +243,9 @@ def mcore_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab_size
     num_floating_point_operations): 12·B·s·l·h²·((1 + g + s/h) + F/h + V/(2·l·h))
     with g the KV-head fraction; attention scores over the full square, no
     recomputation. Ref: megatron-lm-readme."""
-    b, s, n, h, v = batch_seqs, seq_len, n_layers, d_model, vocab_size
+    b, s, n, h, v = _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size)
+    _validate.positive("ffn_ratio", ffn_ratio)
+    _validate.non_negative("kv_fraction", kv_fraction)
     return 12 * b * s * n * h * h * ((1 + kv_fraction + s / h) + ffn_ratio + v / (2 * n * h))
 
 
@@ -564,3 +580,6 @@ def run_named(name):
         if run.name == name:
             return run
     raise ValueError(f"name: unknown run {name!r}; known: {', '.join(r.name for r in VALIDATION_RUNS)}")
+
+
+_validate.guard_module(globals())

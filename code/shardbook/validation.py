@@ -104,6 +104,10 @@ def measured_mfu(run, candidate):
     """The run's measured step time as an MFU in the planner's FLOP count:
     candidate.mfu × candidate.step_s / run.step_s (the same model FLOPs
     over the same peak, at the measured step time)."""
+    if not isinstance(run, measured.PublishedRun):
+        raise TypeError(f"run: must be a measured.PublishedRun, got {type(run).__name__}")
+    if not isinstance(candidate, _planner().Candidate):
+        raise TypeError(f"candidate: must be a planner.Candidate, got {type(candidate).__name__}")
     return candidate.mfu * candidate.step_s / run.step_s
 
 
@@ -153,7 +157,11 @@ def rows(runs=None, with_rank=False):
 
 def largest_validation_error(table):
     """The Row of the validation set with the largest |expected / measured − 1|."""
+    if not isinstance(table, (list, tuple)) or not all(isinstance(r, Row) for r in table):
+        raise TypeError("table: must be a list of validation.Row")
     valid = [r for r in table if r.role == "validation"]
+    if not valid:
+        raise ValueError("table: holds no run of the validation set")
     return max(valid, key=lambda r: abs(r.error))
 
 
@@ -189,7 +197,13 @@ def fit_matmul_efficiency(accelerator, runs=None, low=0.2, high=1.0, tol=1e-4):
     `runs` (default: the calibration runs on `accelerator`), by golden-section
     search; everything else at its calibrate.py value."""
     name = hardware.get(accelerator).name
+    _validate.positive("low", low)
+    _validate.positive("tol", tol)
+    if not low < high <= 2:
+        raise ValueError(f"high: must lie above low ({low}) and at most 2, got {high}")
     runs = [r for r in calibration_runs() if r.accelerator == name] if runs is None else list(runs)
+    if not all(isinstance(r, measured.PublishedRun) for r in runs):
+        raise TypeError("runs: must be measured.PublishedRun records")
     if not runs:
         raise ValueError(f"accelerator: no calibration runs on {name!r}")
     g = (math.sqrt(5) - 1) / 2
@@ -210,6 +224,9 @@ def fit_matmul_efficiency(accelerator, runs=None, low=0.2, high=1.0, tol=1e-4):
 
 def fitted_efficiencies(digits=2):
     """{accelerator: η fitted on its calibration runs, rounded to `digits`}."""
+    _validate.count("digits", digits, minimum=0)
+    if digits > 6:
+        raise ValueError(f"digits: at most 6 (the fit's tolerance is 1e-4), got {digits}")
     accs = []
     for run in calibration_runs():
         if run.accelerator not in accs:
