@@ -180,20 +180,23 @@ def test_compiled_candidates_have_the_predicted_groups():
 
 def test_published_runs_never_beat_the_bound():
     """For every published run (MaxText's tiering table and its configs;
-    Llama 3 405B, dubey2024llama3 Table 4), the explorer's optimistic bound
-    for the run's own mesh predicts an MFU at least the measured one and at
-    most 1: a real run must not beat an optimistic model."""
-    from shardbook import measured
+    Llama 3 405B, dubey2024llama3 Table 4; DeepSeek-V3, deepseek2024v3; the
+    Megatron runs), the planner's optimistic bound for the run's own mesh
+    predicts an MFU at least the measured one: a real run must not beat an
+    optimistic model. The test is not vacuous (review ch7-9 W12): every
+    bound charges something (the run's recomputation, its bubble, or a
+    collective the math cannot hide), so it stays below the peak, and the
+    calibrated expectation never exceeds it."""
+    from shardbook import hardware, measured
     from shardbook.planner import calibrate
 
     assert len(measured.PUBLISHED_RUNS) >= 6
     for run in measured.PUBLISHED_RUNS:
         bound = explorer.bound_for_run(run)
-        # an FP8 run's bound may pass the BF16 peak (the MFU's denominator), not the FP8 one
-        ceiling = calibrate.fp8_peak_ratio(run.accelerator) if run.precision == "fp8" else 1
-        assert run.mfu <= bound.mfu <= ceiling + 1e-12, run.name
-        rank, count = explorer.rank_of_run(run)
-        assert rank is not None and 1 <= rank <= count, run.name
+        ceiling = calibrate.fp8_peak_ratio(hardware.get(run.accelerator)) if bound.precision == "fp8" else 1
+        assert run.mfu <= bound.mfu < ceiling, run.name
+        assert bound.expected_mfu <= bound.mfu, run.name
+        assert bound.step_s >= bound.math_s + bound.bubble_s, run.name
 
 
 def test_published_mfu_agrees_with_published_throughput():

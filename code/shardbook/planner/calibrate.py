@@ -154,6 +154,35 @@ FP8_PEAK_RATIO = {
 FP8_SUSTAINED_SPEEDUP = Figure(1.3, "fit", "step-level gain of FP8 GEMMs; placeholder until fitted", True)
 
 
+# HBM bandwidth, one device (vendor spec). Each microbatch streams a device's
+# weights from HBM at least three times (forward, and the backward's input and
+# weight gradients), so a layout that leaves few tokens per device per
+# microbatch is bound by HBM, not by FLOPs.
+HBM_BYTES_PER_S = {
+    "A100": Figure(2.039e12, "nvidia-a100-datasheet", "A100 80GB SXM: 2,039 GB/s"),
+    "H100": Figure(3.35e12, "nvidia-h100-datasheet", "H100 SXM: 3.35 TB/s"),
+    "H200": Figure(4.8e12, "nvidia-h200-datasheet", "4.8 TB/s"),
+    "H800": Figure(3.35e12, "nvidia-h100-datasheet", "H800 SXM keeps H100 SXM's HBM3"),
+    "B200": Figure(8e12, "nvidia-dgx-b200", "64 TB/s over 8 GPUs"),
+    "GB200 NVL72": Figure(8e12, "nvidia-gb200-nvl72", "576 TB/s over 72 GPUs"),
+    "GB300 NVL72": Figure(8e12, "nvidia-gb300-nvl72", "576 TB/s over 72 GPUs"),
+    "MI300X": Figure(5.3e12, "amd-mi300x-datasheet", "5.3 TB/s"),
+    "MI355X": Figure(8e12, "amd-mi355x-datasheet", "8 TB/s"),
+    "TPU v5p": Figure(2.765e12, "google-tpu-v5p", "2,765 GB/s"),
+    "TPU v5e": Figure(8.19e11, "google-tpu-v5e", "819 GB/s"),
+    "TPU v6e": Figure(1.64e12, "google-tpu-v6e", "1,640 GB/s"),
+    "Ironwood": Figure(7.37e12, "google-tpu7x", "7.37 TB/s"),
+}
+HBM_EFFICIENCY = Figure(0.85, "fit", "achieved / spec HBM bandwidth of weight streaming; placeholder", True)
+WEIGHT_PASSES = 3  # forward, backward input gradient, backward weight gradient
+
+
+def hbm_bytes_per_s(accelerator):
+    """Spec HBM bandwidth of one device (None where no figure is stored)."""
+    entry = HBM_BYTES_PER_S.get(hardware.get(accelerator).name)
+    return entry.value if entry else None
+
+
 def fp8_peak_ratio(accelerator):
     """Dense FP8 peak / dense BF16 peak (1 where the accelerator has no FP8)."""
     entry = FP8_PEAK_RATIO.get(hardware.get(accelerator).name)
@@ -218,6 +247,8 @@ def table():
         ("exposed fraction", EXPOSED_FRACTION),
         ("FP8 peak ratio", FP8_PEAK_RATIO),
         ("FP8 sustained speedup", {"any": FP8_SUSTAINED_SPEEDUP}),
+        ("HBM bandwidth (B/s)", HBM_BYTES_PER_S),
+        ("HBM efficiency", {"any": HBM_EFFICIENCY}),
     ):
         rows += [(name, key, fig) for key, fig in tab.items()]
     return rows

@@ -61,6 +61,7 @@ class Candidate:
     state_recipe: str = memory_plan.DEFAULT_STATE_RECIPE
     zero: int = 0
     attention: str = "flash"
+    precision: str = "bf16"
 
     @property
     def mesh(self):
@@ -195,6 +196,13 @@ def evaluate(
     balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0
     speedup = calibrate.fp8_sustained_speedup(acc) if fp8 else 1
     math_expected = hardware_flops / (n * peak * speedup) * balance / calibrate.matmul_efficiency(acc)
+    # HBM: every microbatch streams the device's (gathered) weights at least WEIGHT_PASSES times
+    hbm = calibrate.hbm_bytes_per_s(acc)
+    if hbm:
+        streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
+        hbm_s = calibrate.WEIGHT_PASSES * streamed * lay.n_micro / hbm
+        math_s = max(math_s, hbm_s)
+        math_expected = max(math_expected, hbm_s * balance / calibrate.HBM_EFFICIENCY.value)
 
     # communication, at line rate and calibrated; the bubble of the schedule
     bound_terms = timing.communication_s(lay, policy, calibrated=False)
@@ -243,6 +251,7 @@ def evaluate(
         state_recipe=state_recipe,
         zero=zero,
         attention=attention,
+        precision=precision,
     )
 
 

@@ -48,7 +48,7 @@ def format_table(candidates, top=None):
                 str(cand.micro_batch_seqs),
                 cand.recompute,
                 f"{cand.math_s * 1e3:,.0f}",
-                f"{cand.exposed_comm_s * 1e3:,.0f}",
+                f"{max(0.0, cand.exposed_comm_s) * 1e3:,.0f}",
                 f"{cand.bubble_s * 1e3:,.0f}",
             )
         )
@@ -61,6 +61,26 @@ def format_table(candidates, top=None):
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def rank_line(candidates, mesh):
+    """One line saying where `mesh` ranks among ranked `candidates` (fitting
+    ones by expected step time) and how much slower than the best it is."""
+    target = normalize_mesh(mesh)
+    label = " × ".join(f"{k} {v}" for k, v in target.items() if v > 1) or "1 device"
+    own = next((c for c in candidates if c.mesh == target), None)
+    if own is None:
+        return f"{label}: not among the candidates (check that its axes are searched and its degrees divide)"
+    fitting = [c for c in candidates if c.fits]
+    faster = sum(c.expected_step_s < own.expected_step_s * (1 - 1e-9) for c in fitting if c is not own)
+    count = len(fitting) + (0 if own.fits else 1)
+    best = min(fitting, key=lambda c: c.expected_step_s) if fitting else own
+    slower = own.expected_step_s / best.expected_step_s - 1
+    fits = "" if own.fits else " (it does not fit)"
+    return (
+        f"{label} ranks {1 + faster} of {count}{fits}: expected {own.expected_step_s * 1e3:,.0f} ms, "
+        f"{slower:.1%} slower than the best ({best.label}); bound MFU {own.mfu:.1%}"
+    )
 
 
 def _as_json(cand):
@@ -140,6 +160,9 @@ def _parser():
         help=f"comma-separated mesh axes to search (default fsdp,tp,ep,pp; any of {','.join(AXES)})",
     )
     parser.add_argument("--mesh", default=None, help="evaluate one mesh, e.g. fsdp=32,tp=8 (axes not named are 1)")
+    parser.add_argument(
+        "--rank", default=None, help="also say where this mesh (e.g. fsdp=128,tp=8,pp=16) ranks among the candidates"
+    )
     parser.add_argument("--micro-batch", type=int, default=None, help="sequences per microbatch (default: searched)")
     parser.add_argument("--schedule", default="1f1b", help=f"pipeline schedule: {', '.join(memory_plan.SCHEDULES)}")
     parser.add_argument("--n-virtual", type=int, default=1, help="virtual stages per device (interleaved)")
@@ -157,6 +180,20 @@ def _parser():
     parser.add_argument("--keep-gathered-weights", action="store_true", help="FSDP gathers once per step")
     parser.add_argument("--ideal-overlap", action="store_true", help="TP and EP collectives hide too")
     parser.add_argument("--no-sequence-parallel", action="store_true", help="TP without sequence parallelism")
+    parser.add_argument("--tp-comm-overlap", action="store_true", help="TP collectives overlapped with the matmuls")
+    parser.add_argument(
+        "--no-grad-reduce-overlap", action="store_true", help="the gradient reduction runs after the backward pass"
+    )
+    parser.add_argument(
+        "--dense-replicated-over-ep",
+        action="store_true",
+        help="dense weights replicated over ep (default: sharded over it, as MaxText does)",
+    )
+    parser.add_argument(
+        "--routing-node-limit", type=int, default=None, help="domains a token may reach (DeepSeek-V3: 4)"
+    )
+    parser.add_argument("--fp8-dispatch", action="store_true", help="expert dispatch in FP8")
+    parser.add_argument("--precision", default="bf16", help="bf16 (default) or fp8 matmuls")
     parser.add_argument("--json", action="store_true", help="print the candidates as JSON")
     return parser
 
@@ -206,7 +243,14 @@ def main(argv=None):
             keep_gathered_weights=args.keep_gathered_weights,
             ideal_overlap=args.ideal_overlap,
             sequence_parallel=not args.no_sequence_parallel,
+            tp_comm_overlap=args.tp_comm_overlap,
+            grad_reduce_overlap=not args.no_grad_reduce_overlap,
+            dense_over_ep=not args.dense_replicated_over_ep,
+            routing_node_limit=args.routing_node_limit,
+            fp8_dispatch=args.fp8_dispatch,
+            precision=args.precision,
         )
+        target = _parse_mesh(args.rank) if args.rank is not None else None
         if args.mesh is not None:
             mesh = _parse_mesh(args.mesh)
             options["micro_batch_seqs"] = args.micro_batch or 1
@@ -236,6 +280,8 @@ def main(argv=None):
         f"sequences of {args.seq_len}: {len(found)} mesh{'' if len(found) == 1 else 'es'}\n"
     )
     print(format_table(found, args.top))
+    if target is not None:
+        print("\n" + rank_line(found, target))
     from . import ASSUMPTIONS
 
     print("\nAssumptions:\n" + ASSUMPTIONS)

@@ -64,6 +64,12 @@ class Layout:
         return math.prod(self.mesh.values())
 
 
+def check_layout(lay):
+    """TypeError unless `lay` is a Layout (what `layout` returns)."""
+    if not isinstance(lay, Layout):
+        raise TypeError(f"lay: must be a planner Layout, got {type(lay).__name__}")
+
+
 def check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, pp):
     """ValueError naming the argument and the valid values for an unknown
     schedule, recomputation policy, attention kernel, state recipe or ZeRO

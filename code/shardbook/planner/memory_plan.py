@@ -45,7 +45,11 @@ ZERO_STAGES = tuple(memory.ZERO_STAGES)
 
 
 def check_recipe(state_recipe):
-    """ValueError naming `state_recipe` and the valid names when it is unknown."""
+    """ValueError naming `state_recipe` and the valid names when it is
+    neither a name in STATE_RECIPES nor a memory.StateRecipe (a reader's
+    own recipe)."""
+    if isinstance(state_recipe, memory.StateRecipe):
+        return
     _validate.choice("state_recipe", state_recipe, STATE_RECIPES)
 
 
@@ -68,7 +72,7 @@ def gradient_bytes_per_param(state_recipe):
     """Bytes per parameter of the gradients the data-parallel reduction moves
     (FP32 under Megatron's and MaxText's recipes, BF16 otherwise)."""
     check_recipe(state_recipe)
-    return memory.STATE_RECIPES[state_recipe].gradient_bytes
+    return memory.state_recipe(state_recipe).gradient_bytes
 
 
 # --- activations -------------------------------------------------------------------
@@ -201,6 +205,9 @@ def device_memory(lay, recompute=None):
     stage, whose schedule keeps the most microbatches in flight, or the last,
     which also holds the logits); `policy` is `recompute`, or with None the
     first of SEARCH_POLICIES that fits."""
+    from .layout import check_layout
+
+    check_layout(lay)
     m, mesh = lay.model, lay.mesh
     state = _state(lay)
     gathered = _gathered(lay)

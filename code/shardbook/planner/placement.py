@@ -73,15 +73,15 @@ def normalize_mesh(mesh):
 
 def axis_rules(model, seq_len):
     """(axis, total, what) for every degree that must divide what it
-    splits. TP must divide the query heads, F and the vocabulary (the
-    vocabulary-parallel output layer, as memory.logits_bytes requires); it
-    may exceed the KV heads when it is a multiple of them (Megatron
-    replicates K and V then)."""
+    splits. TP must divide the query heads and F; it may exceed the KV
+    heads when it is a multiple of them (Megatron replicates K and V then).
+    The vocabulary need not divide: frameworks pad it to a multiple of tp
+    (Megatron's --make-vocab-size-divisible-by), and memory_plan counts the
+    logits as V/tp."""
     m = models.get(model)
     return (
         ("tp", m.n_heads, "the attention heads"),
         ("tp", m.d_ff, "F"),
-        ("tp", m.vocab_size, "the vocabulary"),
         ("ep", m.n_experts, "the experts"),
         ("pp", m.n_layers, "the layers"),
         ("cp", seq_len, "the sequence length"),

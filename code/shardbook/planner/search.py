@@ -144,6 +144,8 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options):
 
 def rank_key(candidate):
     """Fitting candidates first, each group by expected step time, then by the bound."""
+    if not isinstance(candidate, Candidate):
+        raise TypeError(f"candidate: must be an explorer.Candidate, got {type(candidate).__name__}")
     return (not candidate.fits, candidate.expected_step_s, candidate.step_s)
 
 
@@ -166,6 +168,9 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, **
         options.get("zero", 0),
         1,
     )
+    _validate.choice("precision", options.get("precision", "bf16"), ("bf16", "fp8"))
+    if options.get("routing_node_limit") is not None:
+        _validate.count("routing_node_limit", options["routing_node_limit"])
     found = _usable(model, accelerator, n_devices, global_tokens, axes, options)
     return sorted(found, key=rank_key)
 

@@ -156,11 +156,18 @@ def send_s(accelerator, bytes_per_call, placement, n_calls=1, *, calibrated=Fals
     return (seconds + (latency if calibrated else 0.0)) * n_calls
 
 
+def _check_terms(*tables):
+    for table in tables:
+        if not isinstance(table, dict):
+            raise TypeError(f"comm_s: must be a dict of term name to seconds, got {type(table).__name__}")
+
+
 def bound_step_s(math_s, comm_s, hidden, bubble_s):
     """The optimistic step: the longest of the math and each hidden
     collective, plus every collective that cannot hide, plus the bubble.
     `comm_s` maps a term name to seconds; `hidden` names the terms that hide."""
     _validate.positive("math_s", math_s)
+    _check_terms(comm_s)
     hidden_max = max([comm_s[k] for k in comm_s if k in hidden], default=0.0)
     critical = sum(comm_s[k] for k in comm_s if k not in hidden)
     return max(math_s, hidden_max) + critical + bubble_s
@@ -171,6 +178,7 @@ def expected_step_s(math_s, comm_s, hidden, bubble_s, exposed):
     and of each hidden one the larger of its calibrated exposed fraction
     (`exposed`, by term name) and what the math cannot cover."""
     _validate.positive("math_s", math_s)
+    _check_terms(comm_s, exposed)
     total = math_s + bubble_s
     for name, seconds in comm_s.items():
         if name in hidden:
@@ -229,6 +237,9 @@ def _dp_s(lay, calibrated):
 def communication_s(lay, recompute, calibrated=False):
     """Seconds of each kind of communication in one step of a Layout, by
     term: fsdp, dp, cp, tp, ep, pp (line rate, or calibrated)."""
+    from .layout import check_layout
+
+    check_layout(lay)
     m, acc, mesh, where = lay.model, lay.accelerator, lay.mesh, lay.placement
     tp, pp = mesh["tp"], mesh["pp"]
     layers_here = m.n_layers / pp
@@ -272,6 +283,9 @@ def hidden_terms(lay, bound=False):
     (grad_reduce_overlap False; the `bound` hides it anyway, since some
     implementation overlaps it); tp with tp_comm_overlap (collective
     matmul); tp and ep under ideal_overlap; ep under DualPipe."""
+    from .layout import check_layout
+
+    check_layout(lay)
     hidden = {"fsdp", "cp", "pp"}
     if lay.grad_reduce_overlap or bound:  # the bound: some implementation overlaps it
         hidden.add("dp")
