@@ -271,8 +271,11 @@ def communication_s(lay, recompute, calibrated=False):
             calibrated=calibrated,
             node_limit=limit,
         )
-    # pipeline: each microbatch's activations forward and gradients back across each chunk boundary
-    boundary = tokens_mb * m.d_model * 2 / (tp if lay.sequence_parallel else 1)
+    # pipeline: each microbatch's activations forward and gradients back across each chunk
+    # boundary; each of the tp ranks sends 1/tp of them, with or without sequence parallelism
+    # (without it, Megatron's scatter/gather splits the replicated tensor and all-gathers it
+    # over NVLink on arrival: narayanan2021megatron §4.1)
+    boundary = tokens_mb * m.d_model * 2 / tp
     out["pp"] = send_s(acc, boundary, where["pp"], 2 * lay.n_virtual * calls, calibrated=calibrated)
     return out
 
