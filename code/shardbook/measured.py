@@ -134,6 +134,9 @@ class PublishedRun:
       the planner's default of 16 bytes, which is also MaxText's FP32
       weights, gradients and Adam moments), `zero` (0-3, the optimizer
       sharding over the dp axis), `precision` ('bf16' or 'fp8').
+    - `sequence_parallel`: Megatron's sequence parallelism with TP (None:
+      not published, the planner's default; False for runs that predate it,
+      korthikanti2022reducing).
     - `tp_comm_overlap`: the run overlaps its tensor-parallel collectives
       with the matmuls (Megatron's --tp-comm-overlap, collective matmul);
       `grad_reduce_overlap`: its gradient reduction overlaps the backward
@@ -168,6 +171,7 @@ class PublishedRun:
     precision: str = "bf16"
     tp_comm_overlap: bool = False
     grad_reduce_overlap: bool = True
+    sequence_parallel: bool | None = None
     tflops_per_s_per_device: float | None = None
     published_peak_fraction: float | None = None
     step_s: float | None = None
@@ -508,6 +512,7 @@ def _sc21_run(size, tp, pp, n_gpus, batch, tflops, peak_fraction, _aggregate):
         schedule="interleaved" if pp > 1 else "1f1b",
         attention="eager",
         grad_reduce_overlap=False,
+        sequence_parallel=False,
         state_recipe="megatron",
         tflops_per_s_per_device=tflops,
         published_peak_fraction=peak_fraction,
