@@ -15,8 +15,10 @@ What is fitted: for each accelerator with calibration runs, the sustained
 matmul efficiency η (the fraction of the dense BF16 peak the math runs at)
 that minimises the sum of squared log errors of the expected step time over
 that accelerator's calibration runs, everything else held at its
-calibrate.py value; where calibrate.py holds a sourced η (measured.SUSTAINED)
-the sourced value is kept and the fit is shown beside it.
+calibrate.py value. calibrate.MATMUL_EFFICIENCY holds the fitted values
+(the tests hold them to the fit); the matmul-only fractions of
+measured.SUSTAINED are shown beside them, not used, since η covers all of a
+step's math and not large matmuls alone.
 
 Standard library only. Ref: narayanan2021megatron, megatron-lm-readme,
 dubey2024llama3, deepseek2024v3, maxtext-tiering.
