@@ -203,6 +203,9 @@ def evaluate(
         hbm_s = calibrate.WEIGHT_PASSES * streamed * lay.n_micro / hbm
         math_s = max(math_s, hbm_s)
         math_expected = max(math_expected, hbm_s * balance / calibrate.HBM_EFFICIENCY.value)
+    # eager attention: the s² scores (softmax, dropout) go through HBM between kernels
+    if attention == "eager" and hbm:
+        math_expected += timing.eager_scores_hbm_s(lay, policy, hbm) * balance
 
     # communication, at line rate and calibrated; the bubble of the schedule
     bound_terms = timing.communication_s(lay, policy, calibrated=False)

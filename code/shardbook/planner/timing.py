@@ -280,6 +280,29 @@ def communication_s(lay, recompute, calibrated=False):
     return out
 
 
+def eager_scores_hbm_s(lay, recompute, hbm_bytes_per_s):
+    """Seconds per step one device spends moving eager attention's scores
+    through HBM (the expectation only; a flash kernel keeps them on chip).
+    Per layer and microbatch the forward writes Korthikanti et al.'s
+    (2 + 3·dropout)·(a/tp)·(s/cp)·s·b bytes (softmax output, dropout mask and
+    output) and the backward reads them back; a policy that recomputes the
+    attention core writes them once more. Layers of the deepest stage, every
+    microbatch of the step, at the spec HBM bandwidth.
+    Ref: korthikanti2022reducing, narayanan2021megatron."""
+    from .. import memory
+
+    _validate.positive("hbm_bytes_per_s", hbm_bytes_per_s)
+    m, mesh = lay.model, lay.mesh
+    per_element = 2 + (3 if m.dropout else 0)
+    scores = m.n_heads / mesh["tp"] * (lay.seq_len / mesh["cp"]) * lay.seq_len * lay.micro_batch_seqs
+    policy = memory.recompute_policy(recompute)
+    recomputes_core = policy.name in ("full", "selective") or (
+        policy.kind == "named" and "context" not in policy.saves + policy.offloads
+    )
+    passes = 3 if recomputes_core else 2
+    return passes * per_element * scores * lay.deepest * lay.n_micro / hbm_bytes_per_s
+
+
 def hidden_terms(lay, bound=False):
     """The terms that hide behind the math: fsdp, cp and pp always; dp
     unless the run reduces its gradients only after the backward
