@@ -276,3 +276,44 @@ def test_rank_of_each_run_is_reported():
         row = validation.row(measured.run_named(name), with_rank=True)
         assert row.rank is not None and 1 <= row.rank <= row.count
         assert row.slower_by is not None and row.slower_by >= 0
+
+
+def test_eager_scores_cross_hbm_as_korthikanti_counts_them():
+    # korthikanti2022reducing §4.1: eager attention keeps 5·a·s²·b bytes per layer (softmax
+    # output 2, dropout mask 1, dropout output 2); written forward, read backward, and written
+    # again by a recomputed forward. SC21's 1.7B on 32 A100: one microbatch of 2,048 tokens,
+    # 24 heads, 24 layers, 16 microbatches per rank, full recomputation, 2,039 GB/s.
+    from shardbook.planner import calibrate, layout, timing
+
+    run = measured.run_named("Megatron GPT 1.7B, 32 A100")
+    lay = layout.layout(
+        run.model,
+        run.accelerator,
+        run.mesh,
+        run.global_tokens,
+        seq_len=run.seq_len,
+        micro_batch_seqs=1,
+        recompute="full",
+        schedule="1f1b",
+        n_virtual=1,
+        sequence_parallel=False,
+        attention="eager",
+        state_recipe="megatron",
+        zero=0,
+        n_devices=32,
+        uneven_pipeline=False,
+        keep_gathered_weights=False,
+        ideal_overlap=False,
+        dense_over_ep=True,
+        routing_node_limit=None,
+        fp8_dispatch=False,
+        precision="bf16",
+        tp_comm_overlap=False,
+        grad_reduce_overlap=False,
+    )
+    hbm = calibrate.hbm_bytes_per_s("A100")
+    assert hbm == 2.039e12
+    per_layer = 5 * 24 * 2048 * 2048  # bytes of one microbatch's scores
+    expected = 3 * per_layer * 24 * 16 / hbm
+    assert timing.eager_scores_hbm_s(lay, "full", hbm) == pytest.approx(expected, rel=1e-12)
+    assert timing.eager_scores_hbm_s(lay, "none", hbm) == pytest.approx(expected * 2 / 3, rel=1e-12)
