@@ -10,7 +10,7 @@ dubey2024llama3, deepseek2024v3, maxtext.
 import math
 from dataclasses import dataclass, field
 
-from .. import _validate, training
+from .. import _validate, models, training
 from . import calibrate, memory_plan, timing
 from .layout import TooFewSequences, layout
 from .placement import DEFAULT_ORDER
@@ -112,6 +112,7 @@ def evaluate(
     fp8_dispatch=False,
     precision="bf16",
     tp_comm_overlap=False,
+    capacity_factor=1.0,
 ):
     """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
     tuple) with a global batch of `global_tokens` tokens in sequences of
@@ -154,7 +155,12 @@ def evaluate(
       only after the last backward (Megatron-LM before
       --overlap-grad-reduce): the expectation puts the dp reduction on the
       critical path; the bound hides it (some implementation overlaps it).
+    - `capacity_factor`: an MoE layer that drops tokens computes every
+      expert's capacity, capacity_factor times its share of the routed
+      tokens, padded or not (MaxText without sparse_matmul, GShard): the
+      routed experts' FLOPs scale by it, in the bound and the expectation.
     """
+    _validate.positive("capacity_factor", capacity_factor)
     lay = layout(
         model,
         accelerator,
@@ -191,6 +197,10 @@ def evaluate(
     peak = acc.bf16_dense_flops_per_s
     ideal_s = training.model_flops_per_token(m, seq_len, causal=True) * global_tokens / (n * peak)
     hardware_flops = memory_plan.hardware_flops_per_token(m, seq_len, policy) * global_tokens
+    if m.is_moe and capacity_factor != 1:
+        # the routed experts' matmuls (forward and backward) over their padded capacity
+        routed_params = models.routed_expert_param_count(m) * m.top_k / m.n_experts
+        hardware_flops += 6 * routed_params * (capacity_factor - 1) * global_tokens
     fp8 = precision == "fp8"
     math_s = hardware_flops / (n * peak * (calibrate.fp8_peak_ratio(acc) if fp8 else 1))
     balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0
