@@ -317,3 +317,22 @@ def test_eager_scores_cross_hbm_as_korthikanti_counts_them():
     expected = 3 * per_layer * 24 * 16 / hbm
     assert timing.eager_scores_hbm_s(lay, "full", hbm) == pytest.approx(expected, rel=1e-12)
     assert timing.eager_scores_hbm_s(lay, "none", hbm) == pytest.approx(expected * 2 / 3, rel=1e-12)
+
+
+def test_capacity_factor_pads_the_routed_experts_math():
+    # maxtext (tpu-recipes Mixtral-8x7B and maxtext_trillium_model_configs.py mixtral_8x22b_dropped):
+    # capacity_factor 1.25 without sparse_matmul: every expert computes its whole capacity, so the
+    # routed experts' FLOPs (6 · k/E of the routed parameters per token) grow by a quarter
+    from shardbook import planner
+
+    assert measured.run_named("MaxText Mixtral 8x7B, v6e-256").capacity_factor == 1.25
+    assert measured.run_named("MaxText Mixtral 8x22B, v6e-256").capacity_factor == 1.25
+    m = models.get("Mixtral 8x7B")
+    kwargs = dict(seq_len=4096, micro_batch_seqs=1, recompute="full")
+    base = planner.evaluate(m, "TPU v6e", {"fsdp": 256}, 256 * 4096, **kwargs)
+    padded = planner.evaluate(m, "TPU v6e", {"fsdp": 256}, 256 * 4096, capacity_factor=1.25, **kwargs)
+    routed = models.routed_expert_param_count(m) * m.top_k / m.n_experts
+    extra_s = 6 * routed * 0.25 * 4096 / hardware.get("TPU v6e").bf16_dense_flops_per_s
+    assert padded.math_s - base.math_s == pytest.approx(extra_s, rel=1e-9)
+    with pytest.raises(ValueError, match="capacity_factor"):
+        planner.evaluate(m, "TPU v6e", {"fsdp": 256}, 256 * 4096, capacity_factor=0, **kwargs)

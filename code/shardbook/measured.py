@@ -137,6 +137,9 @@ class PublishedRun:
     - `sequence_parallel`: Megatron's sequence parallelism with TP (None:
       not published, the planner's default; False for runs that predate it,
       korthikanti2022reducing).
+    - `capacity_factor`: an MoE run that drops tokens computes each
+      expert's capacity, this many times its share (None: dropless or not
+      published).
     - `tp_comm_overlap`: the run overlaps its tensor-parallel collectives
       with the matmuls (Megatron's --tp-comm-overlap, collective matmul);
       `grad_reduce_overlap`: its gradient reduction overlaps the backward
@@ -172,6 +175,7 @@ class PublishedRun:
     tp_comm_overlap: bool = False
     grad_reduce_overlap: bool = True
     sequence_parallel: bool | None = None
+    capacity_factor: float | None = None
     tflops_per_s_per_device: float | None = None
     published_peak_fraction: float | None = None
     step_s: float | None = None
@@ -341,6 +345,7 @@ PUBLISHED_RUNS = (
         "maxtext-tiering",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=3899,
+        capacity_factor=1.25,
         note="dropped tokens, activations offloaded",
         remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
         where="tiering.md, Mixtral-8x7B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
@@ -357,6 +362,7 @@ PUBLISHED_RUNS = (
         "maxtext-tiering",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=1326,
+        capacity_factor=1.25,
         note="capacity factor 1.25, activations offloaded",
         remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
         where="tiering.md, Mixtral-8x22B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",

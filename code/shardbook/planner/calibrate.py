@@ -61,7 +61,7 @@ MATMUL_EFFICIENCY = {
     ),
     "TPU v5e": Figure(0.67, "parallelize-transformer", "printed approximate (≈)"),
     "TPU v6e": Figure(
-        0.46, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
+        0.50, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
     ),
     "Ironwood": Figure(0.70, "fit", "placeholder until fitted", provisional=True),
     "A100": Figure(
