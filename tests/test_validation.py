@@ -71,6 +71,32 @@ def test_sc21_table_1_as_published():
         assert 0.74 * peak < run.mfu < 0.77 * peak
 
 
+def test_sc21_runs_are_configured_as_the_authors_script_runs_them():
+    # megatron-lm-sc21-scripts (run_table_1.sh): micro-batch size, layers per virtual stage, DDP
+    script = {
+        "1.7B": (16, None, "torch"),
+        "3.6B": (16, None, "torch"),
+        "7.5B": (16, None, "torch"),
+        "18.4B": (8, None, "torch"),
+        "39.1B": (4, None, "local"),
+        "76.1B": (2, 5, "local"),
+        "145.6B": (2, 5, "local"),
+        "310.1B": (1, 3, "local"),
+        "529.6B": (1, 1, "local"),
+        "1008.0B": (1, None, "local"),
+    }
+    assert measured.SC21_SCRIPT_CONFIG == script
+    for size, _tp, pp, n, *_ in SC21_TABLE_1:
+        micro, per_virtual, ddp = script[size]
+        run = measured.run_named(f"Megatron GPT {size}, {n:,} A100")
+        m = models.get(run.model)
+        assert run.micro_batch_seqs == micro
+        assert run.n_virtual == (m.n_layers // pp // per_virtual if per_virtual else 1)
+        assert run.schedule == ("interleaved" if run.n_virtual > 1 else "1f1b")
+        assert run.grad_reduce_overlap == (ddp == "torch")
+        assert run.recompute == "full" and run.attention == "eager" and run.sequence_parallel is False
+
+
 def test_sc21_step_time_follows_equation_3():
     # 1T: 96·B·s·l·h²·(1 + s/6h + V/16lh) at 163 TFLOP/s on 3,072 GPUs
     run = measured.run_named("Megatron GPT 1008.0B, 3,072 A100")

@@ -471,6 +471,24 @@ SC21_TABLE_1 = (
     ("1008.0B", 8, 64, 3072, 3072, 163, 0.52, 502.0),
 )
 
+# How the SC21 authors ran each Table 1 row (megatron-lm-sc21-scripts:
+# examples/academic_paper_scripts/sc21/run_table_1.sh, for Megatron-LM commit 6985e58938):
+# (microbatch size, layers per virtual pipeline stage or None, DDP implementation). PyTorch's
+# DDP reduces the gradients during the last microbatch's backward; Megatron's 'local' DDP
+# all-reduces its gradient buffer after forward_backward_func (megatron/training.py).
+SC21_SCRIPT_CONFIG = {
+    "1.7B": (16, None, "torch"),
+    "3.6B": (16, None, "torch"),
+    "7.5B": (16, None, "torch"),
+    "18.4B": (8, None, "torch"),
+    "39.1B": (4, None, "local"),
+    "76.1B": (2, 5, "local"),
+    "145.6B": (2, 5, "local"),
+    "310.1B": (1, 3, "local"),
+    "529.6B": (1, 1, "local"),
+    "1008.0B": (1, None, "local"),
+}
+
 # The Megatron-LM README's H100 table (megatron-lm-readme, images/model_table.png, Megatron-Core
 # r0.8.0): sequence 4,096, vocabulary 131,072, data-parallel size 48 throughout. Per row:
 # (model size, tensor-parallel size, pipeline-parallel size, GPUs, batch size, per-GPU
@@ -497,6 +515,8 @@ def _sc21_run(size, tp, pp, n_gpus, batch, tflops, peak_fraction, _aggregate):
     from . import models
 
     m = models.get(f"GPT {size} (SC21)")
+    micro, layers_per_virtual, ddp = SC21_SCRIPT_CONFIG[size]
+    n_virtual = m.n_layers // pp // layers_per_virtual if layers_per_virtual else 1
     hw_flops = sc21_flops_per_iteration(batch, 2048, m.n_layers, m.d_model, m.vocab_size)
     model_flops = sc21_model_flops_per_iteration(batch, 2048, m.n_layers, m.d_model, m.vocab_size)
     step_s = hw_flops / (n_gpus * tflops * 1e12)
@@ -507,17 +527,18 @@ def _sc21_run(size, tp, pp, n_gpus, batch, tflops, peak_fraction, _aggregate):
         _mesh(tp, pp, n_gpus),
         2048,
         batch,
-        1,
+        micro,
         model_flops / (step_s * n_gpus * 312e12),
         "narayanan2021megatron",
         recompute="full",
-        note="interleaved schedule with scatter/gather (section 5.1), virtual stages not given; microbatch 1 "
-        "as in Table 2's PTD-P rows; FP16 mixed precision; gradients all-reduced after the backward pass "
-        "(megatron/training.py at the paper's release)",
+        note=f"microbatch {micro}, {n_virtual} virtual stage(s) per device, {ddp} DDP, uniform full "
+        "recomputation, FP16, as run_table_1.sh runs this row (megatron-lm-sc21-scripts; section 5.1 says "
+        "the interleaved schedule, which the script sets for 76B to 530B only)",
         remat_policy="full",
-        schedule="interleaved" if pp > 1 else "1f1b",
+        schedule="interleaved" if n_virtual > 1 else "1f1b",
+        n_virtual=n_virtual,
         attention="eager",
-        grad_reduce_overlap=False,
+        grad_reduce_overlap=ddp == "torch",
         sequence_parallel=False,
         state_recipe="megatron",
         tflops_per_s_per_device=tflops,
