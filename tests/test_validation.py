@@ -71,6 +71,32 @@ def test_sc21_table_1_as_published():
         assert 0.74 * peak < run.mfu < 0.77 * peak
 
 
+def test_sc21_runs_are_configured_as_the_authors_script_runs_them():
+    # megatron-lm-sc21-scripts (run_table_1.sh): micro-batch size, layers per virtual stage, DDP
+    script = {
+        "1.7B": (16, None, "torch"),
+        "3.6B": (16, None, "torch"),
+        "7.5B": (16, None, "torch"),
+        "18.4B": (8, None, "torch"),
+        "39.1B": (4, None, "local"),
+        "76.1B": (2, 5, "local"),
+        "145.6B": (2, 5, "local"),
+        "310.1B": (1, 3, "local"),
+        "529.6B": (1, 1, "local"),
+        "1008.0B": (1, None, "local"),
+    }
+    assert measured.SC21_SCRIPT_CONFIG == script
+    for size, _tp, pp, n, *_ in SC21_TABLE_1:
+        micro, per_virtual, ddp = script[size]
+        run = measured.run_named(f"Megatron GPT {size}, {n:,} A100")
+        m = models.get(run.model)
+        assert run.micro_batch_seqs == micro
+        assert run.n_virtual == (m.n_layers // pp // per_virtual if per_virtual else 1)
+        assert run.schedule == ("interleaved" if run.n_virtual > 1 else "1f1b")
+        assert run.grad_reduce_overlap == (ddp == "torch")
+        assert run.recompute == "full" and run.attention == "eager" and run.sequence_parallel is False
+
+
 def test_sc21_step_time_follows_equation_3():
     # 1T: 96·B·s·l·h²·(1 + s/6h + V/16lh) at 163 TFLOP/s on 3,072 GPUs
     run = measured.run_named("Megatron GPT 1008.0B, 3,072 A100")
@@ -276,3 +302,63 @@ def test_rank_of_each_run_is_reported():
         row = validation.row(measured.run_named(name), with_rank=True)
         assert row.rank is not None and 1 <= row.rank <= row.count
         assert row.slower_by is not None and row.slower_by >= 0
+
+
+def test_eager_scores_cross_hbm_as_korthikanti_counts_them():
+    # korthikanti2022reducing §4.1: eager attention keeps 5·a·s²·b bytes per layer (softmax
+    # output 2, dropout mask 1, dropout output 2); written forward, read backward, and written
+    # again by a recomputed forward. SC21's 1.7B on 32 A100: one microbatch of 2,048 tokens,
+    # 24 heads, 24 layers, 16 microbatches per rank, full recomputation, 2,039 GB/s.
+    from shardbook.planner import calibrate, layout, timing
+
+    run = measured.run_named("Megatron GPT 1.7B, 32 A100")
+    lay = layout.layout(
+        run.model,
+        run.accelerator,
+        run.mesh,
+        run.global_tokens,
+        seq_len=run.seq_len,
+        micro_batch_seqs=1,
+        recompute="full",
+        schedule="1f1b",
+        n_virtual=1,
+        sequence_parallel=False,
+        attention="eager",
+        state_recipe="megatron",
+        zero=0,
+        n_devices=32,
+        uneven_pipeline=False,
+        keep_gathered_weights=False,
+        ideal_overlap=False,
+        dense_over_ep=True,
+        routing_node_limit=None,
+        fp8_dispatch=False,
+        precision="bf16",
+        tp_comm_overlap=False,
+        grad_reduce_overlap=False,
+    )
+    hbm = calibrate.hbm_bytes_per_s("A100")
+    assert hbm == 2.039e12
+    per_layer = 5 * 24 * 2048 * 2048  # bytes of one microbatch's scores
+    expected = 3 * per_layer * 24 * 16 / hbm
+    assert timing.eager_scores_hbm_s(lay, "full", hbm) == pytest.approx(expected, rel=1e-12)
+    assert timing.eager_scores_hbm_s(lay, "none", hbm) == pytest.approx(expected * 2 / 3, rel=1e-12)
+
+
+def test_capacity_factor_pads_the_routed_experts_math():
+    # maxtext (tpu-recipes Mixtral-8x7B and maxtext_trillium_model_configs.py mixtral_8x22b_dropped):
+    # capacity_factor 1.25 without sparse_matmul: every expert computes its whole capacity, so the
+    # routed experts' FLOPs (6 · k/E of the routed parameters per token) grow by a quarter
+    from shardbook import planner
+
+    assert measured.run_named("MaxText Mixtral 8x7B, v6e-256").capacity_factor == 1.25
+    assert measured.run_named("MaxText Mixtral 8x22B, v6e-256").capacity_factor == 1.25
+    m = models.get("Mixtral 8x7B")
+    kwargs = dict(seq_len=4096, micro_batch_seqs=1, recompute="full")
+    base = planner.evaluate(m, "TPU v6e", {"fsdp": 256}, 256 * 4096, **kwargs)
+    padded = planner.evaluate(m, "TPU v6e", {"fsdp": 256}, 256 * 4096, capacity_factor=1.25, **kwargs)
+    routed = models.routed_expert_param_count(m) * m.top_k / m.n_experts
+    extra_s = 6 * routed * 0.25 * 4096 / hardware.get("TPU v6e").bf16_dense_flops_per_s
+    assert padded.math_s - base.math_s == pytest.approx(extra_s, rel=1e-9)
+    with pytest.raises(ValueError, match="capacity_factor"):
+        planner.evaluate(m, "TPU v6e", {"fsdp": 256}, 256 * 4096, capacity_factor=0, **kwargs)

@@ -51,6 +51,7 @@ LAYERS = {
         "maxtext",
         "explorer",
         "planner",
+        "validation",
     ),
     "programs": ("programs", "hlo", "devices"),
     "book": ("ledger", "book"),

@@ -6,6 +6,8 @@ rerun them. Chapters show them as cited evidence.
 
 from dataclasses import dataclass, replace
 
+from . import _validate
+
 
 @dataclass(frozen=True)
 class MeshRun:
@@ -132,6 +134,12 @@ class PublishedRun:
       the planner's default of 16 bytes, which is also MaxText's FP32
       weights, gradients and Adam moments), `zero` (0-3, the optimizer
       sharding over the dp axis), `precision` ('bf16' or 'fp8').
+    - `sequence_parallel`: Megatron's sequence parallelism with TP (None:
+      not published, the planner's default; False for runs that predate it,
+      korthikanti2022reducing).
+    - `capacity_factor`: an MoE run that drops tokens computes each
+      expert's capacity, this many times its share (None: dropless or not
+      published).
     - `tp_comm_overlap`: the run overlaps its tensor-parallel collectives
       with the matmuls (Megatron's --tp-comm-overlap, collective matmul);
       `grad_reduce_overlap`: its gradient reduction overlaps the backward
@@ -166,6 +174,8 @@ class PublishedRun:
     precision: str = "bf16"
     tp_comm_overlap: bool = False
     grad_reduce_overlap: bool = True
+    sequence_parallel: bool | None = None
+    capacity_factor: float | None = None
     tflops_per_s_per_device: float | None = None
     published_peak_fraction: float | None = None
     step_s: float | None = None
@@ -205,13 +215,25 @@ class PublishedRun:
         return self.accelerator
 
 
+def _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size):
+    for name, value in (
+        ("batch_seqs", batch_seqs),
+        ("seq_len", seq_len),
+        ("n_layers", n_layers),
+        ("d_model", d_model),
+        ("vocab_size", vocab_size),
+    ):
+        _validate.count(name, value)
+    return batch_seqs, seq_len, n_layers, d_model, vocab_size
+
+
 def sc21_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab_size):
     """FLOPs of one training iteration as Narayanan et al. count them
     (SC21, equation 3): 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)): forward,
     backward and the recomputed forward of every transformer layer (matmuls
     only, attention scores over the full s × s square), and the logit layer
     forward and backward. Ref: narayanan2021megatron."""
-    b, s, n, h, v = batch_seqs, seq_len, n_layers, d_model, vocab_size
+    b, s, n, h, v = _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size)
     return 96 * b * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h))
 
 
@@ -219,7 +241,7 @@ def sc21_model_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab
     """The same count without the recomputed forward of the transformer
     layers: 72·B·s·l·h²·(1 + s/(6h)) + 6·B·s·V·h (the logit layer is not
     recomputed). Ref: narayanan2021megatron, korthikanti2022reducing."""
-    b, s, n, h, v = batch_seqs, seq_len, n_layers, d_model, vocab_size
+    b, s, n, h, v = _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size)
     return 72 * b * s * n * h * h * (1 + s / (6 * h)) + 6 * b * s * v * h
 
 
@@ -229,7 +251,9 @@ def mcore_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab_size
     num_floating_point_operations): 12·B·s·l·h²·((1 + g + s/h) + F/h + V/(2·l·h))
     with g the KV-head fraction; attention scores over the full square, no
     recomputation. Ref: megatron-lm-readme."""
-    b, s, n, h, v = batch_seqs, seq_len, n_layers, d_model, vocab_size
+    b, s, n, h, v = _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size)
+    _validate.positive("ffn_ratio", ffn_ratio)
+    _validate.non_negative("kv_fraction", kv_fraction)
     return 12 * b * s * n * h * h * ((1 + kv_fraction + s / h) + ffn_ratio + v / (2 * n * h))
 
 
@@ -321,6 +345,7 @@ PUBLISHED_RUNS = (
         "maxtext-tiering",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=3899,
+        capacity_factor=1.25,
         note="dropped tokens, activations offloaded",
         remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
         where="tiering.md, Mixtral-8x7B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
@@ -337,6 +362,7 @@ PUBLISHED_RUNS = (
         "maxtext-tiering",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=1326,
+        capacity_factor=1.25,
         note="capacity factor 1.25, activations offloaded",
         remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
         where="tiering.md, Mixtral-8x22B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
@@ -445,6 +471,24 @@ SC21_TABLE_1 = (
     ("1008.0B", 8, 64, 3072, 3072, 163, 0.52, 502.0),
 )
 
+# How the SC21 authors ran each Table 1 row (megatron-lm-sc21-scripts:
+# examples/academic_paper_scripts/sc21/run_table_1.sh, for Megatron-LM commit 6985e58938):
+# (microbatch size, layers per virtual pipeline stage or None, DDP implementation). PyTorch's
+# DDP reduces the gradients during the last microbatch's backward; Megatron's 'local' DDP
+# all-reduces its gradient buffer after forward_backward_func (megatron/training.py).
+SC21_SCRIPT_CONFIG = {
+    "1.7B": (16, None, "torch"),
+    "3.6B": (16, None, "torch"),
+    "7.5B": (16, None, "torch"),
+    "18.4B": (8, None, "torch"),
+    "39.1B": (4, None, "local"),
+    "76.1B": (2, 5, "local"),
+    "145.6B": (2, 5, "local"),
+    "310.1B": (1, 3, "local"),
+    "529.6B": (1, 1, "local"),
+    "1008.0B": (1, None, "local"),
+}
+
 # The Megatron-LM README's H100 table (megatron-lm-readme, images/model_table.png, Megatron-Core
 # r0.8.0): sequence 4,096, vocabulary 131,072, data-parallel size 48 throughout. Per row:
 # (model size, tensor-parallel size, pipeline-parallel size, GPUs, batch size, per-GPU
@@ -471,6 +515,8 @@ def _sc21_run(size, tp, pp, n_gpus, batch, tflops, peak_fraction, _aggregate):
     from . import models
 
     m = models.get(f"GPT {size} (SC21)")
+    micro, layers_per_virtual, ddp = SC21_SCRIPT_CONFIG[size]
+    n_virtual = m.n_layers // pp // layers_per_virtual if layers_per_virtual else 1
     hw_flops = sc21_flops_per_iteration(batch, 2048, m.n_layers, m.d_model, m.vocab_size)
     model_flops = sc21_model_flops_per_iteration(batch, 2048, m.n_layers, m.d_model, m.vocab_size)
     step_s = hw_flops / (n_gpus * tflops * 1e12)
@@ -481,17 +527,19 @@ def _sc21_run(size, tp, pp, n_gpus, batch, tflops, peak_fraction, _aggregate):
         _mesh(tp, pp, n_gpus),
         2048,
         batch,
-        1,
+        micro,
         model_flops / (step_s * n_gpus * 312e12),
         "narayanan2021megatron",
         recompute="full",
-        note="interleaved schedule with scatter/gather (section 5.1), virtual stages not given; microbatch 1 "
-        "as in Table 2's PTD-P rows; FP16 mixed precision; gradients all-reduced after the backward pass "
-        "(megatron/training.py at the paper's release)",
+        note=f"microbatch {micro}, {n_virtual} virtual stage(s) per device, {ddp} DDP, uniform full "
+        "recomputation, FP16, as run_table_1.sh runs this row (megatron-lm-sc21-scripts; section 5.1 says "
+        "the interleaved schedule, which the script sets for 76B to 530B only)",
         remat_policy="full",
-        schedule="interleaved" if pp > 1 else "1f1b",
+        schedule="interleaved" if n_virtual > 1 else "1f1b",
+        n_virtual=n_virtual,
         attention="eager",
-        grad_reduce_overlap=False,
+        grad_reduce_overlap=ddp == "torch",
+        sequence_parallel=False,
         state_recipe="megatron",
         tflops_per_s_per_device=tflops,
         published_peak_fraction=peak_fraction,
@@ -564,3 +612,6 @@ def run_named(name):
         if run.name == name:
             return run
     raise ValueError(f"name: unknown run {name!r}; known: {', '.join(r.name for r in VALIDATION_RUNS)}")
+
+
+_validate.guard_module(globals())

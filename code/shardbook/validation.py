@@ -15,8 +15,10 @@ What is fitted: for each accelerator with calibration runs, the sustained
 matmul efficiency η (the fraction of the dense BF16 peak the math runs at)
 that minimises the sum of squared log errors of the expected step time over
 that accelerator's calibration runs, everything else held at its
-calibrate.py value; where calibrate.py holds a sourced η (measured.SUSTAINED)
-the sourced value is kept and the fit is shown beside it.
+calibrate.py value. calibrate.MATMUL_EFFICIENCY holds the fitted values
+(the tests hold them to the fit); the matmul-only fractions of
+measured.SUSTAINED are shown beside them, not used, since η covers all of a
+step's math and not large matmuls alone.
 
 Standard library only. Ref: narayanan2021megatron, megatron-lm-readme,
 dubey2024llama3, deepseek2024v3, maxtext-tiering.
@@ -104,6 +106,10 @@ def measured_mfu(run, candidate):
     """The run's measured step time as an MFU in the planner's FLOP count:
     candidate.mfu × candidate.step_s / run.step_s (the same model FLOPs
     over the same peak, at the measured step time)."""
+    if not isinstance(run, measured.PublishedRun):
+        raise TypeError(f"run: must be a measured.PublishedRun, got {type(run).__name__}")
+    if not isinstance(candidate, _planner().Candidate):
+        raise TypeError(f"candidate: must be a planner.Candidate, got {type(candidate).__name__}")
     return candidate.mfu * candidate.step_s / run.step_s
 
 
@@ -153,7 +159,11 @@ def rows(runs=None, with_rank=False):
 
 def largest_validation_error(table):
     """The Row of the validation set with the largest |expected / measured − 1|."""
+    if not isinstance(table, (list, tuple)) or not all(isinstance(r, Row) for r in table):
+        raise TypeError("table: must be a list of validation.Row")
     valid = [r for r in table if r.role == "validation"]
+    if not valid:
+        raise ValueError("table: holds no run of the validation set")
     return max(valid, key=lambda r: abs(r.error))
 
 
@@ -189,7 +199,13 @@ def fit_matmul_efficiency(accelerator, runs=None, low=0.2, high=1.0, tol=1e-4):
     `runs` (default: the calibration runs on `accelerator`), by golden-section
     search; everything else at its calibrate.py value."""
     name = hardware.get(accelerator).name
+    _validate.positive("low", low)
+    _validate.positive("tol", tol)
+    if not low < high <= 2:
+        raise ValueError(f"high: must lie above low ({low}) and at most 2, got {high}")
     runs = [r for r in calibration_runs() if r.accelerator == name] if runs is None else list(runs)
+    if not all(isinstance(r, measured.PublishedRun) for r in runs):
+        raise TypeError("runs: must be measured.PublishedRun records")
     if not runs:
         raise ValueError(f"accelerator: no calibration runs on {name!r}")
     g = (math.sqrt(5) - 1) / 2
@@ -210,6 +226,9 @@ def fit_matmul_efficiency(accelerator, runs=None, low=0.2, high=1.0, tol=1e-4):
 
 def fitted_efficiencies(digits=2):
     """{accelerator: η fitted on its calibration runs, rounded to `digits`}."""
+    _validate.count("digits", digits, minimum=0)
+    if digits > 6:
+        raise ValueError(f"digits: at most 6 (the fit's tolerance is 1e-4), got {digits}")
     accs = []
     for run in calibration_runs():
         if run.accelerator not in accs:

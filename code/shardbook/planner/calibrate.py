@@ -61,13 +61,14 @@ MATMUL_EFFICIENCY = {
     ),
     "TPU v5e": Figure(0.67, "parallelize-transformer", "printed approximate (≈)"),
     "TPU v6e": Figure(
-        0.49, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
+        0.53, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
     ),
     "Ironwood": Figure(0.70, "fit", "placeholder until fitted", provisional=True),
     "A100": Figure(
         0.56,
         "fit",
-        "validation.fit_matmul_efficiency on the A100 calibration runs (SC21 GPT 1.7B, 7.5B, 39.1B, 145.6B, 529.6B)",
+        "validation.fit_matmul_efficiency on the A100 calibration runs (SC21 GPT 1.7B, 7.5B, 39.1B, 145.6B, "
+        "529.6B), with their eager attention's HBM traffic counted (timing.eager_scores_hbm_s)",
     ),
     "MI300X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),
     "MI355X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),

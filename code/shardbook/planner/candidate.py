@@ -112,6 +112,7 @@ def evaluate(
     fp8_dispatch=False,
     precision="bf16",
     tp_comm_overlap=False,
+    capacity_factor=1.0,
 ):
     """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
     tuple) with a global batch of `global_tokens` tokens in sequences of
@@ -154,6 +155,10 @@ def evaluate(
       only after the last backward (Megatron-LM before
       --overlap-grad-reduce): the expectation puts the dp reduction on the
       critical path; the bound hides it (some implementation overlaps it).
+    - `capacity_factor`: an MoE layer that drops tokens computes every
+      expert's capacity, capacity_factor times its share of the routed
+      tokens, padded or not (MaxText without sparse_matmul, GShard): the
+      routed experts' FLOPs scale by it, in the bound and the expectation.
     """
     lay = layout(
         model,
@@ -180,6 +185,7 @@ def evaluate(
         precision=precision,
         tp_comm_overlap=tp_comm_overlap,
         grad_reduce_overlap=grad_reduce_overlap,
+        capacity_factor=capacity_factor,
     )
     acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 

@@ -50,6 +50,7 @@ class Layout:
     precision: str
     tp_comm_overlap: bool
     grad_reduce_overlap: bool
+    capacity_factor: float
     n_micro: float
     deepest: int
     dense_local: float
@@ -108,6 +109,7 @@ def layout(
     keep_gathered_weights,
     ideal_overlap,
     grad_reduce_overlap,
+    capacity_factor=1.0,
     dense_over_ep,
     routing_node_limit,
     fp8_dispatch,
@@ -128,6 +130,7 @@ def layout(
     check_mesh(m, mesh, seq_len, uneven_pipeline)
     check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, mesh["pp"])
     _validate.choice("precision", precision, PRECISIONS)
+    _validate.positive("capacity_factor", capacity_factor)
     if routing_node_limit is not None:
         _validate.count("routing_node_limit", routing_node_limit)
     if global_tokens < n:
@@ -164,6 +167,7 @@ def layout(
         keep_gathered_weights=keep_gathered_weights,
         ideal_overlap=ideal_overlap,
         grad_reduce_overlap=grad_reduce_overlap,
+        capacity_factor=capacity_factor,
         dense_over_ep=dense_over_ep,
         routing_node_limit=routing_node_limit,
         fp8_dispatch=fp8_dispatch,

@@ -189,6 +189,7 @@ RUN_OPTIONS = (
     "precision",
     "tp_comm_overlap",
     "grad_reduce_overlap",
+    "capacity_factor",
 )
 
 

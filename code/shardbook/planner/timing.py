@@ -23,7 +23,7 @@ deepseek2024v3, nccl-tests-performance.
 import dataclasses
 import functools
 
-from .. import _validate, collectives, fabric, hardware, training
+from .. import _validate, collectives, fabric, hardware, models, training
 from ..hardware import Sourced
 from . import calibrate, memory_plan
 
@@ -198,9 +198,12 @@ def math_s(lay, recompute):
     peak (the FP8 peak for precision='fp8'), at least the time to stream
     the device's weights from HBM calibrate.WEIGHT_PASSES times per
     microbatch; `expected_s` at the sustained efficiency, at the deepest
-    stage's pace, plus the unfused elementwise work (`elementwise_s`:
-    calibrate.ELEMENTWISE_PASSES times the bytes a layer keeps, at the
-    achieved HBM bandwidth)."""
+    stage's pace, plus the work bound by HBM (`elementwise_s`: the unfused
+    elementwise kernels, calibrate.ELEMENTWISE_PASSES times the bytes a
+    layer keeps around its attention core, at the achieved HBM bandwidth;
+    with eager attention also its s² scores, eager_scores_hbm_s). An MoE
+    model that drops tokens computes its experts' whole capacity
+    (capacity_factor)."""
     from .layout import check_layout
 
     check_layout(lay)
@@ -209,6 +212,11 @@ def math_s(lay, recompute):
     peak = acc.bf16_dense_flops_per_s
     ideal = training.model_flops_per_token(m, lay.seq_len, causal=True) * lay.global_tokens / (n * peak)
     hardware_flops = memory_plan.hardware_flops_per_token(m, lay.seq_len, recompute) * lay.global_tokens
+    if m.is_moe and lay.capacity_factor != 1:
+        # an MoE layer that drops tokens computes each expert's whole capacity:
+        # the routed experts' matmuls (forward and backward) scale by the capacity factor
+        routed_params = models.routed_expert_param_count(m) * m.top_k / m.n_experts
+        hardware_flops += 6 * routed_params * (lay.capacity_factor - 1) * lay.global_tokens
     fp8 = lay.precision == "fp8"
     bound = hardware_flops / (n * peak * (calibrate.fp8_peak_ratio(acc) if fp8 else 1))
     balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0  # the deepest stage sets the pace
@@ -225,10 +233,12 @@ def math_s(lay, recompute):
         cp=mesh["cp"],
         sequence_parallel=lay.sequence_parallel,
         recompute="none",
-        attention=lay.attention,
+        attention="flash",  # the tensors around the attention core; eager scores are counted below
     )
     achieved_hbm = hbm * calibrate.HBM_EFFICIENCY.value
     elementwise = calibrate.ELEMENTWISE_PASSES.value * kept * lay.deepest * lay.n_micro / achieved_hbm
+    if lay.attention == "eager":  # the s² scores (softmax, dropout) go through HBM between kernels
+        elementwise += eager_scores_hbm_s(lay, recompute, hbm)
     streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
     streaming = calibrate.WEIGHT_PASSES * streamed * lay.n_micro
     bound = max(bound, streaming / hbm)
@@ -319,10 +329,38 @@ def communication_s(lay, recompute, calibrated=False):
             calibrated=calibrated,
             node_limit=limit,
         )
-    # pipeline: each microbatch's activations forward and gradients back across each chunk boundary
-    boundary = tokens_mb * m.d_model * 2 / (tp if lay.sequence_parallel else 1)
+    # pipeline: each microbatch's activations forward and gradients back across each chunk
+    # boundary; each of the tp ranks sends 1/tp of them, with or without sequence parallelism
+    # (without it, Megatron's scatter/gather splits the replicated tensor and all-gathers it
+    # over NVLink on arrival: narayanan2021megatron §4.1)
+    boundary = tokens_mb * m.d_model * 2 / tp
     out["pp"] = send_s(acc, boundary, where["pp"], 2 * lay.n_virtual * calls, calibrated=calibrated)
     return out
+
+
+def eager_scores_hbm_s(lay, recompute, hbm_bytes_per_s):
+    """Seconds per step one device spends moving eager attention's scores
+    through HBM (the expectation only; a flash kernel keeps them on chip).
+    Per layer and microbatch the forward writes Korthikanti et al.'s
+    (2 + 3·dropout)·(a/tp)·(s/cp)·s·b bytes (softmax output, dropout mask and
+    output) and the backward reads them back; a policy that recomputes the
+    attention core writes them once more. Layers of the deepest stage, every
+    microbatch of the step, at the spec HBM bandwidth.
+    Ref: korthikanti2022reducing, narayanan2021megatron."""
+    from .. import memory
+    from .layout import check_layout
+
+    check_layout(lay)
+    _validate.positive("hbm_bytes_per_s", hbm_bytes_per_s)
+    m, mesh = lay.model, lay.mesh
+    per_element = 2 + (3 if m.dropout else 0)
+    scores = m.n_heads / mesh["tp"] * (lay.seq_len / mesh["cp"]) * lay.seq_len * lay.micro_batch_seqs
+    policy = memory.recompute_policy(recompute)
+    recomputes_core = policy.name in ("full", "selective") or (
+        policy.kind == "named" and "context" not in policy.saves + policy.offloads
+    )
+    passes = 3 if recomputes_core else 2
+    return passes * per_element * scores * lay.deepest * lay.n_micro / hbm_bytes_per_s
 
 
 def hidden_terms(lay, bound=False):
