@@ -162,6 +162,18 @@ def test_recomputed_flops_follow_what_each_policy_keeps():
     m, s = "LLaMA-3 70B", 4096
     base = training.model_flops_per_token(m, s)
     assert training.hardware_flops_per_token(m, s, "none") == base
+    # Korthikanti's policies as the book counted them: selective repeats the
+    # score matmuls 4·L·a·d_head·s (half when causal), full the whole forward too
+    for model in ("LLaMA-3 70B", "DeepSeek-V3"):
+        mm = models.get(model)
+        scores = 4 * mm.n_layers * mm.n_heads * mm.head_dim * s
+        for causal in (False, True):
+            got = training.hardware_flops_per_token(mm, s, "selective", causal) - training.model_flops_per_token(
+                mm, s, causal
+            )
+            assert got == pytest.approx(scores / (2 if causal else 1))
+        full = training.hardware_flops_per_token(mm, s, "full") - training.model_flops_per_token(mm, s)
+        assert full == pytest.approx(2 * models.active_param_count(mm) + scores)
     # keeping every matmul output (minimal_with_context) recomputes nothing
     assert memory.recomputed_flops_per_token(m, s, "minimal_with_context") == 0
     # an offloaded tensor comes back from host: the same recomputation as saving it
@@ -231,6 +243,18 @@ def test_closed_forms_match_the_simulator(p, m, v):
         held = pipeline.held_activations(ops, v)
         assert pipeline.schedule_activation_microbatches(kind, p, m, v) == pytest.approx(held[0])
         assert held[0] == max(held)
+
+
+def test_interleaved_activations_match_the_simulator_for_any_microbatch_count():
+    for p in (2, 3, 4, 8):
+        for v in (2, 3, 4):
+            for m in range(1, 3 * p + 2):
+                held = pipeline.held_activations(pipeline.schedule("interleaved", p, m, v), v)
+                assert pipeline.schedule_activation_microbatches("interleaved", p, m, v) == pytest.approx(held[0])
+                assert held[0] == max(held)
+                if m % p == 0:  # Korthikanti et al.'s p(1 + (p−1)/(p·v)), at most m
+                    want = min(p * (1 + (p - 1) / (p * v)), m)
+                    assert pipeline.schedule_activation_microbatches("interleaved", p, m, v) == pytest.approx(want)
 
 
 def test_published_bubbles():

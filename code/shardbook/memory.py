@@ -475,8 +475,8 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
     m = models.get(model)
     _validate.count("seq_len", seq_len)
     policy = recompute_policy(recompute)
-    head_width = m.n_heads * (m.head_dim if m.mla is None else m.mla.qk_nope_head_dim + m.mla.qk_rope_head_dim)
-    scores = 4 * head_width * seq_len / (2 if causal else 1)  # per layer forward: QKᵀ and PV
+    # per layer forward: QKᵀ and PV, with the head width training.model_flops_per_token counts
+    scores = 4 * m.n_heads * m.head_dim * seq_len / (2 if causal else 1)
     if policy.name == "none":
         return 0
     if policy.name == "selective":

@@ -32,7 +32,8 @@ class Model:
     width `d_ff_dense`. `gated_mlp`: a SwiGLU MLP (gate, up, down: three
     matrices; every preset) or a plain two-matrix MLP (GPT). `dropout`:
     dropout after attention scores and after each block (GPT as Megatron
-    trains it; LLaMA-style models have none).
+    trains it; LLaMA-style models have none). `qkv_bias`: biases on the Q,
+    K and V projections (Qwen2).
     """
 
     name: str
@@ -54,6 +55,7 @@ class Model:
     router_bias: bool = False
     gated_mlp: bool = True
     dropout: bool = False
+    qkv_bias: bool = False
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source:
@@ -84,7 +86,8 @@ def _attention_params(m):
         q = d * m.n_heads * m.head_dim
         kv = 2 * d * m.n_kv_heads * m.head_dim
         o = m.n_heads * m.head_dim * d
-        return q + kv + o
+        bias = (m.n_heads + 2 * m.n_kv_heads) * m.head_dim if m.qkv_bias else 0
+        return q + kv + o + bias
     a = m.mla
     qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim
     if a.q_lora_rank:
@@ -284,6 +287,16 @@ def get(name):
 def with_changes(name, **changes):
     """A copy of a preset with some fields changed (validated again)."""
     return replace(get(name), **changes)
+
+
+def from_hf_config(config, name=None, source="hf-transformers"):
+    """A Model from a Hugging Face config.json (a dict or a path): LLaMA,
+    Mistral, Mixtral, Qwen2/Qwen3 (dense and MoE), Gemma and DeepSeek-V2/V3
+    fields; an unknown model_type or a missing field is a ValueError naming
+    it. See shardbook.hf_config for the fields read. Ref: hf-transformers."""
+    from . import hf_config  # it imports this module
+
+    return hf_config.from_hf_config(config, name, source)
 
 
 _validate.guard_module(globals())

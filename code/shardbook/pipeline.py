@@ -135,9 +135,11 @@ def schedule_bubble_overhead(schedule, n_stages, n_microbatches, n_virtual=1):
 def schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtual=1):
     """Peak activations of the first device (the one that holds most), in
     microbatches of one stage's activations: gpipe m; 1f1b min(p, m);
-    interleaved p·(1 + (p−1)/(p·v)) (Korthikanti et al.'s count of
-    Megatron's schedule, exact for m a multiple of p; the simulator gives
-    the same), at most m; zero_bubble (ZB-H1) 1F1B's min(p, m), as Qi et
+    interleaved p·(1 + (p−1)/(p·v)) for m a multiple of p (Korthikanti et
+    al.'s count of Megatron's schedule), in general ((v−1)·g + 2p − 1)/v with
+    g the size of the first group of microbatches a device runs through one
+    chunk (ceil(m / floor(m/p)), p when p divides m), at most m, as the
+    simulator's timeline holds; zero_bubble (ZB-H1) 1F1B's min(p, m), as Qi et
     al. state for ZB-H1; dualpipe p + 1 (DeepSeek-V3 Table 2).
     DualPipe also holds two copies of a stage's parameters
     (`schedule_parameter_copies`). p = 1: one microbatch.
@@ -152,7 +154,10 @@ def schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtu
     if schedule in ("1f1b", "zero_bubble"):
         return float(min(p, m))
     if schedule == "interleaved":
-        return float(min(p * (1 + (p - 1) / (p * v)), m))
+        # the warm-up of (v−1)·g + 2(p−1) chunk forwards plus one, over v, with
+        # g the first group of microbatches (p when p divides m; see _interleaved_order)
+        g = -(-m // max(1, m // p))
+        return float(min(((v - 1) * g + 2 * p - 1) / v, m))
     return float(p + 1)  # m >= 2p
 
 

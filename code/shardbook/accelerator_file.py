@@ -1,0 +1,185 @@
+"""An accelerator described in a file (TOML or JSON) read into a
+`hardware.Accelerator`, validated as the presets are.
+
+The file has the Accelerator's fields. The descriptive ones are plain values
+(name, family, scale_up_fabric, scale_out_layout, torus_dims); every figure
+is a table with a `value` and a `source` (a references.bib key, a URL or a
+document name), and optionally `kind` (spec, achieved or derived; default
+spec) and `note`. A value is a number in SI base units or a string with its
+unit: "989.5 TFLOP/s", "80 GB", "141 GiB", "450 GB/s", "400 Gb/s" (bits),
+"8" for counts. A field the dataclass gives a default may be left out.
+`to_toml(acc)` writes any Accelerator (a preset, say) in this format: a
+template to edit. Ref: the Accelerator docstring for each field's meaning.
+"""
+
+import dataclasses
+import json
+import re
+import tomllib
+from pathlib import Path
+
+from . import hardware
+
+_UNITS = {
+    "flops": {"FLOP/s": 1, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15},
+    "bytes": {
+        "B": 1,
+        "KB": 1e3,
+        "MB": 1e6,
+        "GB": 1e9,
+        "TB": 1e12,
+        "KiB": 2**10,
+        "MiB": 2**20,
+        "GiB": 2**30,
+        "TiB": 2**40,
+    },
+    "bandwidth": {
+        "B/s": 1,
+        "MB/s": 1e6,
+        "GB/s": 1e9,
+        "TB/s": 1e12,
+        "GiB/s": 2**30,
+        "Mb/s": 1e6 / 8,
+        "Gb/s": 1e9 / 8,
+        "Tb/s": 1e12 / 8,
+    },
+    "count": {"": 1},
+}
+_NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
+_FIGURE_KEYS = ("value", "source", "kind", "note")
+
+
+def _dimension(field):
+    if field.endswith("_flops_per_s"):
+        return "flops"
+    if field.endswith("_bytes_per_s"):
+        return "bandwidth"
+    if field.endswith("_bytes"):
+        return "bytes"
+    return "count"
+
+
+def _value(where, field, raw):
+    """A figure's value in SI base units, from a number or "<number> <unit>"."""
+    dimension = _dimension(field)
+    units = _UNITS[dimension]
+    if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
+        raise ValueError(f"{where}: {field}.value must be a number or a string with a unit, got {raw!r}")
+    if not isinstance(raw, str):
+        return float(raw)
+    match = _NUMBER_WITH_UNIT.match(raw)
+    if not match:
+        raise ValueError(f"{where}: {field}.value {raw!r} is not a number followed by a unit")
+    number, unit = match.groups()
+    if unit not in units:
+        valid = ", ".join(repr(u) for u in units) if dimension != "count" else "none (a count)"
+        raise ValueError(f"{where}: {field}.value {raw!r}: unit {unit!r} does not parse; valid: {valid}")
+    return float(number) * units[unit]
+
+
+def _descriptive(where, name, raw):
+    if name == "torus_dims":
+        if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
+            raise ValueError(f"{where}: torus_dims must be an integer >= 0, got {raw!r}")
+    elif not isinstance(raw, str) or not raw:
+        raise ValueError(f"{where}: {name} must be a non-empty string, got {raw!r}")
+    return raw
+
+
+def _figure(where, name, raw):
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: {name} must be a table with a value and a source, got {raw!r}")
+    extra = [k for k in raw if k not in _FIGURE_KEYS]
+    if extra:
+        raise ValueError(f"{where}: {name}: unknown key {extra[0]!r}; keys: {', '.join(_FIGURE_KEYS)}")
+    for key in ("value", "source"):
+        if key not in raw:
+            raise ValueError(f"{where}: {name}: missing {key!r} (every figure needs a value and its source)")
+    source, kind, note = raw["source"], raw.get("kind", "spec"), raw.get("note", "")
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError(f"{where}: {name}.source must be a non-empty string, got {source!r}")
+    if kind not in hardware.SOURCE_KINDS:
+        raise ValueError(f"{where}: {name}.kind: unknown value {kind!r}; valid: {', '.join(hardware.SOURCE_KINDS)}")
+    if not isinstance(note, str):
+        raise ValueError(f"{where}: {name}.note must be a string, got {note!r}")
+    return hardware.Sourced(_value(where, name, raw["value"]), source, kind, note)
+
+
+def from_dict(data, where="accelerator"):
+    """An Accelerator from the parsed contents of an accelerator file."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: must hold a table of the Accelerator's fields, got {type(data).__name__}")
+    fields = {f.name: f for f in dataclasses.fields(hardware.Accelerator)}
+    unknown = [k for k in data if k not in fields]
+    if unknown:
+        raise ValueError(f"{where}: unknown field {unknown[0]!r}; fields: {', '.join(fields)}")
+    kwargs = {}
+    for name, f in fields.items():
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ValueError(f"{where}: missing field {name!r}")
+            continue
+        read = _descriptive if name in hardware.Accelerator.DESCRIPTIVE else _figure
+        kwargs[name] = read(where, name, data[name])
+    try:
+        return hardware.Accelerator(**kwargs)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def from_text(text, fmt, where="accelerator"):
+    """An Accelerator from the text of a file in `fmt` 'toml' or 'json'."""
+    if fmt == "toml":
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ValueError(f"{where}: not valid TOML ({exc})") from None
+    elif fmt == "json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    else:
+        raise ValueError(f"fmt: unknown value {fmt!r}; valid: toml, json")
+    return from_dict(data, where)
+
+
+def from_file(path):
+    """An Accelerator from a .toml or .json file."""
+    if not isinstance(path, (str, Path)):
+        raise ValueError(f"path: must be the path of a .toml or .json file, got {path!r}")
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt not in ("toml", "json"):
+        raise ValueError(f"path: {path}: must end in .toml or .json")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ValueError(f"path: {path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"path: {path}: is a folder, not an accelerator file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"path: {path}: cannot be read ({exc.__class__.__name__})") from None
+    return from_text(text, fmt, str(path))
+
+
+def _toml_string(text):
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a TOML basic string
+
+
+def to_toml(accelerator):
+    """The accelerator file (TOML) that reads back as `accelerator`
+    (a preset name or an Accelerator): a template to edit."""
+    acc = hardware.get(accelerator) if isinstance(accelerator, str) else accelerator
+    if not isinstance(acc, hardware.Accelerator):
+        raise ValueError(f"accelerator: must be a preset name or a hardware.Accelerator, got {accelerator!r}")
+    lines = []
+    for name in hardware.Accelerator.DESCRIPTIVE:
+        value = getattr(acc, name)
+        lines.append(f"{name} = {value}" if isinstance(value, int) else f"{name} = {_toml_string(value)}")
+    for name, figure in acc.figures():
+        lines += ["", f"[{name}]", f"value = {float(figure)!r}", f"source = {_toml_string(figure.source)}"]
+        lines.append(f"kind = {_toml_string(figure.kind)}")
+        if figure.note:
+            lines.append(f"note = {_toml_string(figure.note)}")
+    return "\n".join(lines) + "\n"
