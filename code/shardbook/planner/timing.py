@@ -290,7 +290,9 @@ def eager_scores_hbm_s(lay, recompute, hbm_bytes_per_s):
     microbatch of the step, at the spec HBM bandwidth.
     Ref: korthikanti2022reducing, narayanan2021megatron."""
     from .. import memory
+    from .layout import check_layout
 
+    check_layout(lay)
     _validate.positive("hbm_bytes_per_s", hbm_bytes_per_s)
     m, mesh = lay.model, lay.mesh
     per_element = 2 + (3 if m.dropout else 0)
