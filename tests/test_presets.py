@@ -237,3 +237,84 @@ def test_measured_mode_applies_the_link_factor_to_the_w_it_was_printed_beside():
     # the achieved rate never exceeds the line rate it is a share of
     for x in measured.SUSTAINED:
         assert x.achieved_link_bytes_per_s < x.link_of_bytes_per_s
+
+
+def test_a100_matches_its_datasheet_and_the_dgx_a100_superpod():
+    # Ref: nvidia-a100-datasheet (A100 80GB SXM: 312 TFLOP/s BF16 dense, 80 GB,
+    # NVLink 600 GB/s both directions), nvidia-nvlink (NVLink 3: 12 links),
+    # nvidia-dgx-a100-superpod (8 GPUs per node, one 200 Gb/s HDR HCA per GPU),
+    # narayanan2021megatron (Selene: DGX A100 80GB, eight 200 Gbps HDR HCAs per node).
+    a = hardware.get("A100")
+    assert a.bf16_dense_flops_per_s == 312e12
+    assert a.hbm_bytes == 80 * GB
+    assert a.scale_up_link_bytes_per_s == 25 * GB
+    assert a.scale_up_links_per_device == 12
+    assert a.scale_up_egress_bytes_per_s == 300 * GB
+    assert 2 * a.scale_up_egress_bytes_per_s == 600 * GB  # the datasheet's bidirectional figure
+    assert a.scale_up_egress_bytes_per_s.kind == "derived"
+    assert a.scale_up_domain_size == 8
+    assert a.scale_up_fabric == "switch" and a.scale_out_layout == "rail_optimized"
+    assert a.scale_out_bytes_per_s == 200e9 / 8
+    assert a.scale_out_nics_per_device == 1
+    assert a.domain_egress_bytes_per_s == pytest.approx(8 * 25 * GB)
+    for _, fig in a.figures():
+        assert fig.kind in ("spec", "derived")
+
+
+# narayanan2021megatron, Table 1: "Number of parameters (billion)" per model size; the
+# paper's equation 2, P = 12·l·h²·(1 + 13/(12h) + (V + s)/(12·l·h)), gives them from the shapes.
+SC21_PARAMS_BILLION = {
+    "1.7B": 1.7,
+    "3.6B": 3.6,
+    "7.5B": 7.5,
+    "18.4B": 18.4,
+    "39.1B": 39.1,
+    "76.1B": 76.1,
+    "145.6B": 145.6,
+    "310.1B": 310.1,
+    "529.6B": 529.6,
+    "1008.0B": 1008.0,
+}
+
+
+@pytest.mark.parametrize("size,published", SC21_PARAMS_BILLION.items())
+def test_sc21_gpt_shapes_give_the_published_parameter_counts(size, published):
+    m = models.get(f"GPT {size} (SC21)")
+    assert (m.vocab_size, m.gated_mlp, m.dropout, m.tied_embeddings) == (51200, False, True, True)
+    assert m.d_ff == 4 * m.d_model and m.n_kv_heads == m.n_heads
+    h, n, s, v = m.d_model, m.n_layers, 2048, m.vocab_size
+    equation_2 = 12 * n * h * h * (1 + 13 / (12 * h) + (v + s) / (12 * n * h))
+    assert round(equation_2 / 1e9, 1) == published
+    # the book's count leaves out biases and learned position embeddings (13·l·h + s·h)
+    assert models.param_count(m) == pytest.approx(equation_2, rel=4e-3)
+
+
+# megatron-lm-readme (images/model_table.png): "Model size" in billions. The labels are
+# nominal: no one counting convention (biases, learned or rotary positions) rounds to all of
+# them (1.745e9 from the shapes is labelled 1.7B, 31.47e9 is labelled 32B), so the test
+# holds the shapes to within 3 % of each label.
+MCORE_SIZES_BILLION = {
+    "1.7B": 1.7,
+    "7.1B": 7.1,
+    "16B": 16,
+    "32B": 32,
+    "70B": 70,
+    "119B": 119,
+    "177B": 177,
+    "314B": 314,
+    "462B": 462,
+}
+
+
+@pytest.mark.parametrize("size,published", MCORE_SIZES_BILLION.items())
+def test_megatron_core_gpt_shapes_give_the_published_sizes(size, published):
+    m = models.get(f"GPT {size} (Megatron-Core)")
+    assert (m.vocab_size, m.gated_mlp, m.tied_embeddings) == (131072, False, False)
+    assert models.param_count(m) / 1e9 == pytest.approx(published, rel=0.03)
+
+
+def test_gpt_presets_resolve_but_stay_out_of_the_book_presets():
+    assert models.get("GPT 1008.0B (SC21)").n_layers == 128
+    assert not set(models.gpt_names()) & set(models.names())
+    for name in models.gpt_names():
+        assert models.get(name).source in BIB_KEYS

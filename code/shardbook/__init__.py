@@ -52,6 +52,8 @@ LAYERS = {
         "overlap",
         "maxtext",
         "explorer",
+        "planner",
+        "validation",
     ),
     "programs": ("programs", "hlo", "devices"),
     "book": ("ledger", "book"),

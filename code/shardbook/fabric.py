@@ -41,6 +41,15 @@ def has_wraparound(accelerator, slice_shape, axis):
     multiple = WRAPAROUND_MULTIPLE.get(acc.name)
     if multiple is None:
         raise ValueError(f"accelerator: no torus wraparound rule for {acc.name}")
+    if not isinstance(slice_shape, (tuple, list)) or not slice_shape:
+        raise ValueError(f"slice_shape: must be a non-empty tuple of chips per torus axis, got {slice_shape!r}")
+    if len(slice_shape) > acc.torus_dims:
+        raise ValueError(f"slice_shape: {acc.name} has {acc.torus_dims} torus axes, got {len(slice_shape)} sides")
+    for side in slice_shape:
+        _validate.count("slice_shape", side)
+    _validate.count("axis", axis, minimum=0)
+    if axis >= len(slice_shape):
+        raise ValueError(f"axis: the slice has {len(slice_shape)} axes (0 to {len(slice_shape) - 1}), got {axis}")
     if multiple == 4:
         return all(side % 4 == 0 for side in slice_shape)
     return slice_shape[axis] % multiple == 0

@@ -206,6 +206,38 @@ def _hopper(name, src, hbm_gb, nvlink_links):
     )
 
 
+def _a100():
+    """A100 80 GB SXM on an 8-GPU HGX/DGX A100 board: NVLink 3 (12 links of
+    25 GB/s per direction, 600 GB/s bidirectional per GPU) through NVSwitch;
+    one 200 Gb/s HDR InfiniBand HCA per GPU for compute traffic (DGX A100:
+    eight compute HCAs per node, rail-optimized in a DGX SuperPOD); the
+    Selene nodes of narayanan2021megatron. No in-switch reduction (NVLink
+    SHARP arrived with third-generation NVSwitch, on Hopper)."""
+    src = "nvidia-a100-datasheet"
+    link = 25 * GB
+    return Accelerator(
+        name="A100",
+        family="gpu",
+        scale_up_fabric="switch",
+        scale_out_layout="rail_optimized",
+        bf16_dense_flops_per_s=_f(312 * TFLOP, src, note="624 TFLOP/s with sparsity, halved"),
+        hbm_bytes=_f(80 * GB, src, note="80 GB HBM2e, 2,039 GB/s (SXM)"),
+        scale_up_link_bytes_per_s=_f(link, "nvidia-nvlink", note="NVLink 3, one link, one direction"),
+        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, "nvidia-nvlink", note="NVLink 3, one link"),
+        scale_up_egress_bytes_per_s=_f(
+            12 * link, src, "derived", "12 NVLinks x 25 GB/s; 600 GB/s printed for both directions"
+        ),
+        scale_up_domain_size=_f(8, "nvidia-dgx-a100-superpod", note="8-GPU HGX A100 board, NVSwitch"),
+        scale_out_bytes_per_s=_f(
+            gbit_per_s_to_bytes_per_s(200), "nvidia-dgx-a100-superpod", note="one 200 Gb/s HDR InfiniBand HCA per GPU"
+        ),
+        scale_out_nics_per_device=_f(
+            1, "nvidia-dgx-a100-superpod", note="8 compute HCAs per DGX A100 node (2 more for storage)"
+        ),
+        host_link_bytes_per_s=_f(32 * GB, src, note="PCIe Gen4 x16; 64 GB/s printed for both directions"),
+    )
+
+
 def _blackwell(name, src, flops, hbm_gb, domain, nic_gbit):
     # NVLink 5: 50 GB/s per link per direction, 18 links per GPU.
     link = 50 * GB
@@ -310,6 +342,7 @@ TPU7X_TABLE_V6E_HBM_BYTES = Sourced(32 * GiB, "google-tpu7x", "spec", "v6e colum
 _BUILDERS = {
     "MI355X": _mi355x,
     "MI300X": _mi300x,
+    "A100": _a100,
     "H100": lambda: _hopper("H100", "nvidia-h100-datasheet", 80, 18),
     "H200": lambda: _hopper("H200", "nvidia-h200-datasheet", 141, 18),
     "H800": lambda: _hopper("H800", "parallelize-transformer", 80, 8),

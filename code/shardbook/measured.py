@@ -4,7 +4,7 @@ These are not results of this book: the book did not run them and cannot
 rerun them. Chapters show them as cited evidence.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import _validate
 
@@ -133,14 +133,51 @@ def measured_alpha(factors, spec_flops_per_s):
     return spec_flops_per_s * factors.compute / factors.achieved_link_bytes_per_s
 
 
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe")
+PRECISIONS = ("bf16", "fp8")
+
+
 @dataclass(frozen=True)
 class PublishedRun:
-    """A training run whose hardware, mesh, batch and measured MFU were
-    published. `mesh` uses the explorer's axes; `recompute` is the explorer
-    policy closest to the run's from below (host offloading counts as none),
-    so that the explorer's bound stays a bound; `mfu` is as published (for
-    Llama 3, TFLOP/s per GPU over the H100's 989 TFLOP/s, as the paper
-    reports it)."""
+    """A training run whose hardware, mesh, batch and measured speed were
+    published.
+
+    - `mesh`: degrees over the planner's axes (dp, fsdp, tp, cp, ep, pp).
+    - `sequences_per_step`, `micro_batch_seqs`, `seq_len`: the global batch
+      in sequences, the sequences of one microbatch, tokens per sequence.
+    - `mfu`: as the source publishes it (model FLOPs over the dense BF16
+      peak; for Llama 3, TFLOP/s per GPU over 989; for SC21, where the paper
+      prints a percentage of peak that counts the recomputed forward, the
+      model-FLOPs share derived from it, see `published_peak_fraction`).
+    - `recompute`: the run's recomputation policy as memory.RECOMPUTE names
+      it (Megatron's none/selective/full, MaxText's remat policies, host
+      offloading included); `remat_policy` is the policy as the run declares
+      it, in its own words.
+    - `schedule`, `n_virtual`, `uneven_pipeline`: the pipeline schedule,
+      virtual stages per device (None: not published), and whether stages
+      hold unequal layer counts.
+    - `attention` ('flash' or 'eager'), `state_recipe` (bytes per parameter
+      of the training state, as the planner names them; None: not published,
+      the planner's default of 16 bytes, which is also MaxText's FP32
+      weights, gradients and Adam moments), `zero` (0-3, the optimizer
+      sharding over the dp axis), `precision` ('bf16' or 'fp8').
+    - `sequence_parallel`: Megatron's sequence parallelism with TP (None:
+      not published, the planner's default; False for runs that predate it,
+      korthikanti2022reducing).
+    - `capacity_factor`: an MoE run that drops tokens computes each
+      expert's capacity, this many times its share (None: dropless or not
+      published).
+    - `tp_comm_overlap`: the run overlaps its tensor-parallel collectives
+      with the matmuls (Megatron's --tp-comm-overlap, collective matmul);
+      `grad_reduce_overlap`: its gradient reduction overlaps the backward
+      pass (False for Megatron-LM before --overlap-grad-reduce, which
+      all-reduced the gradient buffer after the last backward).
+    - `tflops_per_s_per_device`, `tokens_per_s_per_device`, `step_s`: as
+      published where published; `step_basis` says how `step_s` was
+      obtained when it is derived (from the source's own FLOP count and
+      TFLOP/s, from tokens/s, or from GPU hours).
+    - `source` (a references.bib key) and `where` (table, page or file).
+    """
 
     name: str
     model: str
@@ -155,6 +192,38 @@ class PublishedRun:
     tokens_per_s_per_device: float | None = None
     uneven_pipeline: bool = False
     note: str = ""
+    remat_policy: str = ""
+    schedule: str = "1f1b"
+    n_virtual: int | None = None
+    attention: str = "flash"
+    state_recipe: str | None = None
+    zero: int = 0
+    precision: str = "bf16"
+    tp_comm_overlap: bool = False
+    grad_reduce_overlap: bool = True
+    sequence_parallel: bool | None = None
+    capacity_factor: float | None = None
+    tflops_per_s_per_device: float | None = None
+    published_peak_fraction: float | None = None
+    step_s: float | None = None
+    step_basis: str = ""
+    where: str = ""
+
+    def __post_init__(self):
+        if self.schedule not in SCHEDULES:
+            raise ValueError(f"schedule: unknown value {self.schedule!r}; valid: {', '.join(SCHEDULES)}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision: unknown value {self.precision!r}; valid: {', '.join(PRECISIONS)}")
+        if self.zero not in (0, 1, 2, 3):
+            raise ValueError(f"zero: must be 0, 1, 2 or 3, got {self.zero!r}")
+        if self.attention not in ("flash", "eager"):
+            raise ValueError(f"attention: must be 'flash' or 'eager', got {self.attention!r}")
+        if self.step_s is None:
+            # tokens/s per device is a measurement of the step itself
+            if self.tokens_per_s_per_device is not None:
+                step = self.sequences_per_step * self.seq_len / (self.n_devices * self.tokens_per_s_per_device)
+                object.__setattr__(self, "step_s", step)
+                object.__setattr__(self, "step_basis", self.step_basis or "tokens per step / (devices x tokens/s)")
 
     @property
     def n_devices(self):
@@ -166,6 +235,53 @@ class PublishedRun:
     @property
     def global_tokens(self):
         return self.sequences_per_step * self.seq_len
+
+    @property
+    def hardware(self):
+        """The accelerator preset name (the same as `accelerator`)."""
+        return self.accelerator
+
+
+def _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size):
+    for name, value in (
+        ("batch_seqs", batch_seqs),
+        ("seq_len", seq_len),
+        ("n_layers", n_layers),
+        ("d_model", d_model),
+        ("vocab_size", vocab_size),
+    ):
+        _validate.count(name, value)
+    return batch_seqs, seq_len, n_layers, d_model, vocab_size
+
+
+def sc21_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab_size):
+    """FLOPs of one training iteration as Narayanan et al. count them
+    (SC21, equation 3): 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)): forward,
+    backward and the recomputed forward of every transformer layer (matmuls
+    only, attention scores over the full s × s square), and the logit layer
+    forward and backward. Ref: narayanan2021megatron."""
+    b, s, n, h, v = _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size)
+    return 96 * b * s * n * h * h * (1 + s / (6 * h) + v / (16 * n * h))
+
+
+def sc21_model_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab_size):
+    """The same count without the recomputed forward of the transformer
+    layers: 72·B·s·l·h²·(1 + s/(6h)) + 6·B·s·V·h (the logit layer is not
+    recomputed). Ref: narayanan2021megatron, korthikanti2022reducing."""
+    b, s, n, h, v = _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size)
+    return 72 * b * s * n * h * h * (1 + s / (6 * h)) + 6 * b * s * v * h
+
+
+def mcore_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab_size, ffn_ratio=4, kv_fraction=1.0):
+    """FLOPs of one iteration as Megatron-Core r0.8 counts them for its
+    printed teraFLOP/s (megatron/training/training.py,
+    num_floating_point_operations): 12·B·s·l·h²·((1 + g + s/h) + F/h + V/(2·l·h))
+    with g the KV-head fraction; attention scores over the full square, no
+    recomputation. Ref: megatron-lm-readme."""
+    b, s, n, h, v = _counts(batch_seqs, seq_len, n_layers, d_model, vocab_size)
+    _validate.positive("ffn_ratio", ffn_ratio)
+    _validate.non_negative("kv_fraction", kv_fraction)
+    return 12 * b * s * n * h * h * ((1 + kv_fraction + s / h) + ffn_ratio + v / (2 * n * h))
 
 
 # MaxText's tiering table (docs/reference/models/tiering.md) gives chips, sequence length,
@@ -183,22 +299,34 @@ PUBLISHED_RUNS = (
         4,
         0.654,
         "maxtext-tiering",
+        recompute="save_dot_except_mlpwi",
         tokens_per_s_per_device=692,
         note="remat save_dot_except_mlpwi",
+        remat_policy="save_dot_except_mlpwi",
+        where="tiering.md, Llama2-70B on v5p-512; benchmarks/maxtext_v5p_model_configs.py",
     ),
+    # The tiering table links the tpu-recipes Trillium recipe, which runs llama2_70b_4096_sc
+    # (remat qkv_proj_offloaded, ici_fsdp_transpose_parallelism -1). Its printed config says
+    # per_device_batch_size 3, but the log it shows, whose 905 tokens/s the table's 900 rounds,
+    # has total_weights 2,097,152 = 256 x 2 x 4,096 tokens and 9.052 s per step: 2 per device.
     PublishedRun(
         "MaxText Llama 2 70B, v6e-256",
         "LLaMA-2 70B",
         "TPU v6e",
         {"fsdp": 256},
         4096,
-        256 * 4,
-        4,
+        256 * 2,
+        2,
         0.438,
         "maxtext-tiering",
-        recompute="full",
+        recompute="qkv_proj_offloaded",
         tokens_per_s_per_device=900,
-        note="remat full",
+        note="remat qkv_proj_offloaded; 2 sequences per chip as the recipe's log ran",
+        remat_policy="qkv_proj_offloaded",
+        tflops_per_s_per_device=402.274,
+        step_s=9.052,
+        step_basis="measured (the recipe's log: 9.052 s, total_weights 2,097,152)",
+        where="tiering.md, Llama2-70B on v6e-256; tpu-recipes training/trillium/Llama2-70B-MaxText at 9e458c7",
     ),
     PublishedRun(
         "MaxText Llama 3.1 8B, v6e-256",
@@ -210,8 +338,11 @@ PUBLISHED_RUNS = (
         4,
         0.4546,
         "maxtext-tiering",
+        recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=7207,
         note="activations offloaded to the host",
+        remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
+        where="tiering.md, Llama3.1-8B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
     ),
     PublishedRun(
         "MaxText Llama 3.1 70B, v6e-256",
@@ -223,8 +354,11 @@ PUBLISHED_RUNS = (
         5,
         0.5033,
         "maxtext-tiering",
+        recompute="custom_offload_input_qkv",
         tokens_per_s_per_device=960,
         note="activations offloaded to the host",
+        remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj offloaded",
+        where="tiering.md, Llama3.1-70B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
     ),
     PublishedRun(
         "MaxText Mixtral 8x7B, v6e-256",
@@ -236,8 +370,12 @@ PUBLISHED_RUNS = (
         12,
         0.3523,
         "maxtext-tiering",
+        recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=3899,
+        capacity_factor=1.25,
         note="dropped tokens, activations offloaded",
+        remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
+        where="tiering.md, Mixtral-8x7B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
     ),
     PublishedRun(
         "MaxText Mixtral 8x22B, v6e-256",
@@ -249,8 +387,12 @@ PUBLISHED_RUNS = (
         8,
         0.362,
         "maxtext-tiering",
+        recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=1326,
+        capacity_factor=1.25,
         note="capacity factor 1.25, activations offloaded",
+        remat_policy="custom: decoder_layer_input, query_proj, key_proj, value_proj, out_proj offloaded",
+        where="tiering.md, Mixtral-8x22B on v6e-256; benchmarks/maxtext_trillium_model_configs.py",
     ),
     # Llama 3 405B pre-training (dubey2024llama3, Table 4): 16M tokens per step in sequences of 8,192,
     # TP 8, PP 16, the rest data parallel (FSDP), 430 and 400 TFLOP/s per GPU; 126 layers on 16 stages.
@@ -266,6 +408,10 @@ PUBLISHED_RUNS = (
         "dubey2024llama3",
         uneven_pipeline=True,
         note="430 TFLOP/s per GPU",
+        remat_policy="none",
+        schedule="interleaved",
+        tflops_per_s_per_device=430,
+        where="Table 4, row 1 (8,192 GPUs, TP 8, CP 1, PP 16, DP 64, batch size/DP 32)",
     ),
     PublishedRun(
         "Llama 3 405B, 16,384 H100",
@@ -279,6 +425,10 @@ PUBLISHED_RUNS = (
         "dubey2024llama3",
         uneven_pipeline=True,
         note="400 TFLOP/s per GPU",
+        remat_policy="none",
+        schedule="interleaved",
+        tflops_per_s_per_device=400,
+        where="Table 4, row 2 (16,384 GPUs, TP 8, CP 1, PP 16, DP 128, batch size/DP 16)",
     ),
 )
 
@@ -293,6 +443,15 @@ def deepseek_v3_mfu():
 
     flops = training.model_flops_per_token("DeepSeek-V3", 4096, causal=True) * 14.8e12
     return flops / (2.664e6 * 3600 * hardware.get("H800").bf16_dense_flops_per_s)
+
+
+def deepseek_v3_step_s():
+    """DeepSeek-V3's mean pre-training step time derived from its report:
+    2.664M H800 GPU hours on 2,048 GPUs over 14.8T tokens at 15,360
+    sequences of 4,096 per step (the batch after its ramp-up; the ramp's
+    smaller steps make this a slight overestimate of the steady step)."""
+    steps = 14.8e12 / (15360 * 4096)
+    return 2.664e6 * 3600 / 2048 / steps
 
 
 PUBLISHED_RUNS += (
@@ -311,5 +470,175 @@ PUBLISHED_RUNS += (
         recompute="selective",
         uneven_pipeline=True,
         note="derived from 2.664M GPU hours for 14.8T tokens; FP8 matmuls",
+        remat_policy="selective",
+        schedule="dualpipe",
+        zero=1,
+        precision="fp8",
+        step_s=deepseek_v3_step_s(),
+        step_basis="2.664M GPU hours x 3,600 s / 2,048 GPUs over 14.8T / (15,360 x 4,096) steps",
+        where="sections 3.2-3.3 (PP 16, EP 64, ZeRO-1 DP, DualPipe, FP8); Table 1 (2.664M GPU hours)",
     ),
 )
+
+
+# Narayanan et al. SC21, Table 1 (narayanan2021megatron): GPT models on Selene, DGX A100 80GB
+# nodes, sequence 2,048, vocabulary 51,200, mixed precision, activation recomputation.
+# Per row: (model size, tensor-parallel size, pipeline-parallel size, GPUs, batch size,
+# achieved teraFLOP/s per GPU, percentage of theoretical peak, aggregate petaFLOP/s).
+SC21_TABLE_1 = (
+    ("1.7B", 1, 1, 32, 512, 137, 0.44, 4.4),
+    ("3.6B", 2, 1, 64, 512, 138, 0.44, 8.8),
+    ("7.5B", 4, 1, 128, 512, 142, 0.46, 18.2),
+    ("18.4B", 8, 1, 256, 1024, 135, 0.43, 34.6),
+    ("39.1B", 8, 2, 512, 1536, 138, 0.44, 70.8),
+    ("76.1B", 8, 4, 1024, 1792, 140, 0.45, 143.8),
+    ("145.6B", 8, 8, 1536, 2304, 148, 0.47, 227.1),
+    ("310.1B", 8, 16, 1920, 2160, 155, 0.50, 297.4),
+    ("529.6B", 8, 35, 2520, 2520, 163, 0.52, 410.2),
+    ("1008.0B", 8, 64, 3072, 3072, 163, 0.52, 502.0),
+)
+
+# How the SC21 authors ran each Table 1 row (megatron-lm-sc21-scripts:
+# examples/academic_paper_scripts/sc21/run_table_1.sh, for Megatron-LM commit 6985e58938):
+# (microbatch size, layers per virtual pipeline stage or None, DDP implementation). PyTorch's
+# DDP reduces the gradients during the last microbatch's backward; Megatron's 'local' DDP
+# all-reduces its gradient buffer after forward_backward_func (megatron/training.py).
+SC21_SCRIPT_CONFIG = {
+    "1.7B": (16, None, "torch"),
+    "3.6B": (16, None, "torch"),
+    "7.5B": (16, None, "torch"),
+    "18.4B": (8, None, "torch"),
+    "39.1B": (4, None, "local"),
+    "76.1B": (2, 5, "local"),
+    "145.6B": (2, 5, "local"),
+    "310.1B": (1, 3, "local"),
+    "529.6B": (1, 1, "local"),
+    "1008.0B": (1, None, "local"),
+}
+
+# The Megatron-LM README's H100 table (megatron-lm-readme, images/model_table.png, Megatron-Core
+# r0.8.0): sequence 4,096, vocabulary 131,072, data-parallel size 48 throughout. Per row:
+# (model size, tensor-parallel size, pipeline-parallel size, GPUs, batch size, per-GPU
+# teraFLOP/s, MFU, aggregate petaFLOP/s).
+MCORE_H100_TABLE = (
+    ("1.7B", 1, 1, 48, 192, 408.8, 0.41, 19.6),
+    ("7.1B", 2, 1, 96, 192, 465.9, 0.47, 44.7),
+    ("16B", 4, 1, 192, 192, 489.1, 0.49, 93.9),
+    ("32B", 8, 1, 384, 192, 459.6, 0.46, 176.5),
+    ("70B", 8, 2, 768, 384, 419.7, 0.42, 322.3),
+    ("119B", 8, 4, 1536, 768, 420.5, 0.43, 645.9),
+    ("177B", 8, 6, 2304, 1152, 432.8, 0.44, 997.2),
+    ("314B", 8, 8, 3072, 1536, 474.4, 0.48, 1457.4),
+    ("462B", 8, 16, 6144, 3072, 459.9, 0.47, 2825.6),
+)
+
+
+def _mesh(tp, pp, n_devices):
+    mesh = {"tp": tp, "pp": pp, "dp": n_devices // (tp * pp)}
+    return {axis: degree for axis, degree in mesh.items() if degree > 1} or {"dp": 1}
+
+
+def _sc21_run(size, tp, pp, n_gpus, batch, tflops, peak_fraction, _aggregate):
+    from . import models
+
+    m = models.get(f"GPT {size} (SC21)")
+    micro, layers_per_virtual, ddp = SC21_SCRIPT_CONFIG[size]
+    n_virtual = m.n_layers // pp // layers_per_virtual if layers_per_virtual else 1
+    hw_flops = sc21_flops_per_iteration(batch, 2048, m.n_layers, m.d_model, m.vocab_size)
+    model_flops = sc21_model_flops_per_iteration(batch, 2048, m.n_layers, m.d_model, m.vocab_size)
+    step_s = hw_flops / (n_gpus * tflops * 1e12)
+    return PublishedRun(
+        f"Megatron GPT {size}, {n_gpus:,} A100",
+        m.name,
+        "A100",
+        _mesh(tp, pp, n_gpus),
+        2048,
+        batch,
+        micro,
+        model_flops / (step_s * n_gpus * 312e12),
+        "narayanan2021megatron",
+        recompute="full",
+        note=f"microbatch {micro}, {n_virtual} virtual stage(s) per device, {ddp} DDP, uniform full "
+        "recomputation, FP16, as run_table_1.sh runs this row (megatron-lm-sc21-scripts; section 5.1 says "
+        "the interleaved schedule, which the script sets for 76B to 530B only)",
+        remat_policy="full",
+        schedule="interleaved" if n_virtual > 1 else "1f1b",
+        n_virtual=n_virtual,
+        attention="eager",
+        grad_reduce_overlap=ddp == "torch",
+        sequence_parallel=False,
+        state_recipe="megatron",
+        tflops_per_s_per_device=tflops,
+        published_peak_fraction=peak_fraction,
+        step_s=step_s,
+        step_basis="equation 3's FLOPs per iteration / (GPUs x achieved teraFLOP/s)",
+        where=f"Table 1, {size} row",
+    )
+
+
+def _mcore_run(size, tp, pp, n_gpus, batch, tflops, mfu, _aggregate):
+    from . import models
+
+    m = models.get(f"GPT {size} (Megatron-Core)")
+    flops = mcore_flops_per_iteration(batch, 4096, m.n_layers, m.d_model, m.vocab_size)
+    return PublishedRun(
+        f"Megatron-Core GPT {size}, {n_gpus:,} H100",
+        m.name,
+        "H100",
+        _mesh(tp, pp, n_gpus),
+        4096,
+        batch,
+        1,
+        mfu,
+        "megatron-lm-readme",
+        note="microbatch 1, the 1F1B schedule and no recomputation assumed (not in the table); "
+        "distributed optimizer, as --overlap-param-gather requires; DP, TP and PP communication overlapped",
+        remat_policy="none",
+        state_recipe="megatron",
+        zero=1,
+        tp_comm_overlap=True,
+        tflops_per_s_per_device=tflops,
+        step_s=flops / (n_gpus * tflops * 1e12),
+        step_basis="num_floating_point_operations per iteration / (GPUs x per-GPU teraFLOP/s)",
+        where=f"README, Performance Benchmarking table, {size} row",
+    )
+
+
+SC21_RUNS = tuple(_sc21_run(*row) for row in SC21_TABLE_1)
+MCORE_H100_RUNS = tuple(_mcore_run(*row) for row in MCORE_H100_TABLE)
+
+
+def _llama3_step_s(run):
+    """Llama 3's step time from its TFLOP/s per GPU: model FLOPs of the
+    step (6·N·tokens plus attention scores over the full square, the
+    PaLM/Megatron count) over GPUs × TFLOP/s."""
+    from . import training
+
+    flops = training.model_flops_per_token(run.model, run.seq_len) * run.global_tokens
+    return flops / (run.n_devices * run.tflops_per_s_per_device * 1e12)
+
+
+PUBLISHED_RUNS = tuple(
+    replace(
+        run,
+        step_s=_llama3_step_s(run),
+        step_basis="model FLOPs per step (6N + full-square attention) / (GPUs x TFLOP/s per GPU)",
+    )
+    if run.source == "dubey2024llama3"
+    else run
+    for run in PUBLISHED_RUNS
+)
+
+# Every published run the validation appendix sets beside the planner.
+VALIDATION_RUNS = PUBLISHED_RUNS + SC21_RUNS + MCORE_H100_RUNS
+
+
+def run_named(name):
+    """The published run called `name` (ValueError listing the names otherwise)."""
+    for run in VALIDATION_RUNS:
+        if run.name == name:
+            return run
+    raise ValueError(f"name: unknown run {name!r}; known: {', '.join(r.name for r in VALIDATION_RUNS)}")
+
+
+_validate.guard_module(globals())

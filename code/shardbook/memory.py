@@ -199,7 +199,9 @@ class RecomputePolicy:
     host memory, and recomputes the rest. Names are MaxText's
     checkpoint_name tags: query_proj, key_proj, value_proj (Q, K, V),
     context (attention output), out_proj (output projection's output),
-    mlpwi_0 and mlpwi_1 (gate and up outputs), mlpwo (MLP output)."""
+    mlpwi_0 and mlpwi_1 (gate and up outputs), mlpwo (MLP output), and
+    decoder_layer_input (the layer input itself, which MaxText's 'custom'
+    policy can offload too: then the layer keeps nothing in HBM)."""
 
     name: str
     kind: str
@@ -231,6 +233,16 @@ RECOMPUTE = {
     "save_qkv_proj": RecomputePolicy("save_qkv_proj", "named", _QKV, (), "maxtext"),
     "save_out_proj": RecomputePolicy("save_out_proj", "named", ("out_proj",), (), "maxtext"),
     "qkv_proj_offloaded": RecomputePolicy("qkv_proj_offloaded", "named", (), _QKV, "maxtext"),
+    # remat_policy 'custom' as MaxText's Trillium benchmark configs declare it
+    # (benchmarks/maxtext_trillium_model_configs.py: llama3_1_8b_8192 and the Mixtral
+    # configs offload the layer input, Q, K, V and out_proj; llama3_1_70b_8192 the
+    # layer input, Q, K and V)
+    "custom_offload_input_qkv_out": RecomputePolicy(
+        "custom_offload_input_qkv_out", "named", (), ("decoder_layer_input",) + _QKV + ("out_proj",), "maxtext"
+    ),
+    "custom_offload_input_qkv": RecomputePolicy(
+        "custom_offload_input_qkv", "named", (), ("decoder_layer_input",) + _QKV, "maxtext"
+    ),
     "minimal_offloaded": RecomputePolicy("minimal_offloaded", "named", (), _MINIMAL, "maxtext"),
 }
 KORTHIKANTI_POLICIES = ("none", "selective", "full")
@@ -295,7 +307,7 @@ def _named_bytes(m, name, s, b, tp, sequence_parallel, dense_layer):
         return 2 * s * b * v
     if name == "context":
         return 2 * s * b * ctx
-    if name == "out_proj":
+    if name in ("out_proj", "decoder_layer_input"):
         return token_wise
     if name == "mlpwi_0":
         return 2 * s * b * f_tokens / tp
@@ -405,7 +417,8 @@ def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_par
     if policy.name == "full":
         return layer_input
     if policy.kind == "named":
-        return layer_input + sum(_named_bytes(m, n, s, b, tp, sequence_parallel, dense_layer) for n in policy.saves)
+        kept_input = 0 if "decoder_layer_input" in policy.offloads else layer_input
+        return kept_input + sum(_named_bytes(m, n, s, b, tp, sequence_parallel, dense_layer) for n in policy.saves)
     q, k, v, ctx, (latent, rope_key) = _widths(m, tp)
     f_tokens, routed, n_experts = _mlp_shape(m, dense_layer)
     mask = 1 if m.dropout else 0

@@ -196,9 +196,81 @@ PRESETS = {
 }
 
 
+def _gpt(name, source, d_model, n_layers, n_heads, vocab_size, tied_embeddings):
+    """A GPT-style model as Megatron-LM trains it: a plain two-matrix MLP of
+    width 4·D, multi-head attention (as many KV heads as heads), dropout."""
+    return Model(
+        name,
+        source,
+        d_model,
+        4 * d_model,
+        n_layers,
+        n_heads,
+        n_heads,
+        d_model // n_heads,
+        vocab_size,
+        tied_embeddings=tied_embeddings,
+        gated_mlp=False,
+        dropout=True,
+    )
+
+
+# GPT models of published Megatron-LM throughput runs, kept apart from the
+# book's teaching presets (they appear in the validation appendix only).
+# Narayanan et al. SC21, Table 1: vocabulary 51,200, sequence 2,048, one
+# embedding matrix shared with the output layer (their equation 2 counts V·h
+# once); (hidden, layers, heads) per row.
+SC21_SHAPES = {
+    "1.7B": (2304, 24, 24),
+    "3.6B": (3072, 30, 32),
+    "7.5B": (4096, 36, 32),
+    "18.4B": (6144, 40, 48),
+    "39.1B": (8192, 48, 64),
+    "76.1B": (10240, 60, 80),
+    "145.6B": (12288, 80, 96),
+    "310.1B": (16384, 96, 128),
+    "529.6B": (20480, 105, 128),
+    "1008.0B": (25600, 128, 160),
+}
+# The Megatron-LM README's H100 weak-scaling table (Megatron-Core r0.8.0):
+# vocabulary 131,072, sequence 4,096; the table's sizes need untied input
+# and output embeddings (1.7B: 24·12·2048² + 2·131,072·2048 = 1.75e9).
+MCORE_SHAPES = {
+    "1.7B": (2048, 24, 16),
+    "7.1B": (4096, 30, 32),
+    "16B": (6144, 32, 48),
+    "32B": (7168, 48, 56),
+    "70B": (8192, 84, 64),
+    "119B": (10240, 92, 80),
+    "177B": (12288, 96, 96),
+    "314B": (16384, 96, 128),
+    "462B": (18432, 112, 144),
+}
+
+GPT_PRESETS = {
+    m.name: m
+    for m in [
+        *(
+            _gpt(f"GPT {size} (SC21)", "narayanan2021megatron", h, layers, heads, 51200, True)
+            for size, (h, layers, heads) in SC21_SHAPES.items()
+        ),
+        *(
+            _gpt(f"GPT {size} (Megatron-Core)", "megatron-lm-readme", h, layers, heads, 131072, False)
+            for size, (h, layers, heads) in MCORE_SHAPES.items()
+        ),
+    ]
+}
+
+
 def names():
-    """The names of the model presets, in the order they are declared."""
+    """The names of the model presets, in the order they are declared (the
+    book's presets; the GPT models of published runs are `gpt_names()`)."""
     return list(PRESETS)
+
+
+def gpt_names():
+    """The names of the GPT models of published Megatron-LM runs."""
+    return list(GPT_PRESETS)
 
 
 def get(name):
@@ -206,9 +278,10 @@ def get(name):
     if isinstance(name, Model):
         return name
     try:
-        return PRESETS[name]
+        return PRESETS[name] if name in PRESETS else GPT_PRESETS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"model: unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
+        known = ", ".join([*PRESETS, *GPT_PRESETS])
+        raise ValueError(f"model: unknown preset {name!r}; known: {known}") from None
 
 
 def with_changes(name, **changes):

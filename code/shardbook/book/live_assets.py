@@ -50,15 +50,30 @@ def _keyed_glue_role():
     NbGlueDomain.roles = dict(NbGlueDomain.roles, text=KeyedPasteTextRole())
 
 
+def live_files():
+    """The package's files the browser loads, relative to the package: one
+    NAME.py per module of LIVE_MODULES, and every .py file of a subpackage
+    (NAME/__init__.py, NAME/step.py, ...)."""
+    package = Path(__file__).parent.parent
+    files = []
+    for name in LIVE_MODULES:
+        if (package / name).is_dir():
+            files += sorted(f"{name}/{p.name}" for p in (package / name).glob("*.py"))
+        else:
+            files.append(f"{name}.py")
+    return files
+
+
 def copy_live_assets(app):
     """The live script's static files, the package's browser modules (with
     their manifest) and Pyodide's files (with their sizes) into `_static/`."""
     out = Path(app.outdir) / "_static"
     package = Path(__file__).parent.parent  # the shardbook package
     copy_if_changed(STATIC, out)
-    for name in LIVE_MODULES:
-        copy_if_changed(package / f"{name}.py", out / "shardbook" / f"{name}.py")
-    (out / "shardbook" / "manifest.json").write_text(json.dumps([f"{n}.py" for n in LIVE_MODULES]))
+    files = live_files()
+    for name in files:
+        copy_if_changed(package / name, out / "shardbook" / name)
+    (out / "shardbook" / "manifest.json").write_text(json.dumps(files))
     pyodide = node_package(app.srcdir, "pyodide", "pyodide.js")
     for name in PYODIDE_FILES:
         copy_if_changed(pyodide / name, out / "pyodide" / name)

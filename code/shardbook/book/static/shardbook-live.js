@@ -58,7 +58,11 @@
       await loadScript(root() + "_static/pyodide/pyodide.js");
       var py = await loadPyodide({ indexURL: root() + "_static/pyodide/" });
       py.FS.mkdirTree("/home/pyodide/shardbook");
-      (await sources).forEach(function (pair) { py.FS.writeFile("/home/pyodide/shardbook/" + pair[0], pair[1]); });
+      (await sources).forEach(function (pair) {
+        var slash = pair[0].lastIndexOf("/");  // a subpackage's file: make its folder first
+        if (slash > 0) { py.FS.mkdirTree("/home/pyodide/shardbook/" + pair[0].slice(0, slash)); }
+        py.FS.writeFile("/home/pyodide/shardbook/" + pair[0], pair[1]);
+      });
       py.runPython("import sys\nsys.path.insert(0, '/home/pyodide')\nimport json\nfrom shardbook import ledger");
       specs.forEach(function (spec) { py.runPython(spec.source); });
     } catch (err) {

@@ -1,0 +1,251 @@
+"""A Candidate and `evaluate`, which runs the planner's steps for one mesh:
+the step's shape (layout: placement and the parameters each device
+holds), what a device keeps (memory_plan), and the step's time as a bound
+and as an expectation (timing, calibrate).
+
+Ref: narayanan2021megatron, korthikanti2022reducing, rajbhandari2020zero,
+dubey2024llama3, deepseek2024v3, maxtext.
+"""
+
+import math
+from dataclasses import dataclass, field
+
+from .. import _validate
+from . import memory_plan, timing
+from .layout import TooFewSequences, layout
+from .placement import DEFAULT_ORDER
+
+__all__ = ["Candidate", "TooFewSequences", "evaluate"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One mesh the planner priced: its degrees per scheme, what a device
+    keeps (`memory_breakdown`, bytes) and whether it fits, the time of each
+    part of a step at the bound (math at peak, each scheme's collectives at
+    line rate, the pipeline bubble), the bound's step time and MFU
+    (`step_s`, `mfu`), the calibrated expectation (`expected_step_s`,
+    `expected_mfu`, with its terms in `expected_terms`), the options it was
+    priced under, and where each axis was placed on the machine."""
+
+    fsdp: int
+    tp: int
+    ep: int
+    pp: int
+    state_bytes_per_device: float
+    fits: bool
+    math_s: float
+    fsdp_s: float
+    tp_s: float
+    ep_s: float
+    bubble_s: float
+    step_s: float
+    dp: int = 1
+    cp: int = 1
+    dp_s: float = 0.0
+    cp_s: float = 0.0
+    activation_bytes_per_device: float = 0.0
+    recompute: str = "none"
+    mfu: float = 0.0
+    n_microbatches: float = 1.0
+    placement: dict = field(default_factory=dict)
+    pp_s: float = 0.0
+    memory_breakdown: dict = field(default_factory=dict)
+    hbm_bytes: float = 0.0
+    expected_step_s: float = 0.0
+    expected_mfu: float = 0.0
+    expected_terms: dict = field(default_factory=dict)
+    micro_batch_seqs: int = 1
+    schedule: str = "1f1b"
+    n_virtual: int = 1
+    state_recipe: str = memory_plan.DEFAULT_STATE_RECIPE
+    zero: int = 0
+    attention: str = "flash"
+    precision: str = "bf16"
+
+    @property
+    def mesh(self):
+        """The degrees as a dict over every axis."""
+        return {"dp": self.dp, "fsdp": self.fsdp, "tp": self.tp, "cp": self.cp, "ep": self.ep, "pp": self.pp}
+
+    @property
+    def label(self):
+        """The mesh as text, axes of degree 1 left out."""
+        return " × ".join(f"{k} {v}" for k, v in self.mesh.items() if v > 1) or "1 device"
+
+    @property
+    def memory_bytes_per_device(self):
+        """Everything the breakdown counts except the headroom."""
+        if self.memory_breakdown:
+            return sum(v for k, v in self.memory_breakdown.items() if k != "headroom")
+        return self.state_bytes_per_device + self.activation_bytes_per_device
+
+    @property
+    def exposed_comm_s(self):
+        """Bound step time left after the math and the bubble."""
+        return self.step_s - self.math_s - self.bubble_s
+
+
+def evaluate(
+    model,
+    accelerator,
+    mesh,
+    global_tokens,
+    *,
+    seq_len=4096,
+    micro_batch_seqs=1,
+    recompute=None,
+    order=DEFAULT_ORDER,
+    schedule="1f1b",
+    n_virtual=1,
+    sequence_parallel=True,
+    attention="flash",
+    state_recipe=memory_plan.DEFAULT_STATE_RECIPE,
+    zero=0,
+    n_devices=None,
+    uneven_pipeline=False,
+    keep_gathered_weights=False,
+    ideal_overlap=False,
+    grad_reduce_overlap=True,
+    dense_over_ep=True,
+    routing_node_limit=None,
+    fp8_dispatch=False,
+    precision="bf16",
+    tp_comm_overlap=False,
+    capacity_factor=1.0,
+):
+    """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
+    tuple) with a global batch of `global_tokens` tokens in sequences of
+    `seq_len`.
+
+    - `micro_batch_seqs`: sequences per microbatch (pipeline microbatch, or
+      gradient-accumulation step) on each data-parallel rank.
+    - `recompute`: a memory.RECOMPUTE policy; None picks the cheapest of
+      none, selective, full that fits.
+    - `schedule`: gpipe, 1f1b, interleaved (`n_virtual` chunks per device,
+      which must divide the layers per stage), zero_bubble, dualpipe.
+    - `sequence_parallel`: with tp > 1, the norms and block inputs are split
+      over tp too (Megatron's sequence parallelism).
+    - `attention`: 'flash' (no s² probabilities kept; the backward
+      recomputes them) or 'eager'.
+    - `state_recipe`: bytes per parameter as named data
+      (memory_plan.STATE_RECIPES; default 'bf16_master', 16 bytes;
+      'megatron' is Megatron's 18); `zero` 0-3 over the data-parallel
+      ranks (dp × cp, and ep for dense weights it does not shard); the fsdp
+      axis is ZeRO-3 in itself.
+    - `uneven_pipeline`: pp need not divide the layers (Llama 3: 126 on
+      16); memory counts the deepest stage, the bound the balanced
+      average, the expectation the deepest stage.
+    - `keep_gathered_weights`: FSDP gathers each weight once per step and
+      keeps it instead of gathering it forward and backward for every
+      microbatch (gradients are reduce-scattered per microbatch either way).
+    - `ideal_overlap`: TP and EP collectives hide behind the math too
+      (collective matmul); DualPipe hides EP by itself.
+    - `dense_over_ep`: dense weights sharded over the expert axis as
+      MaxText's rules do (False: replicated over ep and reduced over it).
+    - `routing_node_limit`: each token reaches at most this many domains
+      (DeepSeek-V3: 4), one copy per domain; `fp8_dispatch`: the forward
+      dispatch in FP8 (1 byte per element).
+    - `precision`: 'bf16', or 'fp8' matmuls (the bound at the FP8 peak,
+      calibrate.fp8_peak_ratio; the expectation with
+      calibrate.fp8_sustained_speedup); MFU stays over the BF16 peak.
+    - `tp_comm_overlap`: TP collectives overlapped with the matmuls
+      (Megatron's --tp-comm-overlap).
+    - `grad_reduce_overlap`: False when the framework reduces the gradients
+      only after the last backward (Megatron-LM before
+      --overlap-grad-reduce): the expectation puts the dp reduction on the
+      critical path; the bound hides it (some implementation overlaps it).
+    - `capacity_factor`: an MoE layer that drops tokens computes every
+      expert's capacity, capacity_factor times its share of the routed
+      tokens, padded or not (MaxText without sparse_matmul, GShard): the
+      routed experts' FLOPs scale by it, in the bound and the expectation.
+    """
+    lay = layout(
+        model,
+        accelerator,
+        mesh,
+        global_tokens,
+        seq_len=seq_len,
+        micro_batch_seqs=micro_batch_seqs,
+        recompute=recompute,
+        order=order,
+        schedule=schedule,
+        n_virtual=n_virtual,
+        sequence_parallel=sequence_parallel,
+        attention=attention,
+        state_recipe=state_recipe,
+        zero=zero,
+        n_devices=n_devices,
+        uneven_pipeline=uneven_pipeline,
+        keep_gathered_weights=keep_gathered_weights,
+        ideal_overlap=ideal_overlap,
+        dense_over_ep=dense_over_ep,
+        routing_node_limit=routing_node_limit,
+        fp8_dispatch=fp8_dispatch,
+        precision=precision,
+        tp_comm_overlap=tp_comm_overlap,
+        grad_reduce_overlap=grad_reduce_overlap,
+        capacity_factor=capacity_factor,
+    )
+    acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
+
+    # memory: what the device that holds the most keeps
+    breakdown, policy, fits = memory_plan.device_memory(lay, recompute)
+
+    # math: at peak for the bound; sustained, at the deepest stage's pace, for the expectation
+    ideal_s, math_s, math_expected, elementwise_s = timing.math_s(lay, policy)
+
+    # communication, at line rate and calibrated; the bubble of the schedule
+    bound_terms = timing.communication_s(lay, policy, calibrated=False)
+    expected_terms = timing.communication_s(lay, policy, calibrated=True)
+    overhead = memory_plan.bubble_overhead(schedule, pp, math.ceil(lay.n_micro), n_virtual) if pp > 1 else 0.0
+    step_s = timing.bound_step_s(math_s, bound_terms, timing.hidden_terms(lay, bound=True), math_s * overhead)
+    expected_s = timing.expected_step_s(
+        math_expected,
+        expected_terms,
+        timing.hidden_terms(lay),
+        math_expected * overhead,
+        timing.exposed_fractions(lay),
+    )
+    state_keys = ("weights", "gradients", "master_weights", "optimizer_state")
+    return Candidate(
+        mesh["fsdp"],
+        mesh["tp"],
+        mesh["ep"],
+        pp,
+        sum(breakdown[k] for k in state_keys),
+        fits,
+        math_s,
+        bound_terms["fsdp"],
+        bound_terms["tp"],
+        bound_terms["ep"],
+        math_s * overhead,
+        step_s,
+        dp=mesh["dp"],
+        cp=mesh["cp"],
+        dp_s=bound_terms["dp"],
+        cp_s=bound_terms["cp"],
+        pp_s=bound_terms["pp"],
+        activation_bytes_per_device=breakdown["activations"],
+        recompute=policy,
+        mfu=ideal_s / step_s,
+        n_microbatches=lay.n_micro,
+        placement=lay.placement,
+        memory_breakdown=breakdown,
+        hbm_bytes=float(acc.hbm_bytes),
+        expected_step_s=expected_s,
+        expected_mfu=ideal_s / expected_s,
+        expected_terms=dict(
+            expected_terms, math=math_expected, elementwise=elementwise_s, bubble=math_expected * overhead
+        ),
+        micro_batch_seqs=micro_batch_seqs,
+        schedule=schedule,
+        n_virtual=n_virtual,
+        state_recipe=state_recipe,
+        zero=zero,
+        attention=attention,
+        precision=precision,
+    )
+
+
+_validate.guard_module(globals())

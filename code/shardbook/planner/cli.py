@@ -1,0 +1,291 @@
+"""Step 6 of the planner: the command line, `python -m shardbook.explorer
+MODEL ACCELERATOR N_DEVICES TOKENS [options]`, and the ranked table.
+
+Bad input is one line on stderr and exit code 2, never a traceback.
+"""
+
+import argparse
+import json
+import sys
+
+from .. import _validate, hardware, models
+from . import memory_plan
+from .placement import AXES, normalize_mesh
+
+
+def format_table(candidates, top=None):
+    """The ranked candidates as a plain-text table: mesh, fits, memory per
+    device against HBM, expected step time and MFU, then the bound."""
+    from .candidate import Candidate
+
+    if not isinstance(candidates, (list, tuple)) or not all(isinstance(c, Candidate) for c in candidates):
+        raise TypeError("candidates: must be a list of explorer.Candidate")
+    if top is not None:
+        _validate.count("top", top)
+    header = (
+        "mesh",
+        "fits",
+        "memory / HBM GB",
+        "expected step ms",
+        "expected MFU",
+        "bound MFU",
+        "micro",
+        "recompute",
+        "math ms",
+        "exposed comm ms",
+        "bubble ms",
+    )
+    rows = []
+    for cand in candidates[:top] if top else candidates:
+        rows.append(
+            (
+                cand.label,
+                "yes" if cand.fits else "no",
+                f"{cand.memory_bytes_per_device / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.0f}",
+                f"{cand.expected_step_s * 1e3:,.0f}",
+                f"{cand.expected_mfu:.1%}",
+                f"{cand.mfu:.1%}",
+                str(cand.micro_batch_seqs),
+                cand.recompute,
+                f"{cand.math_s * 1e3:,.0f}",
+                f"{max(0.0, cand.exposed_comm_s) * 1e3:,.0f}",
+                f"{cand.bubble_s * 1e3:,.0f}",
+            )
+        )
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(
+            str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
+        )
+        for r in [header, *rows]
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def rank_line(candidates, mesh):
+    """One line saying where `mesh` ranks among ranked `candidates` (fitting
+    ones by expected step time) and how much slower than the best it is."""
+    target = normalize_mesh(mesh)
+    label = " × ".join(f"{k} {v}" for k, v in target.items() if v > 1) or "1 device"
+    own = next((c for c in candidates if c.mesh == target), None)
+    if own is None:
+        return f"{label}: not among the candidates (check that its axes are searched and its degrees divide)"
+    fitting = [c for c in candidates if c.fits]
+    faster = sum(c.expected_step_s < own.expected_step_s * (1 - 1e-9) for c in fitting if c is not own)
+    count = len(fitting) + (0 if own.fits else 1)
+    best = min(fitting, key=lambda c: c.expected_step_s) if fitting else own
+    slower = own.expected_step_s / best.expected_step_s - 1
+    fits = "" if own.fits else " (it does not fit)"
+    return (
+        f"{label} ranks {1 + faster} of {count}{fits}: expected {own.expected_step_s * 1e3:,.0f} ms, "
+        f"{slower:.1%} slower than the best ({best.label}); bound MFU {own.mfu:.1%}"
+    )
+
+
+def _as_json(cand):
+    return {
+        "mesh": cand.mesh,
+        "fits": cand.fits,
+        "memory_breakdown_bytes": cand.memory_breakdown,
+        "hbm_bytes": cand.hbm_bytes,
+        "expected_step_s": cand.expected_step_s,
+        "expected_mfu": cand.expected_mfu,
+        "step_s": cand.step_s,
+        "mfu": cand.mfu,
+        "micro_batch_seqs": cand.micro_batch_seqs,
+        "n_microbatches": cand.n_microbatches,
+        "recompute": cand.recompute,
+        "schedule": cand.schedule,
+        "n_virtual": cand.n_virtual,
+        "state_recipe": cand.state_recipe,
+        "zero": cand.zero,
+        "terms_s": {
+            "math": cand.math_s,
+            "fsdp": cand.fsdp_s,
+            "dp": cand.dp_s,
+            "tp": cand.tp_s,
+            "cp": cand.cp_s,
+            "ep": cand.ep_s,
+            "pp": cand.pp_s,
+            "bubble": cand.bubble_s,
+        },
+        "expected_terms_s": cand.expected_terms,
+    }
+
+
+def _parse_mesh(text):
+    mesh = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"--mesh: write axis=degree pairs separated by commas (fsdp=32,tp=8), got {text!r}")
+        if name in mesh:
+            raise ValueError(f"--mesh: axis {name!r} is given twice")
+        try:
+            mesh[name] = int(value)
+        except ValueError:
+            raise ValueError(f"--mesh: the degree of {name!r} must be an integer, got {value.strip()!r}") from None
+    return normalize_mesh(mesh)
+
+
+def _parse_axes(text):
+    axes = tuple(a.strip() for a in text.split(","))
+    if not text.strip() or any(not a for a in axes):
+        raise ValueError(f"--axes: name axes separated by commas (any of {','.join(AXES)}), got {text!r}")
+    return axes
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.exit(2, f"error: {message}\n")
+
+
+def _parser():
+    parser = _Parser(
+        prog="python -m shardbook.explorer",
+        description="Rank the meshes of a model on a number of accelerators with the book's planner: "
+        "memory per device, a calibrated expected step time, and the optimistic bound.",
+    )
+    parser.add_argument("model", help=f"a model preset: {', '.join(models.names())}")
+    parser.add_argument("accelerator", help=f"an accelerator preset: {', '.join(hardware.names())}")
+    parser.add_argument("n_devices", help="number of devices")
+    parser.add_argument("tokens", help="global batch in tokens")
+    parser.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
+    parser.add_argument("--seq-len", type=int, default=4096, help="sequence length (default 4096)")
+    parser.add_argument(
+        "--axes",
+        default="fsdp,tp,ep,pp",
+        help=f"comma-separated mesh axes to search (default fsdp,tp,ep,pp; any of {','.join(AXES)})",
+    )
+    parser.add_argument("--mesh", default=None, help="evaluate one mesh, e.g. fsdp=32,tp=8 (axes not named are 1)")
+    parser.add_argument(
+        "--rank", default=None, help="also say where this mesh (e.g. fsdp=128,tp=8,pp=16) ranks among the candidates"
+    )
+    parser.add_argument("--micro-batch", type=int, default=None, help="sequences per microbatch (default: searched)")
+    parser.add_argument("--schedule", default="1f1b", help=f"pipeline schedule: {', '.join(memory_plan.SCHEDULES)}")
+    parser.add_argument("--n-virtual", type=int, default=1, help="virtual stages per device (interleaved)")
+    parser.add_argument(
+        "--recompute", default=None, help=f"one of {', '.join(memory_plan.RECOMPUTE)} (default: the cheapest that fits)"
+    )
+    parser.add_argument("--attention", default="flash", help="flash (default) or eager")
+    parser.add_argument(
+        "--state-recipe",
+        default=memory_plan.DEFAULT_STATE_RECIPE,
+        help=f"bytes per parameter: {', '.join(memory_plan.STATE_RECIPES)} (default {memory_plan.DEFAULT_STATE_RECIPE})",
+    )
+    parser.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 over the data-parallel ranks")
+    parser.add_argument("--uneven-pipeline", action="store_true", help="pp need not divide the layers")
+    parser.add_argument("--keep-gathered-weights", action="store_true", help="FSDP gathers once per step")
+    parser.add_argument("--ideal-overlap", action="store_true", help="TP and EP collectives hide too")
+    parser.add_argument("--no-sequence-parallel", action="store_true", help="TP without sequence parallelism")
+    parser.add_argument("--tp-comm-overlap", action="store_true", help="TP collectives overlapped with the matmuls")
+    parser.add_argument(
+        "--no-grad-reduce-overlap", action="store_true", help="the gradient reduction runs after the backward pass"
+    )
+    parser.add_argument(
+        "--dense-replicated-over-ep",
+        action="store_true",
+        help="dense weights replicated over ep (default: sharded over it, as MaxText does)",
+    )
+    parser.add_argument(
+        "--routing-node-limit", type=int, default=None, help="domains a token may reach (DeepSeek-V3: 4)"
+    )
+    parser.add_argument("--fp8-dispatch", action="store_true", help="expert dispatch in FP8")
+    parser.add_argument("--precision", default="bf16", help="bf16 (default) or fp8 matmuls")
+    parser.add_argument("--json", action="store_true", help="print the candidates as JSON")
+    return parser
+
+
+def _number(name, text, integer):
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{name}: must be a number, got {text!r}") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{name}: must be a finite number, got {text!r}")
+    if integer:
+        if value != int(value) or value < 1:
+            raise ValueError(f"{name}: must be a whole number >= 1, got {text!r}")
+        if value > 2**53:
+            raise ValueError(f"{name}: at most 2**53 devices, got {text!r}")
+        return int(value)
+    if value > 1e30:
+        raise ValueError(f"{name}: at most 1e30 tokens, got {text!r}")
+    return value
+
+
+def main(argv=None):
+    """`python -m shardbook.explorer MODEL ACCELERATOR N_DEVICES TOKENS`:
+    print the ranked meshes (or one, with --mesh); bad input is one line on
+    stderr and exit code 2."""
+    from .candidate import TooFewSequences, evaluate
+    from .search import explore
+
+    args = _parser().parse_args(argv)
+    try:
+        n_devices = _number("n_devices", args.n_devices, True)
+        tokens = _number("tokens", args.tokens, False)
+        _validate.count("--top", args.top)
+        if tokens < n_devices:
+            raise ValueError(f"tokens: {tokens:g} is below one token per device ({n_devices} devices)")
+        options = dict(
+            seq_len=args.seq_len,
+            micro_batch_seqs=args.micro_batch,
+            schedule=args.schedule,
+            n_virtual=args.n_virtual,
+            recompute=args.recompute,
+            attention=args.attention,
+            state_recipe=args.state_recipe,
+            zero=args.zero,
+            uneven_pipeline=args.uneven_pipeline,
+            keep_gathered_weights=args.keep_gathered_weights,
+            ideal_overlap=args.ideal_overlap,
+            sequence_parallel=not args.no_sequence_parallel,
+            tp_comm_overlap=args.tp_comm_overlap,
+            grad_reduce_overlap=not args.no_grad_reduce_overlap,
+            dense_over_ep=not args.dense_replicated_over_ep,
+            routing_node_limit=args.routing_node_limit,
+            fp8_dispatch=args.fp8_dispatch,
+            precision=args.precision,
+        )
+        target = _parse_mesh(args.rank) if args.rank is not None else None
+        if args.mesh is not None:
+            mesh = _parse_mesh(args.mesh)
+            options["micro_batch_seqs"] = args.micro_batch or 1
+            found = [evaluate(args.model, args.accelerator, mesh, tokens, n_devices=n_devices, **options)]
+        else:
+            axes = _parse_axes(args.axes)
+            found = explore(args.model, args.accelerator, n_devices, tokens, axes=axes, **options)
+    except TooFewSequences as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError) as error:
+        print(f"error: {str(error).splitlines()[0][:500]}", file=sys.stderr)
+        return 2
+    if not found:
+        print(
+            f"error: no mesh of {n_devices} devices can run {args.model} with a batch of {tokens:g} tokens "
+            f"(each data-parallel rank needs at least one sequence of {args.seq_len}, and every degree must "
+            f"divide what it splits)",
+            file=sys.stderr,
+        )
+        return 2
+    if args.json:
+        print(json.dumps([_as_json(c) for c in found[: args.top]], indent=1))
+        return 0
+    print(
+        f"{args.model} on {n_devices} × {args.accelerator}, {tokens:,.0f} tokens per step, "
+        f"sequences of {args.seq_len}: {len(found)} mesh{'' if len(found) == 1 else 'es'}\n"
+    )
+    print(format_table(found, args.top))
+    if target is not None:
+        print("\n" + rank_line(found, target))
+    from . import ASSUMPTIONS
+
+    print("\nAssumptions:\n" + ASSUMPTIONS)
+    return 0
+
+
+_validate.guard_module(globals(), exclude=("main",))

@@ -1,0 +1,186 @@
+"""The shape of one training step on one mesh, which every step of the
+planner reads: the model and accelerator, the mesh and where its axes sit,
+the options it runs under, the microbatches, and the parameters one
+device holds (dense and routed-expert, for the deepest pipeline stage).
+"""
+
+import math
+from dataclasses import dataclass
+
+from .. import _validate, hardware, models
+from . import memory_plan
+from .placement import DEFAULT_ORDER, check_mesh, normalize_mesh, place
+
+PRECISIONS = ("bf16", "fp8")
+
+
+class TooFewSequences(memory_plan.Unusable):
+    """The batch leaves a data-parallel rank less than one microbatch: the
+    mesh is not usable for it (the search skips such meshes)."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One step's shape. Counts: `n_micro` microbatches per data-parallel
+    rank (fractional when the batch does not divide), `deepest` layers on
+    the deepest stage; parameters per device (not bytes): `dense_local`
+    and `expert_local`, sharded over `dense_shard` (fsdp, and ep when
+    dense_over_ep) and fsdp·ep; `dense_replicas` and `expert_replicas`:
+    the data-parallel ranks that reduce their gradients."""
+
+    model: object
+    accelerator: object
+    mesh: dict
+    placement: dict
+    global_tokens: float
+    seq_len: int
+    micro_batch_seqs: int
+    schedule: str
+    n_virtual: int
+    sequence_parallel: bool
+    attention: str
+    state_recipe: str
+    zero: int
+    uneven_pipeline: bool
+    keep_gathered_weights: bool
+    ideal_overlap: bool
+    dense_over_ep: bool
+    routing_node_limit: int | None
+    fp8_dispatch: bool
+    precision: str
+    tp_comm_overlap: bool
+    grad_reduce_overlap: bool
+    capacity_factor: float
+    n_micro: float
+    deepest: int
+    dense_local: float
+    expert_local: float
+    dense_shard: int
+    dense_replicas: int
+    expert_replicas: int
+
+    @property
+    def n_devices(self):
+        """Devices in the mesh."""
+        return math.prod(self.mesh.values())
+
+
+def check_layout(lay):
+    """TypeError unless `lay` is a Layout (what `layout` returns)."""
+    if not isinstance(lay, Layout):
+        raise TypeError(f"lay: must be a planner Layout, got {type(lay).__name__}")
+
+
+def check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, pp):
+    """ValueError naming the argument and the valid values for an unknown
+    schedule, recomputation policy, attention kernel, state recipe or ZeRO
+    stage, or virtual stages without an interleaved schedule."""
+    memory_plan.check_schedule(schedule)
+    _validate.count("n_virtual", n_virtual)
+    if n_virtual > 1 and schedule != "interleaved":
+        raise ValueError(f"n_virtual: {n_virtual} virtual stages need schedule='interleaved', got {schedule!r}")
+    if recompute is not None:
+        memory_plan.check_recompute(recompute)
+    memory_plan.check_attention(attention)
+    memory_plan.check_recipe(state_recipe)
+    memory_plan.check_zero(zero)
+    if schedule == "dualpipe" and pp > 1 and pp % 2:
+        raise ValueError(f"schedule: 'dualpipe' needs an even number of stages, got pp={pp}")
+
+
+def layout(
+    model,
+    accelerator,
+    mesh,
+    global_tokens,
+    *,
+    seq_len,
+    micro_batch_seqs,
+    recompute,
+    order=DEFAULT_ORDER,
+    schedule,
+    n_virtual,
+    sequence_parallel,
+    attention,
+    state_recipe,
+    zero,
+    n_devices,
+    uneven_pipeline,
+    keep_gathered_weights,
+    ideal_overlap,
+    grad_reduce_overlap,
+    capacity_factor=1.0,
+    dense_over_ep,
+    routing_node_limit,
+    fp8_dispatch,
+    precision="bf16",
+    tp_comm_overlap=False,
+):
+    """The Layout of a step, or a ValueError naming the argument and the
+    rule (TooFewSequences when a data-parallel rank gets less than one
+    microbatch)."""
+    m, acc = models.get(model), hardware.get(accelerator)
+    mesh = normalize_mesh(mesh)
+    _validate.positive("global_tokens", global_tokens)
+    _validate.count("seq_len", seq_len)
+    _validate.count("micro_batch_seqs", micro_batch_seqs)
+    n = math.prod(mesh.values())
+    if n_devices is not None and n != n_devices:
+        raise ValueError(f"mesh: degrees multiply to {n}, not to the device count {n_devices}")
+    check_mesh(m, mesh, seq_len, uneven_pipeline)
+    check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, mesh["pp"])
+    _validate.choice("precision", precision, PRECISIONS)
+    _validate.positive("capacity_factor", capacity_factor)
+    if routing_node_limit is not None:
+        _validate.count("routing_node_limit", routing_node_limit)
+    if global_tokens < n:
+        raise ValueError(f"global_tokens: {global_tokens:g} is below one token per device ({n} devices)")
+    pp, tp, ep, fsdp = mesh["pp"], mesh["tp"], mesh["ep"], mesh["fsdp"]
+    seqs_per_replica = global_tokens / seq_len / (mesh["dp"] * fsdp * ep)
+    if seqs_per_replica < micro_batch_seqs:
+        raise TooFewSequences(
+            f"global_tokens: leaves {seqs_per_replica:g} sequences of {seq_len} per data-parallel rank, "
+            f"fewer than micro_batch_seqs={micro_batch_seqs}"
+        )
+    if seqs_per_replica > 2**53:
+        raise ValueError(f"global_tokens: {global_tokens:g} tokens is more than 2**53 sequences per rank")
+    deepest = memory_plan.deepest_stage_layers(m.n_layers, pp, n_virtual if pp > 1 else 1, uneven_pipeline)
+    expert_params = models.routed_expert_param_count(m)
+    dense_params = models.param_count(m) - expert_params
+    stage_share = deepest / m.n_layers  # the deepest stage's share of the layers
+    dense_shard = fsdp * (ep if dense_over_ep else 1)
+    return Layout(
+        model=m,
+        accelerator=acc,
+        mesh=mesh,
+        placement=place(acc, mesh, order),
+        global_tokens=global_tokens,
+        seq_len=seq_len,
+        micro_batch_seqs=micro_batch_seqs,
+        schedule=schedule,
+        n_virtual=n_virtual,
+        sequence_parallel=sequence_parallel and tp > 1,
+        attention=attention,
+        state_recipe=state_recipe,
+        zero=zero,
+        uneven_pipeline=uneven_pipeline,
+        keep_gathered_weights=keep_gathered_weights,
+        ideal_overlap=ideal_overlap,
+        grad_reduce_overlap=grad_reduce_overlap,
+        capacity_factor=capacity_factor,
+        dense_over_ep=dense_over_ep,
+        routing_node_limit=routing_node_limit,
+        fp8_dispatch=fp8_dispatch,
+        precision=precision,
+        tp_comm_overlap=tp_comm_overlap,
+        n_micro=seqs_per_replica / micro_batch_seqs,
+        deepest=deepest,
+        dense_local=dense_params * stage_share / (tp * dense_shard),
+        expert_local=expert_params * stage_share / (tp * fsdp * ep),
+        dense_shard=dense_shard,
+        dense_replicas=mesh["dp"] * mesh["cp"] * (1 if dense_over_ep else ep),
+        expert_replicas=mesh["dp"] * mesh["cp"],
+    )
+
+
+_validate.guard_module(globals())

@@ -1,0 +1,242 @@
+"""Step 2 of the planner: what one device keeps, per part.
+
+The formulas live in `shardbook.memory` (state recipes, ZeRO stages,
+activations per layer under each recomputation policy and attention kernel,
+logits, recomputed FLOPs) and `shardbook.pipeline` (the bubble and the
+microbatches a schedule keeps in flight, the deepest stage of an uneven
+pipeline, DualPipe's two weight copies); this module only assembles them
+into the breakdown a Candidate shows: weights, gradients, master weights,
+optimizer state, activations, logits, gathered-weight buffers, headroom.
+Ref: korthikanti2022reducing, narayanan2021megatron, rajbhandari2020zero,
+dao2022flashattention, deepseek2024v3, maxtext.
+"""
+
+import math
+
+from .. import _validate, memory, models, pipeline, training
+
+ATTENTION = tuple(memory.ATTENTION)
+BREAKDOWN_KEYS = (
+    "weights",
+    "gradients",
+    "master_weights",
+    "optimizer_state",
+    "activations",
+    "logits",
+    "gathered_weight_buffers",
+    "headroom",
+)
+
+
+class Unusable(ValueError):
+    """The mesh cannot run this batch under these options (too few
+    microbatches for the schedule, a rank without a microbatch): the
+    search leaves such meshes out; evaluate raises it with the reason."""
+
+
+# --- state recipes ---------------------------------------------------------------
+STATE_RECIPES = tuple(memory.STATE_RECIPES)
+# The planner's default: 16 bytes per parameter, ZeRO's accounting (BF16 weights
+# and gradients, an FP32 master copy and FP32 Adam moments) and the total MaxText
+# keeps (FP32 weights, gradients and moments). Megatron runs name "megatron"
+# (18 bytes: FP32 gradient buffers).
+DEFAULT_STATE_RECIPE = "bf16_master"
+ZERO_STAGES = tuple(memory.ZERO_STAGES)
+
+
+def check_recipe(state_recipe):
+    """ValueError naming `state_recipe` and the valid names when it is
+    neither a name in STATE_RECIPES nor a memory.StateRecipe (a reader's
+    own recipe)."""
+    if isinstance(state_recipe, memory.StateRecipe):
+        return
+    _validate.choice("state_recipe", state_recipe, STATE_RECIPES)
+
+
+def check_zero(zero):
+    """ValueError unless `zero` is a ZeRO stage 0-3."""
+    if not isinstance(zero, int) or isinstance(zero, bool) or zero not in ZERO_STAGES:
+        raise ValueError(f"zero: must be one of 0, 1, 2, 3 (ZeRO stage over the data-parallel ranks), got {zero!r}")
+
+
+def state_breakdown(params_per_device, state_recipe, zero=0, zero_shards=1):
+    """Bytes of weights, gradients, master weights and optimizer state on one
+    device holding `params_per_device` parameters, with ZeRO stage `zero`
+    over `zero_shards` data-parallel ranks (memory.state_breakdown_bytes)."""
+    check_recipe(state_recipe)
+    check_zero(zero)
+    return dict(memory.state_breakdown_bytes(params_per_device, state_recipe, zero=zero, zero_shards=zero_shards))
+
+
+def gradient_bytes_per_param(state_recipe):
+    """Bytes per parameter of the gradients the data-parallel reduction moves
+    (FP32 under Megatron's and MaxText's recipes, BF16 otherwise)."""
+    check_recipe(state_recipe)
+    return memory.state_recipe(state_recipe).gradient_bytes
+
+
+# --- activations -------------------------------------------------------------------
+RECOMPUTE = tuple(memory.RECOMPUTE)
+# Policies the search tries when none is given, cheapest in FLOPs first.
+SEARCH_POLICIES = ("none", "selective", "full")
+
+
+def check_recompute(recompute):
+    """ValueError naming `recompute` and the valid policies when it is unknown."""
+    _validate.choice("recompute", recompute, RECOMPUTE)
+
+
+def check_attention(attention):
+    """ValueError naming `attention` and the valid kernels when it is unknown."""
+    _validate.choice("attention", attention, ATTENTION)
+
+
+def activation_bytes_per_layer(model, seq_len, micro_batch_seqs, *, tp, cp, sequence_parallel, recompute, attention):
+    """Bytes one layer keeps in HBM for its backward on one device, for one
+    microbatch (memory.activation_bytes_per_layer); for an MoE model with
+    dense first layers, the average over its layers."""
+    m = models.get(model)
+    check_recompute(recompute)
+    check_attention(attention)
+
+    def one(dense_layer):
+        return memory.activation_bytes_per_layer(
+            m,
+            seq_len,
+            micro_batch_seqs,
+            tp=tp,
+            cp=cp,
+            sequence_parallel=sequence_parallel,
+            recompute=recompute,
+            attention=attention,
+            dense_layer=dense_layer,
+        )
+
+    if not m.is_moe or not m.n_dense_layers:
+        return one(False)
+    return (m.n_dense_layers * one(True) + (m.n_layers - m.n_dense_layers) * one(False)) / m.n_layers
+
+
+def logits_bytes(model, seq_len, micro_batch_seqs, *, tp, cp):
+    """Bytes of the output logits one device holds for one microbatch (the
+    last pipeline stage, at the loss's peak): vocabulary-parallel over tp
+    (padded as Megatron pads it), tokens over cp (memory.logits_bytes)."""
+    return memory.logits_bytes(model, seq_len, micro_batch_seqs, tp=1) / tp / cp
+
+
+def hardware_flops_per_token(model, seq_len, recompute):
+    """FLOPs the devices run per token: the model FLOPs (causal) plus what
+    the recomputation policy runs again (memory.recomputed_flops_per_token;
+    a flash kernel's own recomputation inside its backward is not counted)."""
+    return training.model_flops_per_token(model, seq_len, causal=True) + memory.recomputed_flops_per_token(
+        model, seq_len, recompute, causal=True
+    )
+
+
+# --- pipeline schedules -----------------------------------------------------------------
+SCHEDULES = tuple(pipeline.PLANNER_SCHEDULES)
+
+
+def check_schedule(schedule):
+    """ValueError naming `schedule` and the valid names when it is unknown."""
+    _validate.choice("schedule", schedule, SCHEDULES)
+
+
+def _schedule(function, *args):
+    try:
+        return function(*args)
+    except ValueError as error:
+        raise Unusable(str(error)) from None
+
+
+def bubble_overhead(schedule, n_stages, n_microbatches, n_virtual=1):
+    """Pipeline idle time over math time (pipeline.schedule_bubble_overhead);
+    Unusable when the schedule cannot run that many microbatches."""
+    check_schedule(schedule)
+    return _schedule(pipeline.schedule_bubble_overhead, schedule, n_stages, n_microbatches, n_virtual)
+
+
+def activation_microbatches(schedule, n_stages, n_microbatches, n_virtual=1):
+    """Microbatches (of a whole stage's layers) whose activations the first
+    stage holds at its peak (pipeline.schedule_activation_microbatches)."""
+    check_schedule(schedule)
+    return _schedule(pipeline.schedule_activation_microbatches, schedule, n_stages, n_microbatches, n_virtual)
+
+
+def deepest_stage_layers(n_layers, n_stages, n_virtual=1, uneven=False):
+    """Layers on the deepest pipeline stage (pipeline.deepest_stage_layers)."""
+    return pipeline.deepest_stage_layers(n_layers, n_stages, n_virtual, uneven)
+
+
+def parameter_copies(schedule):
+    """Copies of a stage's weights a schedule keeps (DualPipe: 2)."""
+    return pipeline.schedule_parameter_copies(schedule)
+
+
+# --- the breakdown of one device ----------------------------------------------------------
+WEIGHT_BYTES = 2  # the BF16 compute copy FSDP gathers
+
+
+def _state(lay):
+    """Weights, gradients, master weights and optimizer state of the deepest stage."""
+    state = state_breakdown(lay.dense_local, lay.state_recipe, lay.zero, lay.dense_replicas)
+    for key, value in state_breakdown(lay.expert_local, lay.state_recipe, lay.zero, lay.expert_replicas).items():
+        state[key] += value
+    if lay.mesh["pp"] > 1:
+        state["weights"] *= parameter_copies(lay.schedule)
+    return state
+
+
+def _gathered(lay):
+    """FSDP's buffers: the layer being computed and the next one being
+    gathered, or (kept) the whole stage's BF16 weights."""
+    dense_full = lay.dense_local * lay.dense_shard
+    expert_full = lay.expert_local * lay.mesh["fsdp"]
+    if lay.dense_shard == 1 and lay.mesh["fsdp"] == 1:
+        return 0.0
+    if lay.keep_gathered_weights:
+        return WEIGHT_BYTES * (dense_full + expert_full)
+    return 2 * WEIGHT_BYTES * (dense_full + expert_full) / lay.deepest
+
+
+def device_memory(lay, recompute=None):
+    """(breakdown, policy, fits) for a Layout: `breakdown` maps each of
+    BREAKDOWN_KEYS to bytes on the device that holds the most (the first
+    stage, whose schedule keeps the most microbatches in flight, or the last,
+    which also holds the logits); `policy` is `recompute`, or with None the
+    first of SEARCH_POLICIES that fits."""
+    from .layout import check_layout
+
+    check_layout(lay)
+    m, mesh = lay.model, lay.mesh
+    state = _state(lay)
+    gathered = _gathered(lay)
+    in_flight = activation_microbatches(lay.schedule, mesh["pp"], math.ceil(lay.n_micro), lay.n_virtual)
+    hbm = lay.accelerator.hbm_bytes
+    for policy in SEARCH_POLICIES if recompute is None else (recompute,):
+        per_layer = activation_bytes_per_layer(
+            m,
+            lay.seq_len,
+            lay.micro_batch_seqs,
+            tp=mesh["tp"],
+            cp=mesh["cp"],
+            sequence_parallel=lay.sequence_parallel,
+            recompute=policy,
+            attention=lay.attention,
+        )
+        logits = logits_bytes(m, lay.seq_len, lay.micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"])
+        first_stage = per_layer * lay.deepest * in_flight
+        last_stage = per_layer * lay.deepest + logits  # one microbatch in flight, and its logits
+        if mesh["pp"] > 1 and first_stage >= last_stage:
+            activations, kept_logits = first_stage, 0.0
+        else:
+            activations, kept_logits = (first_stage if mesh["pp"] == 1 else per_layer * lay.deepest), logits
+        breakdown = dict(state, activations=activations, logits=kept_logits, gathered_weight_buffers=gathered)
+        used = sum(breakdown.values())
+        breakdown["headroom"] = hbm - used
+        if used <= hbm:
+            return breakdown, policy, True
+    return breakdown, policy, False
+
+
+_validate.guard_module(globals())

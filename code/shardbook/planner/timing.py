@@ -1,0 +1,399 @@
+"""Step 3 of the planner: the time of a step, twice.
+
+Math: the hardware FLOPs (model FLOPs plus what recomputation and the
+attention kernel's backward repeat) over the devices. Communication: every
+collective of the step through the fabric model (`shardbook.fabric`), where
+its group sits (`placement`), per call, times the calls a step makes.
+Bubbles: the schedule's own (`memory_plan.bubble_overhead`).
+
+- The bound (`calibrated=False`): peak FLOP/s, collectives at line rate
+  with no latency, an all-reduce inside an NVSwitch domain that has NVLink
+  SHARP priced as in-switch reduction (calibrate.NVLS_PRESETS), every
+  overlappable collective hidden behind the math; the step is the longest of
+  the math and each hidden collective, plus the collectives that cannot
+  hide, plus the bubble.
+- The expectation (`calibrated=True`): the same terms with the sustained
+  math efficiency, achieved bandwidths and a per-message latency from
+  `calibrate`, and a calibrated fraction of each hidden collective left
+  exposed (never less than what the math cannot cover).
+Ref: scale-your-model-amd, scaling-book-sharding, narayanan2021megatron,
+deepseek2024v3, nccl-tests-performance.
+"""
+
+import dataclasses
+import functools
+
+from .. import _validate, collectives, fabric, hardware, models, training
+from ..hardware import Sourced
+from . import calibrate, memory_plan
+
+COLLECTIVE_KINDS = fabric.COLLECTIVE_KINDS
+
+
+@functools.lru_cache(maxsize=64)
+def _achieved(acc):
+    """`acc` with its link rates scaled to the calibrated achieved rates."""
+    up, out = calibrate.scale_up_efficiency(acc), calibrate.scale_out_efficiency(acc)
+
+    def scaled(value, factor):
+        return Sourced(float(value) * factor, value.source, "achieved", "calibrated (planner.calibrate)")
+
+    return dataclasses.replace(
+        acc,
+        scale_up_link_bytes_per_s=scaled(acc.scale_up_link_bytes_per_s, up),
+        scale_up_link_bidirectional_bytes_per_s=scaled(acc.scale_up_link_bidirectional_bytes_per_s, up),
+        scale_up_egress_bytes_per_s=scaled(acc.scale_up_egress_bytes_per_s, up),
+        scale_out_bytes_per_s=scaled(acc.scale_out_bytes_per_s, out),
+    )
+
+
+def _latency_steps(kind, placement, in_switch):
+    """(scale-up steps, scale-out steps) one collective pays in latency."""
+    d, k = placement.degree, placement.n_domains
+    if placement.torus_span:
+        inside = sum(extent - 1 for _, extent, _ in placement.torus_span)
+    else:
+        inside = placement.members_per_domain - 1
+    across = k - 1
+    if kind == "all_reduce":
+        return (2 if in_switch else 2 * inside), 2 * across
+    if kind == "all_to_all" and not placement.torus_span:
+        return inside, d - placement.members_per_domain
+    return inside, across
+
+
+def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, calibrated=False, node_limit=None):
+    """Seconds for `n_calls` collectives of one kind over an axis's groups.
+
+    `bytes_per_call`: the full buffer (all_to_all: each device's payload).
+    Bound: line rate, no latency; an all-reduce inside one NVSwitch domain
+    with NVLink SHARP moves each buffer once ((n-1)/n·V over the egress).
+    Calibrated: achieved rates and the fabric's per-step latency.
+    `node_limit` (all_to_all across domains): each token crosses to at most
+    that many domains, one copy per domain (DeepSeek-V3's node-limited
+    routing), so the cross-domain bytes scale by node_limit / top_k; give it
+    as that ratio (<= 1)."""
+    acc = hardware.get(accelerator)
+    _validate.choice("kind", kind, COLLECTIVE_KINDS)
+    _validate.non_negative("bytes_per_call", bytes_per_call)
+    _validate.non_negative("n_calls", n_calls)
+    d = placement.degree
+    if d == 1 or bytes_per_call == 0 or n_calls == 0:
+        return 0.0
+    rates = _achieved(acc) if calibrated else acc
+    in_switch = (
+        kind == "all_reduce"
+        and placement.n_domains == 1
+        and acc.scale_up_fabric == "switch"
+        and calibrate.has_in_switch_reduction(acc)
+    )
+    if in_switch:
+        seconds = collectives.collective_s("all_gather", bytes_per_call, d, rates.scale_up_egress_bytes_per_s)
+    elif kind == "all_to_all" and node_limit is not None and placement.n_domains > 1 and not placement.torus_span:
+        m = placement.members_per_domain
+        inside = fabric.scale_up_s("all_to_all", bytes_per_call * m / d, rates, m) if m > 1 else 0.0
+        across = bytes_per_call * (d - m) / d * node_limit / rates.scale_out_bytes_per_s
+        seconds = collectives.hierarchical_s(inside, across, True)
+    elif placement.torus_span:
+        seconds = fabric.collective_s(
+            kind,
+            bytes_per_call,
+            rates,
+            d,
+            placement.n_domains,
+            torus_extents=tuple(extent for _, extent, _ in placement.torus_span),
+            wraparound=all(wrap for _, _, wrap in placement.torus_span),
+            links=placement.torus_links,
+        )
+    else:
+        seconds = fabric.collective_s(kind, bytes_per_call, rates, d, placement.n_domains)
+    if calibrated:
+        up, out = _latency_steps(kind, placement, in_switch)
+        seconds += up * calibrate.scale_up_latency_s(acc) + out * calibrate.scale_out_latency_s(acc)
+    return seconds * n_calls
+
+
+def multi_axis_s(accelerator, kind, total_bytes, placements, n_calls=1, *, calibrated=False):
+    """A collective over a group made of several mesh axes (innermost
+    first), priced as one phase per axis: a reduce-scatter or all-gather
+    moves total/(product of the axes before it) over each; an all-reduce is
+    a reduce-scatter down the axes, an all-reduce over the last, and the
+    all-gather back."""
+    _validate.choice("kind", kind, ("all_gather", "reduce_scatter", "all_reduce"))
+    groups = [p for p in placements if p.degree > 1]
+    if not groups:
+        return 0.0
+    if len(groups) == 1:
+        return collective_s(accelerator, kind, total_bytes, groups[0], n_calls, calibrated=calibrated)
+    seconds, size = 0.0, total_bytes
+    if kind == "all_reduce":
+        for p in groups[:-1]:
+            seconds += 2 * collective_s(accelerator, "reduce_scatter", size, p, n_calls, calibrated=calibrated)
+            size /= p.degree
+        return seconds + collective_s(accelerator, "all_reduce", size, groups[-1], n_calls, calibrated=calibrated)
+    for p in groups:
+        seconds += collective_s(accelerator, kind, size, p, n_calls, calibrated=calibrated)
+        size /= p.degree
+    return seconds
+
+
+def send_s(accelerator, bytes_per_call, placement, n_calls=1, *, calibrated=False):
+    """Point-to-point sends between neighbouring pipeline stages: one
+    buffer over the NIC when the stages sit in different domains, else over
+    one scale-up link (a switch: the device's egress)."""
+    acc = hardware.get(accelerator)
+    _validate.non_negative("bytes_per_call", bytes_per_call)
+    if placement.degree == 1 or bytes_per_call == 0:
+        return 0.0
+    rates = _achieved(acc) if calibrated else acc
+    if placement.n_domains > 1:
+        seconds = bytes_per_call / rates.scale_out_bytes_per_s
+        latency = calibrate.scale_out_latency_s(acc)
+    else:
+        rate = rates.scale_up_egress_bytes_per_s if acc.scale_up_fabric == "switch" else rates.scale_up_link_bytes_per_s
+        seconds = bytes_per_call / rate
+        latency = calibrate.scale_up_latency_s(acc)
+    return (seconds + (latency if calibrated else 0.0)) * n_calls
+
+
+def _check_terms(*tables):
+    for table in tables:
+        if not isinstance(table, dict):
+            raise TypeError(f"comm_s: must be a dict of term name to seconds, got {type(table).__name__}")
+
+
+def bound_step_s(math_s, comm_s, hidden, bubble_s):
+    """The optimistic step: the longest of the math and each hidden
+    collective, plus every collective that cannot hide, plus the bubble.
+    `comm_s` maps a term name to seconds; `hidden` names the terms that hide."""
+    _validate.positive("math_s", math_s)
+    _check_terms(comm_s)
+    hidden_max = max([comm_s[k] for k in comm_s if k in hidden], default=0.0)
+    critical = sum(comm_s[k] for k in comm_s if k not in hidden)
+    return max(math_s, hidden_max) + critical + bubble_s
+
+
+def expected_step_s(math_s, comm_s, hidden, bubble_s, exposed):
+    """The calibrated step: math, bubble, the collectives that cannot hide,
+    and of each hidden one the larger of its calibrated exposed fraction
+    (`exposed`, by term name) and what the math cannot cover."""
+    _validate.positive("math_s", math_s)
+    _check_terms(comm_s, exposed)
+    total = math_s + bubble_s
+    for name, seconds in comm_s.items():
+        if name in hidden:
+            total += max(exposed[name] * seconds, seconds - math_s)
+        else:
+            total += seconds
+    return total
+
+
+# --- the math of one step -------------------------------------------------------------
+
+
+def math_s(lay, recompute):
+    """(ideal_s, bound_s, expected_s, elementwise_s) for a Layout's math, per
+    device: `ideal_s` the model FLOPs at the BF16 peak (MFU's denominator);
+    `bound_s` the hardware FLOPs (with what `recompute` runs again) at the
+    peak (the FP8 peak for precision='fp8'), at least the time to stream
+    the device's weights from HBM calibrate.WEIGHT_PASSES times per
+    microbatch; `expected_s` at the sustained efficiency, at the deepest
+    stage's pace, plus the work bound by HBM (`elementwise_s`: the unfused
+    elementwise kernels, calibrate.ELEMENTWISE_PASSES times the bytes a
+    layer keeps around its attention core, at the achieved HBM bandwidth;
+    with eager attention also its s² scores, eager_scores_hbm_s). An MoE
+    model that drops tokens computes its experts' whole capacity
+    (capacity_factor)."""
+    from .layout import check_layout
+
+    check_layout(lay)
+    m, acc, mesh = lay.model, lay.accelerator, lay.mesh
+    n, pp = lay.n_devices, mesh["pp"]
+    peak = acc.bf16_dense_flops_per_s
+    ideal = training.model_flops_per_token(m, lay.seq_len, causal=True) * lay.global_tokens / (n * peak)
+    hardware_flops = memory_plan.hardware_flops_per_token(m, lay.seq_len, recompute) * lay.global_tokens
+    if m.is_moe and lay.capacity_factor != 1:
+        # an MoE layer that drops tokens computes each expert's whole capacity:
+        # the routed experts' matmuls (forward and backward) scale by the capacity factor
+        routed_params = models.routed_expert_param_count(m) * m.top_k / m.n_experts
+        hardware_flops += 6 * routed_params * (lay.capacity_factor - 1) * lay.global_tokens
+    fp8 = lay.precision == "fp8"
+    bound = hardware_flops / (n * peak * (calibrate.fp8_peak_ratio(acc) if fp8 else 1))
+    balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0  # the deepest stage sets the pace
+    speedup = calibrate.fp8_sustained_speedup(acc) if fp8 else 1
+    expected = hardware_flops / (n * peak * speedup) * balance / calibrate.matmul_efficiency(acc)
+    hbm = calibrate.hbm_bytes_per_s(acc)
+    if not hbm:
+        return ideal, bound, expected, 0.0
+    kept = memory_plan.activation_bytes_per_layer(
+        m,
+        lay.seq_len,
+        lay.micro_batch_seqs,
+        tp=mesh["tp"],
+        cp=mesh["cp"],
+        sequence_parallel=lay.sequence_parallel,
+        recompute="none",
+        attention="flash",  # the tensors around the attention core; eager scores are counted below
+    )
+    achieved_hbm = hbm * calibrate.HBM_EFFICIENCY.value
+    elementwise = calibrate.ELEMENTWISE_PASSES.value * kept * lay.deepest * lay.n_micro / achieved_hbm
+    if lay.attention == "eager":  # the s² scores (softmax, dropout) go through HBM between kernels
+        elementwise += eager_scores_hbm_s(lay, recompute, hbm)
+    streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
+    streaming = calibrate.WEIGHT_PASSES * streamed * lay.n_micro
+    bound = max(bound, streaming / hbm)
+    expected = max(expected + elementwise, streaming * balance / achieved_hbm)
+    return ideal, bound, expected, elementwise
+
+
+# --- one step's collectives ------------------------------------------------------------
+
+
+def _fsdp_s(lay, calibrated):
+    """FSDP (and dense weights over ep): BF16 gathers forward and backward
+    per microbatch (once per step when the weights are kept) and a gradient
+    reduce-scatter per microbatch (the gradients stay sharded, as ZeRO-3
+    and JAX's scan over microbatches accumulate them)."""
+    acc, where = lay.accelerator, lay.placement
+    weight, grad = memory_plan.WEIGHT_BYTES, memory_plan.gradient_bytes_per_param(lay.state_recipe)
+    axes = [where["fsdp"]] + ([where["ep"]] if lay.dense_over_ep else [])
+    gathers = 1 if lay.keep_gathered_weights else 2 * lay.n_micro
+    scatters = lay.n_micro  # gradients stay sharded: reduce-scattered as each microbatch's backward ends
+    dense = lay.dense_local * lay.dense_shard
+    expert = lay.expert_local * lay.mesh["fsdp"]
+    return (
+        multi_axis_s(acc, "all_gather", weight * dense, axes, gathers, calibrated=calibrated)
+        + multi_axis_s(acc, "reduce_scatter", grad * dense, axes, scatters, calibrated=calibrated)
+        + collective_s(acc, "all_gather", weight * expert, where["fsdp"], gathers, calibrated=calibrated)
+        + collective_s(acc, "reduce_scatter", grad * expert, where["fsdp"], scatters, calibrated=calibrated)
+    )
+
+
+def _dp_s(lay, calibrated):
+    """The gradient reduction over the ranks that replicate a weight (dp
+    and cp, and ep for dense weights it does not shard): an all-reduce once
+    per step (ZeRO-1: reduce-scatter and all-gather of the updated weights;
+    ZeRO-2: a reduce-scatter per microbatch; ZeRO-3: gathers per
+    microbatch too)."""
+    acc, where = lay.accelerator, lay.placement
+    weight, grad = memory_plan.WEIGHT_BYTES, memory_plan.gradient_bytes_per_param(lay.state_recipe)
+    dense_axes = [where["cp"], where["dp"]] + ([] if lay.dense_over_ep else [where["ep"]])
+    seconds = 0.0
+    for params, axes in ((lay.dense_local, dense_axes), (lay.expert_local, [where["cp"], where["dp"]])):
+        if not params:
+            continue
+        if lay.zero == 0:
+            seconds += multi_axis_s(acc, "all_reduce", grad * params, axes, 1, calibrated=calibrated)
+            continue
+        scatters = lay.n_micro if lay.zero >= 2 else 1
+        gathers = 2 * lay.n_micro if lay.zero == 3 else 1
+        seconds += multi_axis_s(acc, "reduce_scatter", grad * params, axes, scatters, calibrated=calibrated)
+        seconds += multi_axis_s(acc, "all_gather", weight * params, axes, gathers, calibrated=calibrated)
+    return seconds
+
+
+def communication_s(lay, recompute, calibrated=False):
+    """Seconds of each kind of communication in one step of a Layout, by
+    term: fsdp, dp, cp, tp, ep, pp (line rate, or calibrated)."""
+    from .layout import check_layout
+
+    check_layout(lay)
+    m, acc, mesh, where = lay.model, lay.accelerator, lay.mesh, lay.placement
+    tp, pp = mesh["tp"], mesh["pp"]
+    layers_here = m.n_layers / pp
+    moe_layers_here = (m.n_layers - m.n_dense_layers) / pp if m.is_moe else 0.0
+    tokens_mb = lay.seq_len * lay.micro_batch_seqs / mesh["cp"]  # tokens one tp group works on per microbatch
+    calls = lay.n_micro
+    out = {"fsdp": _fsdp_s(lay, calibrated), "dp": _dp_s(lay, calibrated)}
+    # context parallelism: K and V gathered forward, their gradients reduce-scattered backward, per layer
+    kv_heads_per_rank = max(m.n_kv_heads, tp) / tp  # K and V replicated when tp exceeds the KV heads
+    kv_bytes = tokens_mb * mesh["cp"] * 2 * kv_heads_per_rank * m.head_dim * 2
+    out["cp"] = collective_s(acc, "all_gather", kv_bytes, where["cp"], 2 * layers_here * calls, calibrated=calibrated)
+    # tensor parallelism: 4 all-reduce equivalents of the block's activations per layer (6 with full recompute)
+    rounds = 6 if recompute == "full" else 4
+    out["tp"] = collective_s(
+        acc, "all_reduce", tokens_mb * m.d_model * 2, where["tp"], rounds * layers_here * calls, calibrated=calibrated
+    )
+    # expert parallelism: dispatch and combine, forward and backward, per MoE layer
+    out["ep"] = 0.0
+    if moe_layers_here and mesh["ep"] > 1:
+        routed = tokens_mb / tp * m.top_k * m.d_model
+        limit = None if lay.routing_node_limit is None else min(1.0, lay.routing_node_limit / m.top_k)
+        four = (1 if lay.fp8_dispatch else 2) * routed + 3 * 2 * routed  # bytes of the four all-to-alls
+        out["ep"] = collective_s(
+            acc,
+            "all_to_all",
+            four / 4,
+            where["ep"],
+            4 * moe_layers_here * calls,
+            calibrated=calibrated,
+            node_limit=limit,
+        )
+    # pipeline: each microbatch's activations forward and gradients back across each chunk
+    # boundary; each of the tp ranks sends 1/tp of them, with or without sequence parallelism
+    # (without it, Megatron's scatter/gather splits the replicated tensor and all-gathers it
+    # over NVLink on arrival: narayanan2021megatron §4.1)
+    boundary = tokens_mb * m.d_model * 2 / tp
+    out["pp"] = send_s(acc, boundary, where["pp"], 2 * lay.n_virtual * calls, calibrated=calibrated)
+    return out
+
+
+def eager_scores_hbm_s(lay, recompute, hbm_bytes_per_s):
+    """Seconds per step one device spends moving eager attention's scores
+    through HBM (the expectation only; a flash kernel keeps them on chip).
+    Per layer and microbatch the forward writes Korthikanti et al.'s
+    (2 + 3·dropout)·(a/tp)·(s/cp)·s·b bytes (softmax output, dropout mask and
+    output) and the backward reads them back; a policy that recomputes the
+    attention core writes them once more. Layers of the deepest stage, every
+    microbatch of the step, at the spec HBM bandwidth.
+    Ref: korthikanti2022reducing, narayanan2021megatron."""
+    from .. import memory
+    from .layout import check_layout
+
+    check_layout(lay)
+    _validate.positive("hbm_bytes_per_s", hbm_bytes_per_s)
+    m, mesh = lay.model, lay.mesh
+    per_element = 2 + (3 if m.dropout else 0)
+    scores = m.n_heads / mesh["tp"] * (lay.seq_len / mesh["cp"]) * lay.seq_len * lay.micro_batch_seqs
+    policy = memory.recompute_policy(recompute)
+    recomputes_core = policy.name in ("full", "selective") or (
+        policy.kind == "named" and "context" not in policy.saves + policy.offloads
+    )
+    passes = 3 if recomputes_core else 2
+    return passes * per_element * scores * lay.deepest * lay.n_micro / hbm_bytes_per_s
+
+
+def hidden_terms(lay, bound=False):
+    """The terms that hide behind the math: fsdp, cp and pp always; dp
+    unless the run reduces its gradients only after the backward
+    (grad_reduce_overlap False; the `bound` hides it anyway, since some
+    implementation overlaps it); tp with tp_comm_overlap (collective
+    matmul); tp and ep under ideal_overlap; ep under DualPipe."""
+    from .layout import check_layout
+
+    check_layout(lay)
+    hidden = {"fsdp", "cp", "pp"}
+    if lay.grad_reduce_overlap or bound:  # the bound: some implementation overlaps it
+        hidden.add("dp")
+    if lay.ideal_overlap:
+        hidden |= {"tp", "ep"}
+    if lay.tp_comm_overlap:
+        hidden.add("tp")
+    if lay.schedule == "dualpipe" and lay.mesh["pp"] > 1:
+        hidden.add("ep")
+    return hidden
+
+
+def exposed_fractions(lay):
+    """The calibrated exposed fraction of each hidden term."""
+    return {
+        "fsdp": calibrate.exposed_fraction("fsdp"),
+        "dp": calibrate.exposed_fraction("dp"),
+        "cp": calibrate.exposed_fraction("cp"),
+        "pp": calibrate.exposed_fraction("pp"),
+        "tp": calibrate.exposed_fraction("tp_overlapped"),
+        "ep": calibrate.exposed_fraction("ep_overlapped"),
+    }
+
+
+_validate.guard_module(globals())

@@ -1,0 +1,260 @@
+"""The planner held to published runs: one row per run of
+`measured.VALIDATION_RUNS` with the planner's optimistic bound and its
+calibrated expectation for the run's own mesh and options, the split into a
+calibration set and a validation set, and the fit of the per-accelerator
+sustained matmul efficiency on the calibration set.
+
+The split (stated before any number is looked at, and never per run):
+within each source's table, runs are taken in the order the source prints
+them; the first, third, fifth, ... calibrate and the second, fourth, ...
+validate. A source with a single run calibrates only. No figure of
+`planner.calibrate` belongs to a run: each belongs to an accelerator or a
+fabric, and is either sourced or fitted here on the calibration set.
+
+What is fitted: for each accelerator with calibration runs, the sustained
+matmul efficiency η (the fraction of the dense BF16 peak the math runs at)
+that minimises the sum of squared log errors of the expected step time over
+that accelerator's calibration runs, everything else held at its
+calibrate.py value. calibrate.MATMUL_EFFICIENCY holds the fitted values
+(the tests hold them to the fit); the matmul-only fractions of
+measured.SUSTAINED are shown beside them, not used, since η covers all of a
+step's math and not large matmuls alone.
+
+Standard library only. Ref: narayanan2021megatron, megatron-lm-readme,
+dubey2024llama3, deepseek2024v3, maxtext-tiering.
+"""
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+from . import _validate, hardware, measured
+
+SPLIT_RULE = (
+    "within each source's table, in the order the source prints its runs, the first, third, "
+    "fifth, ... run calibrates and the second, fourth, ... validates; a source with one run "
+    "calibrates only"
+)
+TOLERANCE = 0.10  # the expected step time must land within ±10 % on the validation set
+
+
+def _planner():
+    from . import planner
+
+    return planner
+
+
+def split(runs=None):
+    """{run name: 'calibration' or 'validation'} by SPLIT_RULE."""
+    runs = measured.VALIDATION_RUNS if runs is None else runs
+    by_source = {}
+    for run in runs:
+        by_source.setdefault(run.source, []).append(run)
+    out = {}
+    for group in by_source.values():
+        for i, run in enumerate(group):
+            out[run.name] = "calibration" if len(group) == 1 or i % 2 == 0 else "validation"
+    return out
+
+
+def calibration_runs(runs=None):
+    """The runs of the calibration set, in order."""
+    runs = measured.VALIDATION_RUNS if runs is None else runs
+    sets = split(runs)
+    return [r for r in runs if sets[r.name] == "calibration"]
+
+
+def validation_runs(runs=None):
+    """The runs of the validation set, in order."""
+    runs = measured.VALIDATION_RUNS if runs is None else runs
+    sets = split(runs)
+    return [r for r in runs if sets[r.name] == "validation"]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published run beside the planner: `bound` and `expected` are the
+    planner's Candidates for the run's own mesh (`bound` with every
+    overlappable collective hidden, as `planner.bound_for_run` builds it;
+    `expected` with the overlap the run declares, `expected_for_run`);
+    `measured_mfu` is the run's step time in the planner's FLOP count
+    (model FLOPs at peak / measured step), so it compares with `bound.mfu`
+    and `expected_mfu` on one scale; `error` is expected / measured step − 1;
+    `rank`, `count`, `slower_by` where the own mesh ranks among the
+    planner's candidates (by expected step time, among those that fit)."""
+
+    run: object
+    role: str
+    bound: object
+    expected: object
+    measured_mfu: float
+    error: float
+    rank: int | None = None
+    count: int = 0
+    slower_by: float | None = None
+
+    @property
+    def expected_step_s(self):
+        return self.expected.expected_step_s
+
+    @property
+    def expected_mfu(self):
+        return self.expected.expected_mfu
+
+
+def measured_mfu(run, candidate):
+    """The run's measured step time as an MFU in the planner's FLOP count:
+    candidate.mfu × candidate.step_s / run.step_s (the same model FLOPs
+    over the same peak, at the measured step time)."""
+    if not isinstance(run, measured.PublishedRun):
+        raise TypeError(f"run: must be a measured.PublishedRun, got {type(run).__name__}")
+    if not isinstance(candidate, _planner().Candidate):
+        raise TypeError(f"candidate: must be a planner.Candidate, got {type(candidate).__name__}")
+    return candidate.mfu * candidate.step_s / run.step_s
+
+
+def expected_for_run(run):
+    """The planner's Candidate for a run's own mesh and options with the
+    overlap the run declares: its tensor-parallel collectives hidden only
+    where it overlaps them (`tp_comm_overlap`), its gradient reduction on
+    the critical path where it does not overlap it (`grad_reduce_overlap`).
+    Its `expected_step_s` is the planner's calibrated estimate of the run."""
+    planner = _planner()
+    options = planner.run_options(run)  # carries tp_comm_overlap and grad_reduce_overlap
+    options["ideal_overlap"] = False
+    return planner.evaluate(run.model, run.accelerator, run.mesh, run.global_tokens, **options)
+
+
+def row(run, role=None, with_rank=False):
+    """The Row of one published run."""
+    if not isinstance(run, measured.PublishedRun):
+        raise TypeError(f"run: must be a measured.PublishedRun, got {type(run).__name__}")
+    planner = _planner()
+    role = role or split().get(run.name, "validation")
+    bound = planner.bound_for_run(run)
+    expected = expected_for_run(run)
+    rank = count = slower = None
+    if with_rank:
+        ranked = planner.rank_of_run(run)
+        rank, count, slower = ranked.rank, ranked.count, ranked.slower_by
+    return Row(
+        run,
+        role,
+        bound,
+        expected,
+        measured_mfu(run, bound),
+        expected.expected_step_s / run.step_s - 1,
+        rank,
+        count or 0,
+        slower,
+    )
+
+
+def rows(runs=None, with_rank=False):
+    """A Row for every published run, in the order of `runs`."""
+    runs = measured.VALIDATION_RUNS if runs is None else runs
+    sets = split(runs)
+    return [row(r, sets[r.name], with_rank) for r in runs]
+
+
+def largest_validation_error(table):
+    """The Row of the validation set with the largest |expected / measured − 1|."""
+    if not isinstance(table, (list, tuple)) or not all(isinstance(r, Row) for r in table):
+        raise TypeError("table: must be a list of validation.Row")
+    valid = [r for r in table if r.role == "validation"]
+    if not valid:
+        raise ValueError("table: holds no run of the validation set")
+    return max(valid, key=lambda r: abs(r.error))
+
+
+# ---------------------------------------------------------------- the fit
+
+
+@contextlib.contextmanager
+def matmul_efficiency_set(accelerator, value):
+    """Within the block, calibrate.MATMUL_EFFICIENCY[accelerator] is `value`
+    (a trial of the fit); restored afterwards."""
+    planner = _planner()
+    table = planner.calibrate.MATMUL_EFFICIENCY
+    name = hardware.get(accelerator).name
+    had = name in table
+    old = table.get(name)
+    table[name] = planner.calibrate.Figure(value, "fit", "trial value of validation.fit_matmul_efficiency")
+    try:
+        yield
+    finally:
+        if had:
+            table[name] = old
+        else:
+            del table[name]
+
+
+def _log_error_sq(accelerator, runs, value):
+    with matmul_efficiency_set(accelerator, value):
+        return sum(math.log(expected_for_run(r).expected_step_s / r.step_s) ** 2 for r in runs)
+
+
+def fit_matmul_efficiency(accelerator, runs=None, low=0.2, high=1.0, tol=1e-4):
+    """The η in [low, high] minimising Σ log²(expected / measured step) over
+    `runs` (default: the calibration runs on `accelerator`), by golden-section
+    search; everything else at its calibrate.py value."""
+    name = hardware.get(accelerator).name
+    _validate.positive("low", low)
+    _validate.positive("tol", tol)
+    if not low < high <= 2:
+        raise ValueError(f"high: must lie above low ({low}) and at most 2, got {high}")
+    runs = [r for r in calibration_runs() if r.accelerator == name] if runs is None else list(runs)
+    if not all(isinstance(r, measured.PublishedRun) for r in runs):
+        raise TypeError("runs: must be measured.PublishedRun records")
+    if not runs:
+        raise ValueError(f"accelerator: no calibration runs on {name!r}")
+    g = (math.sqrt(5) - 1) / 2
+    a, b = low, high
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = _log_error_sq(name, runs, c), _log_error_sq(name, runs, d)
+    while b - a > tol:
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = _log_error_sq(name, runs, c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = _log_error_sq(name, runs, d)
+    return (a + b) / 2
+
+
+def fitted_efficiencies(digits=2):
+    """{accelerator: η fitted on its calibration runs, rounded to `digits`}."""
+    _validate.count("digits", digits, minimum=0)
+    if digits > 6:
+        raise ValueError(f"digits: at most 6 (the fit's tolerance is 1e-4), got {digits}")
+    accs = []
+    for run in calibration_runs():
+        if run.accelerator not in accs:
+            accs.append(run.accelerator)
+    return {acc: round(fit_matmul_efficiency(acc), digits) for acc in accs}
+
+
+def main(argv=None):
+    """`python -m shardbook.validation`: print every run's error and the
+    matmul efficiencies fitted on the calibration set (what
+    planner.calibrate.MATMUL_EFFICIENCY should hold)."""
+    import sys
+
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv:
+        print(f"usage: python -m shardbook.validation (no arguments), got {' '.join(argv)}", file=sys.stderr)
+        return 2
+    for r in rows():
+        print(f"{r.run.name:40s} {r.role:11s} expected/measured - 1 = {r.error:+.3f}")
+    for acc, value in fitted_efficiencies().items():
+        print(f"fitted matmul efficiency {acc}: {value:.2f}")
+    return 0
+
+
+_validate.guard_module(globals(), exclude=("matmul_efficiency_set", "main"))
+
+if __name__ == "__main__":
+    raise SystemExit(main())

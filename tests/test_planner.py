@@ -1,0 +1,373 @@
+"""The planner (shardbook.planner, issue 29): memory as frameworks keep it,
+the schedules and layouts real runs use, communication as the machines move
+it, a bound that published runs do not beat and a calibrated expectation
+beside it, and a search and command line that can express real layouts.
+
+Review items: ch7-9 W1-W3, W7-W12 and sections D-E; ch0-3 A5; the
+reliability audit's explorer rows (issue 31)."""
+
+import json
+import math
+import subprocess
+import sys
+import time
+
+import pytest
+
+from shardbook import explorer, fabric, hardware, measured, memory, models, planner
+from shardbook.planner import calibrate, memory_plan, placement, timing
+
+LLAMA_405B_MESH = {"fsdp": 128, "tp": 8, "pp": 16}  # dubey2024llama3 Table 4, 16,384 GPUs
+LLAMA_OPTIONS = dict(seq_len=8192, micro_batch_seqs=1, uneven_pipeline=True)
+DEEPSEEK_MESH = {"pp": 16, "ep": 64, "dp": 2}  # deepseek2024v3 §3.2
+DEEPSEEK_OPTIONS = dict(
+    seq_len=4096,
+    micro_batch_seqs=1,
+    recompute="selective",
+    schedule="dualpipe",
+    zero=1,
+    dense_over_ep=False,
+    routing_node_limit=4,
+    fp8_dispatch=True,
+    uneven_pipeline=True,
+)
+
+
+def _llama(**options):
+    return explorer.evaluate("LLaMA-3 405B", "H100", LLAMA_405B_MESH, 16 * 2**20, **dict(LLAMA_OPTIONS, **options))
+
+
+# --- memory (W2, W7, A5) ---------------------------------------------------------------
+
+
+def test_llama3_405b_fits_its_own_mesh_at_8k_without_checkpointing():
+    """dubey2024llama3 §3.3.2: "we could pre-train Llama 3 on sequences of 8K
+    tokens without activation checkpointing". With a flash kernel (no s²
+    probabilities) the 16,384-GPU mesh fits with recompute 'none' under 1F1B
+    and under the interleaved schedule the paper uses; Korthikanti's eager
+    count (the s² softmax kept) would need several times the 80 GB (W2)."""
+    for schedule, n_virtual in (("1f1b", 1), ("interleaved", 4)):
+        cand = _llama(recompute="none", schedule=schedule, n_virtual=n_virtual)
+        assert cand.fits, (schedule, cand.memory_bytes_per_device)
+        assert cand.recompute == "none"
+    eager = _llama(recompute="none", attention="eager")
+    assert not eager.fits and eager.memory_bytes_per_device > 3 * hardware.get("H100").hbm_bytes
+
+
+def test_memory_breakdown_is_the_parts_and_the_headroom():
+    cand = _llama(recompute="none")
+    assert tuple(cand.memory_breakdown) == memory_plan.BREAKDOWN_KEYS
+    used = sum(v for k, v in cand.memory_breakdown.items() if k != "headroom")
+    assert cand.memory_breakdown["headroom"] == pytest.approx(hardware.get("H100").hbm_bytes - used)
+    assert cand.memory_bytes_per_device == pytest.approx(used)
+    assert cand.fits == (cand.memory_breakdown["headroom"] >= 0)
+    state = sum(cand.memory_breakdown[k] for k in ("weights", "gradients", "master_weights", "optimizer_state"))
+    assert cand.state_bytes_per_device == pytest.approx(state)
+    assert cand.activation_bytes_per_device == cand.memory_breakdown["activations"]
+
+
+def test_state_recipes_are_named_data():
+    """state_recipe='megatron' is Megatron's 18 bytes per parameter; the
+    default is 16 (memory_plan.DEFAULT_STATE_RECIPE); ZeRO-1 shards the
+    master copy and the moments over the data-parallel ranks."""
+    mesh, tokens = {"dp": 8}, 8 * 4096
+    params = models.param_count("LLaMA-3 8B")
+    megatron = explorer.evaluate("LLaMA-3 8B", "H100", mesh, tokens, recompute="full", state_recipe="megatron")
+    default = explorer.evaluate("LLaMA-3 8B", "H100", mesh, tokens, recompute="full")
+    assert megatron.state_bytes_per_device == pytest.approx(18 * params)
+    assert default.state_bytes_per_device == pytest.approx(16 * params)
+    zero1 = explorer.evaluate("LLaMA-3 8B", "H100", mesh, tokens, recompute="full", state_recipe="megatron", zero=1)
+    assert zero1.state_bytes_per_device == pytest.approx((2 + 4 + 12 / 8) * params)
+
+
+def test_dense_weights_are_sharded_over_the_expert_axis():
+    """W7: MaxText's rules shard the dense weights over `expert` too, so
+    fsdp 4 × ep 2 holds an eighth of every parameter. The AMD source ran this
+    cell (measured.MIXTRAL_8X22B_MI355X) with BF16 weights ("a BF16 parameter
+    payload") and FP32 gradients ("gradients are configured as FP32"); with
+    two FP32 Adam moments and no separate master copy (14 bytes, the most
+    the source allows) it fits with full recomputation. Under the planner's
+    default 16 bytes it would not: 16 × 140.6e9 / 8 leaves 7 GB of 288."""
+    params = models.param_count("Mixtral 8x22B")
+    replicated = explorer.evaluate(
+        "Mixtral 8x22B", "MI355X", {"fsdp": 4, "ep": 2}, 262144, recompute="full", dense_over_ep=False
+    )
+    sharded = explorer.evaluate("Mixtral 8x22B", "MI355X", {"fsdp": 4, "ep": 2}, 262144, recompute="full")
+    assert sharded.state_bytes_per_device == pytest.approx(16 * params / 8)
+    assert replicated.state_bytes_per_device > sharded.state_bytes_per_device
+    amd = memory.StateRecipe("bf16 weights, fp32 grads", 2, 4, 0, 8, "scale-your-model-amd")
+    cell = explorer.evaluate(
+        "Mixtral 8x22B", "MI355X", {"fsdp": 4, "ep": 2}, 262144, recompute="full", state_recipe=amd
+    )
+    assert cell.fits and cell.recompute == "full"
+    assert measured.MIXTRAL_8X22B_MI355X[0].fsdp == 4 and measured.MIXTRAL_8X22B_MI355X[0].ep == 2
+
+
+def test_dualpipe_keeps_two_copies_of_the_weights():
+    one = explorer.evaluate(
+        "DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **dict(DEEPSEEK_OPTIONS, schedule="1f1b")
+    )
+    two = explorer.evaluate("DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **DEEPSEEK_OPTIONS)
+    assert two.memory_breakdown["weights"] == pytest.approx(2 * one.memory_breakdown["weights"])
+
+
+# --- schedules and layouts (W1, W10) ----------------------------------------------------
+
+
+def test_llama3_bound_charges_the_interleaved_bubble():
+    """W1: Llama 3 §3.3.2 gives the interleaved schedule's bubble
+    (p−1)/(v·m); the bound charges exactly that, not 1F1B's (p−1)/m."""
+    for v in (1, 2, 4):
+        cand = _llama(recompute="none", schedule="interleaved" if v > 1 else "1f1b", n_virtual=v)
+        assert cand.n_microbatches == 16
+        assert cand.bubble_s / cand.math_s == pytest.approx(15 / (v * 16))
+
+
+def test_uneven_pipelines_and_tp_beyond_the_kv_heads():
+    """W10: 126 layers on 16 stages (Llama 3) and 61 on 16 (DeepSeek-V3)
+    with uneven_pipeline; TP 16 on LLaMA-3 70B's 8 KV heads (K and V
+    replicated, as Megatron does)."""
+    assert _llama().pp == 16
+    with pytest.raises(ValueError, match="mesh\\['pp'\\]: 16 must divide the layers of LLaMA-3 405B \\(126\\)"):
+        _llama(uneven_pipeline=False)
+    explorer.evaluate("DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **DEEPSEEK_OPTIONS)
+    tp16 = explorer.evaluate("LLaMA-3 70B", "H100", {"tp": 16, "fsdp": 4}, 2**22)
+    assert tp16.tp == 16 and tp16.placement["tp"].n_domains == 2
+    meshes = explorer.factorizations(64, "LLaMA-3 70B", axes=("fsdp", "tp"))
+    assert {"dp": 1, "fsdp": 4, "tp": 16, "cp": 1, "ep": 1, "pp": 1} in meshes
+
+
+def test_bad_options_name_the_argument_and_the_valid_values():
+    cases = [
+        (dict(schedule="pipedream"), "schedule: unknown value 'pipedream'; valid: gpipe, 1f1b, interleaved"),
+        (dict(state_recipe="fp64"), "state_recipe: unknown value 'fp64'; valid: megatron, bf16_master"),
+        (dict(recompute="some"), "recompute: unknown value 'some'; valid: none, selective, full"),
+        (dict(attention="sparse"), "attention: unknown value 'sparse'; valid: flash, eager"),
+        (dict(zero=4), "zero: must be one of 0, 1, 2, 3"),
+        (dict(precision="fp4"), "precision: unknown value 'fp4'; valid: bf16, fp8"),
+        (dict(schedule="interleaved", n_virtual=3), "n_virtual: must divide the layers per stage"),
+        (dict(n_virtual=2), "n_virtual: 2 virtual stages need schedule='interleaved'"),
+    ]
+    for options, message in cases:
+        with pytest.raises(ValueError, match=message):
+            explorer.evaluate("LLaMA-3 8B", "H100", {"pp": 4, "fsdp": 2}, 2**20, **options)
+
+
+# --- communication (W3, W8, W9, W11, E.5) -----------------------------------------------
+
+
+def test_nvlink_sharp_prices_an_all_reduce_in_the_switch():
+    """On the NVSwitch generations with NVLink SHARP (calibrate.NVLS_PRESETS)
+    an all-reduce inside the node moves each buffer once, (n−1)/n·V over the
+    egress; H800 keeps the ring's 2(n−1)/n·V."""
+    assert set(calibrate.NVLS_PRESETS) == {"H100", "H200", "B200", "GB200 NVL72", "GB300 NVL72"}
+    where = placement.Placement(8, 1, 8)
+    for name in ("H100", "H800"):
+        acc = hardware.get(name)
+        seconds = timing.collective_s(acc, "all_reduce", 1e9, where)
+        ring = 2 * 7 / 8 * 1e9 / acc.scale_up_egress_bytes_per_s
+        assert seconds == pytest.approx(ring / 2 if name == "H100" else ring)
+
+
+def test_latency_makes_small_messages_cost():
+    """The expectation pays a latency per ring step: 1 byte over 8 GPUs in
+    one node costs 7 steps of calibrate.SCALE_UP_LATENCY_S; the bound none."""
+    where = placement.Placement(8, 1, 8)
+    acc = hardware.get("H800")
+    assert timing.collective_s(acc, "all_gather", 1, where) < 1e-10
+    latency = calibrate.scale_up_latency_s(acc)
+    assert timing.collective_s(acc, "all_gather", 1, where, calibrated=True) == pytest.approx(7 * latency, rel=1e-3)
+
+
+def test_cp_512_by_pp_16_no_longer_ranks_first():
+    """W11: LLaMA-3 70B on 8,192 v5p at 4M tokens used to rank cp 512 × pp 16
+    first (8 tokens per chip per microbatch, 1,024 microbatches, no latency).
+    With latency and each microbatch streaming the stage's weights from HBM
+    it ranks far down."""
+    found = explorer.explore("LLaMA-3 70B", "TPU v5p", 8192, 4 * 2**20, axes=("fsdp", "tp", "cp", "pp"))
+    labels = [c.label for c in found]
+    assert labels[0] != "cp 512 × pp 16"
+    assert labels.index("cp 512 × pp 16") >= 5
+
+
+def test_gradients_are_reduced_over_cp_and_over_ep_for_replicated_dense_weights():
+    """W11: weights replicated over cp, and dense weights replicated over
+    ep, have their gradients reduced over those axes."""
+    cp = explorer.evaluate("LLaMA-3 8B", "H100", {"cp": 2, "tp": 4}, 2**20)
+    assert cp.dp_s > 0
+    replicated = explorer.evaluate("Mixtral 8x7B", "H100", {"ep": 8}, 2**21, dense_over_ep=False)
+    sharded = explorer.evaluate("Mixtral 8x7B", "H100", {"ep": 8}, 2**21)
+    assert replicated.dp_s > 0 and replicated.fsdp_s == 0
+    assert sharded.dp_s == 0 and sharded.fsdp_s > 0
+
+
+def test_v5p_jobs_beyond_one_slice_cross_dcn():
+    """W8: the largest v5p slice is 6,144 chips (google-tpu-v5p); 8,192
+    chips are two slices of 4,096 and the outermost axis crosses DCN."""
+    assert placement.slice_chips("TPU v5p", 6144) == 6144
+    assert placement.slice_chips("TPU v5p", 8192) == 4096
+    where = explorer.place("TPU v5p", {"fsdp": 8192})["fsdp"]
+    assert where.n_domains == 2 and where.members_per_domain == 4096
+
+
+def test_fsdp_regathers_per_microbatch_unless_kept():
+    """W9: FSDP gathers forward and backward for every microbatch and
+    reduce-scatters each microbatch's gradients; kept weights are gathered
+    once per step."""
+    options = dict(seq_len=4096, micro_batch_seqs=1)
+    per_micro = explorer.evaluate("LLaMA-3 70B", "H100", {"fsdp": 32, "tp": 8}, 4 * 2**20, **options)
+    kept = explorer.evaluate(
+        "LLaMA-3 70B", "H100", {"fsdp": 32, "tp": 8}, 4 * 2**20, keep_gathered_weights=True, **options
+    )
+    m = per_micro.n_microbatches
+    assert per_micro.fsdp_s / kept.fsdp_s == pytest.approx((3 * m) / (1 + m), rel=0.01)
+    assert kept.memory_breakdown["gathered_weight_buffers"] > per_micro.memory_breakdown["gathered_weight_buffers"]
+
+
+def test_node_limited_routing_and_fp8_dispatch_cut_the_expert_exchange():
+    full = explorer.evaluate(
+        "DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **dict(DEEPSEEK_OPTIONS, routing_node_limit=None)
+    )
+    limited = explorer.evaluate(
+        "DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **dict(DEEPSEEK_OPTIONS, fp8_dispatch=False)
+    )
+    both = explorer.evaluate("DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **DEEPSEEK_OPTIONS)
+    assert both.ep_s < limited.ep_s < full.ep_s
+
+
+# --- the bound and the expectation (W3, W12, E.8) ------------------------------------------
+
+
+def test_deepseek_v3_own_mesh_bound_is_above_what_it_measured():
+    """W3: DeepSeek-V3 measured 39 % of the BF16 peak on its own mesh
+    (measured.deepseek_v3_mfu); with DualPipe hiding the all-to-all,
+    node-limited routing and FP8 dispatch, the bound (even without crediting
+    its FP8 matmuls) is above it."""
+    cand = explorer.evaluate("DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **DEEPSEEK_OPTIONS)
+    assert cand.mfu >= measured.deepseek_v3_mfu() >= 0.385
+    assert cand.expected_mfu <= cand.mfu
+
+
+def test_every_published_run_is_below_its_bound_and_the_expectation_below_the_bound():
+    for run in measured.PUBLISHED_RUNS:
+        cand = explorer.bound_for_run(run)
+        assert run.mfu <= cand.mfu, run.name
+        assert cand.step_s <= cand.expected_step_s, run.name
+        assert cand.expected_mfu == pytest.approx(cand.mfu * cand.step_s / cand.expected_step_s)
+
+
+def test_rank_of_run_ranks_by_expected_time_among_fitting_meshes():
+    run = next(r for r in measured.PUBLISHED_RUNS if r.model == "LLaMA-3 405B" and r.n_devices == 16384)
+    result = explorer.rank_of_run(run)
+    rank, count = result
+    assert result.rank == rank and 1 <= rank <= count
+    assert result.own.mesh == explorer.normalize_mesh(run.mesh) and result.own.fits
+    assert result.best.fits and result.slower_by >= 0
+    assert result.own.expected_step_s == pytest.approx(result.best.expected_step_s * (1 + result.slower_by))
+
+
+def test_explore_ranks_fitting_candidates_by_expected_time_and_searches_the_microbatch():
+    found = explorer.explore("LLaMA-3 70B", "H100", 256, 4 * 2**20)
+    keys = [(not c.fits, c.expected_step_s) for c in found]
+    assert keys == sorted(keys)
+    assert len({c.micro_batch_seqs for c in found}) > 1
+
+
+def test_calibration_figures_each_have_a_source_or_a_stated_fit():
+    bib = open(_repo() / "references.bib").read()
+    for table, key, figure in calibrate.table():
+        assert figure.note, (table, key)
+        assert figure.source == "fit" or f"{{{figure.source}," in bib, (table, key, figure.source)
+        assert figure.value > 0, (table, key)
+
+
+def _repo():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[1]
+
+
+# --- the command line (issue 29's done-when, issue 31) -------------------------------------
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_command_line_expresses_and_ranks_llama3s_own_layout():
+    result = _cli(
+        "LLaMA-3 405B", "H100", "16384", "16777216", "--seq-len", "8192", "--axes", "fsdp,tp,pp",
+        "--schedule", "interleaved", "--n-virtual", "4", "--uneven-pipeline", "--micro-batch", "1",
+        "--rank", "fsdp=128,tp=8,pp=16",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    header = result.stdout.splitlines()[2].split()
+    assert header[:4] == ["mesh", "fits", "memory", "/"]
+    assert "fsdp 128 × tp 8 × pp 16 ranks" in result.stdout
+    one = _cli("LLaMA-3 405B", "H100", "16384", "16777216", "--seq-len", "8192", "--uneven-pipeline",
+               "--mesh", "fsdp=128,tp=8,pp=16", "--schedule", "interleaved", "--n-virtual", "4", "--json")  # fmt: skip
+    assert one.returncode == 0, one.stderr
+    (cand,) = json.loads(one.stdout)
+    assert cand["mesh"]["pp"] == 16 and cand["n_virtual"] == 4 and cand["expected_step_s"] > cand["step_s"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("1000000000000", "1e15"), None),
+        (("9007199254740992", "1e18"), None),
+        (("64", "524288", "--axes", ""), "error: --axes: name axes separated by commas"),
+        (("64", "524288", "--axes", ","), "error: --axes: name axes separated by commas"),
+        (("64", "524288", "--axes", "tp,tp"), "error: axes: 'tp' is given twice"),
+        (("64", "1e300"), "error: tokens: at most 1e30 tokens"),
+        (("64", "524288", "--top", "-1"), "error: --top: must be >= 1"),
+        (("64", "524288", "--schedule", "foo"), "error: schedule: unknown value 'foo'"),
+        (("64", "524288", "--zero", "4"), "error: zero: must be one of 0, 1, 2, 3"),
+        (("64", "524288", "--mesh", "fsdp=x"), "error: --mesh: the degree of 'fsdp' must be an integer"),
+        (("64", "524288", "--mesh", "fsdp=32"), "error: mesh: degrees multiply to 32, not to the device count 64"),
+        (("6.5", "524288"), "error: n_devices: must be a whole number >= 1"),
+        (("64", "nan"), "error: tokens: must be a finite number"),
+        (("1e40", "1e41"), "error: n_devices: at most 2**53 devices"),
+    ],
+)
+def test_command_line_bad_or_huge_inputs_end_quickly(args, message):
+    """The reliability audit's explorer rows: a device count of 1e12 or 2**53
+    must not hang (divisors come from the prime factorization), and bad input
+    is one line on stderr with exit code 2."""
+    start = time.perf_counter()
+    result = _cli("LLaMA-3 70B", "TPU v5p", *args)
+    assert time.perf_counter() - start < 60
+    if message is None:
+        assert result.returncode == 0, result.stderr
+        return
+    assert result.returncode == 2
+    assert result.stderr.startswith(message) and "Traceback" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_search_of_huge_device_counts_is_bounded():
+    for n in (10**12, 2**53, 2**40):
+        start = time.perf_counter()
+        meshes = explorer.factorizations(n, "LLaMA-3 70B")
+        assert time.perf_counter() - start < 5
+        assert all(math.prod(m) == n for m in meshes)
+    assert placement.divisors(2**40) == [2**k for k in range(41)]
+    assert placement.prime_factors(10**12) == [2] * 12 + [5] * 12
+    assert planner.MAX_MESHES >= 10**4
+
+
+def test_audit_counterexamples_are_value_errors():
+    """The reliability audit's section 10 rows for the explorer and fabric."""
+    with pytest.raises(ValueError, match="mesh\\['tp'\\]"):
+        explorer.check_mesh("LLaMA-3 70B", {"tp": 3}, 4096)
+    explorer.check_mesh("LLaMA-3 70B", {"fsdp": 8}, 4096)  # missing axes are 1, not a KeyError
+    with pytest.raises(ValueError, match="axis: the slice has 2 axes"):
+        fabric.has_wraparound("TPU v6e", (8, 8), 2)
+    with pytest.raises(ValueError, match="slice_shape: must be a non-empty tuple"):
+        fabric.has_wraparound("TPU v5e", (), 0)
+    with pytest.raises(ValueError, match="axes: name at least one of"):
+        explorer.factorizations(64, "LLaMA-3 70B", axes=())
+    with pytest.raises(ValueError, match="axes: 'tp' is given twice"):
+        explorer.factorizations(64, "LLaMA-3 70B", axes=("tp", "tp"))
