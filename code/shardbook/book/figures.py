@@ -111,42 +111,6 @@ def switch_domain(n_devices, n_switches, egress_label, title, shown=8):
     return fig
 
 
-def torus(nx, ny, title):
-    """An nx × ny slice of a TPU torus: each chip links to its four
-    neighbours; wraparound links close every row and column."""
-    fig, ax = plt.subplots(figsize=(4.6, 4.6))
-    for i in range(nx):
-        for j in range(ny):
-            if i + 1 < nx:
-                ax.plot([i, i + 1], [j, j], color=INK, lw=1.0, zorder=1)
-            if j + 1 < ny:
-                ax.plot([i, i], [j, j + 1], color=INK, lw=1.0, zorder=1)
-    for j in range(ny):  # wraparound along x
-        ax.annotate(
-            "",
-            xy=(nx - 1 + 0.35, j),
-            xytext=(-0.35, j),
-            arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=-0.25", ls="--"),
-            zorder=0,
-        )
-    for i in range(nx):  # wraparound along y
-        ax.annotate(
-            "",
-            xy=(i, ny - 1 + 0.35),
-            xytext=(i, -0.35),
-            arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=0.25", ls="--"),
-            zorder=0,
-        )
-    for i in range(nx):
-        for j in range(ny):
-            _device(ax, i, j, f"{i},{j}", w=0.42, h=0.3)
-    ax.text((nx - 1) / 2, -1.0, "solid: ICI links to neighbours; dashed: wraparound", ha="center", fontsize=8)
-    ax.set_xlim(-0.9, nx - 0.1)
-    ax.set_ylim(-1.3, ny - 0.1)
-    _clean(ax, title)
-    return fig
-
-
 def _finish(fig):
     fig.tight_layout()
     plt.close(fig)
