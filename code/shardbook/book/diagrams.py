@@ -15,17 +15,21 @@ def _gbs(bytes_per_s):
 
 
 def _wraparound(fig, wraps, ox, oy, nx, ny, step):
-    """The dashed wraparound links of the axes in `wraps` that close."""
+    """The wraparound links of the axes in `wraps` that close, drawn as
+    dashed stubs leaving both end chips of each row (axis 0) or column
+    (axis 1): the two stubs are one link, from one end to the other."""
+    dashed = dict(stroke=ACCENT2, stroke_width=1.6, stroke_dasharray="4 3")
+    right, bottom = ox + (nx - 1) * step, oy + (ny - 1) * step
     if wraps[0]:
         for j in range(ny):
             y = oy + j * step
-            fig.path(f"M{ox} {y}C{ox - 30} {y - 22} {ox + (nx - 1) * step + 30} {y - 22} {ox + (nx - 1) * step} {y}",
-                     stroke=ACCENT2, stroke_width=1.2, stroke_dasharray="4 3")  # fmt: skip
+            fig.line(ox - 18, y, ox - 38, y, **dashed)
+            fig.line(right + 18, y, right + 38, y, **dashed)
     if wraps[1]:
         for i in range(nx):
             xx = ox + i * step
-            fig.path(f"M{xx} {oy}C{xx + 22} {oy - 30} {xx + 22} {oy + (ny - 1) * step + 30} {xx} {oy + (ny - 1) * step}",
-                     stroke=ACCENT2, stroke_width=1.2, stroke_dasharray="4 3")  # fmt: skip
+            fig.line(xx, oy - 12, xx, oy - 30, **dashed)
+            fig.line(xx, bottom + 12, xx, bottom + 30, **dashed)
 
 
 def torus_slice(accelerator, slice_shape, title, x=0, fig=None, numbers_key=None):
@@ -38,11 +42,11 @@ def torus_slice(accelerator, slice_shape, title, x=0, fig=None, numbers_key=None
     wraps = [fabric.has_wraparound(acc, slice_shape, axis) for axis in (0, 1)]
     own = fig is None
     if own:
-        fig = Figure(320, 330, f"A {nx} by {ny} grid of {acc.name} chips, each linked to its neighbours; "
+        fig = Figure(320, 340, f"A {nx} by {ny} grid of {acc.name} chips, each linked to its neighbours; "
                      + ("wraparound links close every row and column." if all(wraps) else "no wraparound links."))  # fmt: skip
     fig.numbers[numbers_key or acc.name] = {"slice_shape": tuple(slice_shape), "wraparound": tuple(wraps)}
     step = 52
-    ox, oy = x + 60, 70
+    ox, oy = x + 82, 88
     fig.text(x + 160, 24, title, size=13, anchor="middle", weight="bold")
     shape_text = " × ".join(map(str, slice_shape))
     fig.text(x + 160, 44, f"{acc.name} slice {shape_text}", size=12, anchor="middle")
@@ -56,17 +60,19 @@ def torus_slice(accelerator, slice_shape, title, x=0, fig=None, numbers_key=None
     for i in range(nx):
         for j in range(ny):
             fig.box(ox + i * step - 18, oy + j * step - 12, 36, 24, f"{i},{j}", size=12)
-    note = "dashed: wraparound" if any(wraps) else "no wraparound: edge chips"
-    fig.text(x + 160, oy + (ny - 1) * step + 40, note, size=12, anchor="middle", fill=ACCENT2 if any(wraps) else INK)
-    if not any(wraps):
-        fig.text(x + 160, oy + (ny - 1) * step + 56, "have one link per axis", size=12, anchor="middle")
+    if any(wraps):
+        lines, color = ("dashed: wraparound, each row", "and column closes into a ring"), ACCENT2
+    else:
+        lines, color = ("no wraparound: edge chips", "have one link per axis"), INK
+    for k, line in enumerate(lines):
+        fig.text(x + 160, oy + (ny - 1) * step + 50 + 16 * k, line, size=12, anchor="middle", fill=color)
     return fig
 
 
 def torus_slices(panels, alt):
     """Two torus_slice panels side by side: `panels` is [(accelerator,
     slice_shape, title), ...]."""
-    fig = Figure(640, 330, alt)
+    fig = Figure(640, 340, alt)
     for k, (acc, shape, title) in enumerate(panels):
         torus_slice(acc, shape, title, x=320 * k, fig=fig, numbers_key=f"{hardware.get(acc).name} {shape}")
     return fig
@@ -87,7 +93,7 @@ def two_tier(accelerator, n_nodes, shown_per_node=4):
         f"{up / out:.0f} times slower."
     )
     fig = Figure(640, 300, alt, numbers=numbers)
-    fig.box(120, 14, 400, 34, "scale-out network (NICs, leaf and spine switches)", fill=PURPLE, size=13)
+    fig.box(100, 14, 440, 34, "scale-out network: one NIC per GPU, leaf and spine", fill=PURPLE, size=13)
     node_w = 600 / n_nodes
     for k in range(n_nodes):
         x0 = 20 + k * node_w
@@ -104,7 +110,6 @@ def two_tier(accelerator, n_nodes, shown_per_node=4):
         fig.text(x0 + node_w / 2, 240, "scale-up fabric", size=12, anchor="middle", fill=GREEN)
     fig.text(320, 282, f"per GPU: {_gbs(up)} inside the node, {_gbs(out)} through its NIC ({up / out:.0f}×)", size=13,
              anchor="middle")  # fmt: skip
-    fig.text(620, 80, "one NIC per GPU", size=12, anchor="end", fill=PURPLE)
     return fig
 
 
@@ -120,7 +125,7 @@ def rails(n_nodes, per_node, groups=(), group_label=""):
         f"{n_nodes} nodes of {per_node} GPUs drawn as rows; GPU j of every node connects to rail switch j above, so a "
         f"group of GPUs with the same local rank crosses nodes on one rail. Outlined: {group_label or 'no group'}."
     )
-    fig = Figure(640, 80 + 46 * n_nodes + 30, alt, numbers=numbers)
+    fig = Figure(640, 80 + 46 * n_nodes + 36, alt, numbers=numbers)
     cw = 560 / per_node
     for j in range(per_node):
         fig.box(70 + j * cw + 4, 10, cw - 8, 26, f"rail {j}", fill=PURPLE, size=12)
@@ -133,12 +138,14 @@ def rails(n_nodes, per_node, groups=(), group_label=""):
             fig.box(x - cw / 2 + 6, y, cw - 12, 26, f"GPU {d}", size=12)
     for g in groups:
         xs = [70 + (d % per_node) * cw + cw / 2 for d in g]
-        ys = [70 + (d // per_node) * 46 + 13 for d in g]
+        ys = [70 + (d // per_node) * 46 + 31 for d in g]  # just under the boxes
         color = ACCENT2 if g in misaligned else GREEN
         fig.path("M" + "L".join(f"{x:.0f} {y:.0f}" for x, y in zip(xs, ys, strict=False)), stroke=color, stroke_width=3,
                  opacity=0.8)  # fmt: skip
+        for x, y in zip(xs, ys, strict=True):
+            fig.circle(x, y, 4, fill=color)
     if group_label:
-        fig.text(320, 80 + 46 * n_nodes + 14, group_label, size=12, anchor="middle")
+        fig.text(320, 80 + 46 * n_nodes + 22, group_label, size=12, anchor="middle")
     return fig
 
 
@@ -159,10 +166,11 @@ def tpu_slices(accelerator, n_slices, slice_label):
         x0 = 20 + k * w
         fig.rect(x0 + 8, 90, w - 16, 130, fill="#f5f5f5", stroke=INK, rx=8)
         fig.text(x0 + w / 2, 108, f"slice {k}: {slice_label}", size=12, anchor="middle", weight="bold")
-        for i in range(4):
+        cols = 4 if w >= 170 else 3
+        for i in range(cols):
             for j in range(3):
-                cx, cy = x0 + w / 2 - 54 + i * 36, 128 + j * 28
-                if i < 3:
+                cx, cy = x0 + w / 2 - 18 * cols + 6 + i * 36, 128 + j * 28
+                if i < cols - 1:
                     fig.line(cx + 12, cy + 9, cx + 36, cy + 9, stroke=GREEN, stroke_width=2)
                 if j < 2:
                     fig.line(cx + 12, cy + 18, cx + 12, cy + 28, stroke=GREEN, stroke_width=2)
@@ -249,7 +257,7 @@ def zero_stages(n_params, n_shards, hbm_bytes, model_label, param_bytes=2, grad_
     )
     fig = Figure(640, 220, alt, numbers={"totals_bytes": totals, "parts_bytes": parts})
     fig.text(320, 20, f"State per device, {model_label}, {n_shards} shards", size=13, anchor="middle", weight="bold")
-    left, right = 120, 600
+    left, right = 120, 560
     vmax = max(max(totals.values()), hbm_bytes)
     scale = (right - left) / vmax
     colors = (ACCENT, ORANGE, GREEN)
