@@ -298,3 +298,17 @@ def test_every_numbered_chapter_shows_its_mechanisms():
     assert not few, f"chapters with fewer than four figures: {few}"
     assert total >= 50, f"{total} figures in the book: {counts}"
     assert animated >= 6, f"{animated} animated figures"
+
+
+def test_figures_after_the_first_load_lazily(tmp_path):
+    """Page weight: a page's figures after its first load when scrolled to."""
+    from shardbook.book import pages
+
+    figure = '<figure class="f">\n<img alt="{0}" src="../_images/{0}.svg" />\n</figure>'
+    (tmp_path / "p.html").write_text("".join(figure.format(k) for k in "abc"))
+    pages.rewrite_pages(tmp_path)
+    pages.rewrite_pages(tmp_path)  # a second pass changes nothing
+    text = (tmp_path / "p.html").read_text()
+    images = re.findall(r"<img[^>]*>", text)
+    assert ["lazy" in img for img in images] == [False, True, True]
+    assert text.count("Open full size") == 3

@@ -72,7 +72,8 @@ LIVE_BOX = (
 
 def rewrite_pages(outdir):
     """Every page: under each figure's image, a link that opens it full size
-    (HLO graphs and wide plots are unreadable on a phone at page width); the
+    (HLO graphs and wide plots are unreadable on a phone at page width), and
+    every figure after the first loaded lazily (`loading="lazy"`); the
     accessibility fixes of PAGE_FIXES; and, on a page with live values, the
     live button's box under the title, so that the page does not move when
     shardbook-live.js enables it."""
@@ -80,10 +81,18 @@ def rewrite_pages(outdir):
         if "_static" in page.parts:
             continue
         text = page.read_text()
-        fixed = _FIGURE_IMAGE.sub(
-            lambda m: f'{m.group(1)}{m.group(2)}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>',
-            text,
-        )
+        seen = []
+
+        def full_size(m, seen=seen):
+            # figures after a page's first load when the reader scrolls to them (a page
+            # has up to ten; the first may be on the first screen and stays eager)
+            image = m.group(2)
+            if seen and " loading=" not in image:
+                image = image.replace("<img ", '<img loading="lazy" decoding="async" ', 1)
+            seen.append(m.group(3))
+            return f'{m.group(1)}{image}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>'
+
+        fixed = _FIGURE_IMAGE.sub(full_size, text)
         for pattern, replacement in PAGE_FIXES:
             fixed = pattern.sub(replacement, fixed)
         # attributes in any order: sphinx-codeautolink re-serializes a page's body
