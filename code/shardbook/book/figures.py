@@ -234,10 +234,10 @@ def pipeline_timeline(ops, n_stages, title, n_virtual=1, ax=None, span=None):
             plt.Rectangle((start, device - 0.4), end - start, 0.8, fc=colors[phase], ec="white", lw=0.5, alpha=shade)
         )
         if makespan <= 80:
-            ax.text((start + end) / 2, device, str(mb + 1), ha="center", va="center", color="white", fontsize=5.5)
+            ax.text((start + end) / 2, device, str(mb + 1), ha="center", va="center", color="white", fontsize=8)
     ax.set_xlim(0, makespan)
     ax.set_ylim(n_stages - 0.5, -0.5)
-    ax.set_yticks(range(n_stages), [f"stage {s}" for s in range(n_stages)], fontsize=7)
+    ax.set_yticks(range(n_stages), [f"stage {s}" for s in range(n_stages)], fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
     if not standalone:
@@ -274,11 +274,11 @@ def stream_timeline(ops, title, ax, span=None, scale=1e3):
                 ha="center",
                 va="center",
                 color="white",
-                fontsize=5.5,
+                fontsize=8,
             )
     ax.set_xlim(0, makespan * scale)
     ax.set_ylim(1.5, -0.5)
-    ax.set_yticks([0, 1], ["compute", "communication"], fontsize=7)
+    ax.set_yticks([0, 1], ["compute", "communication"], fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
     return ax
