@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import HTML, ROOT
 from shardbook import attention, collectives, context, fabric, hardware, memory, overlap, pipeline
 from shardbook.book import animations, diagrams, svg
 
@@ -312,3 +312,18 @@ def test_figures_after_the_first_load_lazily(tmp_path):
     images = re.findall(r"<img[^>]*>", text)
     assert ["lazy" in img for img in images] == [False, True, True]
     assert text.count("Open full size") == 3
+
+
+def test_built_figures_keep_their_text_readable(built_book):
+    """Issue 32: text in every figure at least 10 px at the text column's
+    width (688 px at 1280 px): every SVG a chapter's figure shows, drawn at
+    its own width or scaled down to the column. The compiler's graphs
+    (hlo_artifacts, rendered by graphviz with an "Open full size" link) are
+    listed apart: their node text is set by the committed artifacts."""
+    small, graphs = [], []
+    for page in sorted(HTML.glob("chapters/*.html")):
+        for src in re.findall(r'<figure\b[^>]*>\s*<img\b[^>]*?\bsrc="([^"]+\.svg)"', page.read_text()):
+            size = svg.min_font_px((page.parent / src).resolve().read_text())
+            if size is not None and size < MIN_PX:
+                (graphs if "after_partitioning" in src else small).append(f"{page.stem}: {src} {size:.1f} px")
+    assert not small, "figure text under 10 px:\n" + "\n".join(small)
