@@ -314,6 +314,37 @@ def test_figures_after_the_first_load_lazily(tmp_path):
     assert text.count("Open full size") == 3
 
 
+def test_animated_figures_fall_back_to_their_final_frame(tmp_path):
+    """An SVG loaded as an image does not see the page's media (Chromium plays
+    it under prefers-reduced-motion: reduce and prints its first frame): the
+    page offers the final frame, still, for those media."""
+    from shardbook.book import pages
+
+    images = tmp_path / "_images"
+    images.mkdir()
+    animated = ANIMATIONS["ring_all_gather"]().svg()
+    (images / "a.svg").write_text(animated)
+    (images / "b.svg").write_text(DIAGRAMS["hbars"]().svg())
+    figure = '<figure class="f">\n<img alt="{0}" src="_images/{0}.svg" />\n</figure>'
+    (tmp_path / "p.html").write_text(figure.format("a") + figure.format("b"))
+    pages.rewrite_pages(tmp_path)
+    text = (tmp_path / "p.html").read_text()
+    assert text.count("<picture>") == 1
+    assert f'<source media="{pages.STILL_MEDIA}" srcset="_images/a.still.svg"' in text
+    still = (images / "a.still.svg").read_text()
+    assert "@keyframes" not in still and "animation:" not in still.split("@media (prefers")[0]
+    assert svg.final_frame(animated) == still
+
+    # the still shows what the animation's final frame shows
+    def shown(text):
+        return [
+            (el.tag, el.text, sorted(el.attrib.items())) for el in _static_elements(text) if el.tag != f"{SVG_NS}style"
+        ]
+
+    assert shown(still) == shown(animated)
+    assert not (images / "b.still.svg").exists()
+
+
 def test_built_figures_keep_their_text_readable(built_book):
     """Issue 32: text in every figure at least 10 px at the text column's
     width (688 px at 1280 px): every SVG a chapter's figure shows, drawn at
@@ -322,7 +353,9 @@ def test_built_figures_keep_their_text_readable(built_book):
     listed apart: their node text is set by the committed artifacts."""
     small, graphs = [], []
     for page in sorted(HTML.glob("chapters/*.html")):
-        for src in re.findall(r'<figure\b[^>]*>\s*<img\b[^>]*?\bsrc="([^"]+\.svg)"', page.read_text()):
+        for src in re.findall(
+            r'<figure\b[^>]*>\s*(?:<picture>[^<]*<source [^>]*>)?<img\b[^>]*?\bsrc="([^"]+\.svg)"', page.read_text()
+        ):
             size = svg.min_font_px((page.parent / src).resolve().read_text())
             if size is not None and size < MIN_PX:
                 (graphs if "after_partitioning" in src else small).append(f"{page.stem}: {src} {size:.1f} px")

@@ -209,6 +209,25 @@ class Figure:
         return path
 
 
+_MOTION = re.compile(r"@media screen and \(prefers-reduced-motion:no-preference\)\{.*?\}\}(?=@media \(prefers)", re.S)
+
+
+def is_animated(svg_text):
+    """Whether an SVG written by Figure plays an animation."""
+    return bool(_MOTION.search(svg_text))
+
+
+def final_frame(svg_text):
+    """The same SVG without its animation: the final frame, still. A page
+    shows it where the reader asks for no motion and in print (an SVG loaded
+    as an image does not see the page's media: Chromium plays it and prints
+    its first frame), through `<picture><source media=...>`."""
+    still = _MOTION.sub("", svg_text)
+    if still == svg_text:
+        raise ValueError("svg_text: not an animated figure of shardbook.book.svg")
+    return still
+
+
 _FONT = re.compile(r'font-size="([0-9.]+)"|font(?:-size)?:\s*([0-9.]+)px')
 
 
