@@ -6,8 +6,10 @@ myst-nb writes to an image file that the page loads lazily. Animation is CSS
 only (no script), in frames: an element is visible from one frame to
 another. The SVG's own state, without animation, is the final frame: the
 animation rules apply only under `prefers-reduced-motion: no-preference` on a
-screen, so a reader who asks for no motion, and a printed page, see the
-final frame. Every text is at least MIN_FONT_PX in the figure's own units,
+screen, so opened on its own it rests on the final frame for a reader who
+asks for no motion and in print. Loaded as an image it does not see the
+page's media, so the built page also offers `final_frame` for those media
+(pages.rewrite_pages, a <picture> source). Every text is at least MIN_FONT_PX in the figure's own units,
 and a figure is at most MAX_WIDTH_PX wide, so it is drawn at its own size in
 the book's text column (688 px at 1280 px) and its text is never under
 10 px there.
