@@ -43,6 +43,8 @@ _FIGURE_IMAGE = re.compile(
     r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)"[^>]*/?>)(?!\s*<a class="shardbook-full-size")'
 )
 
+_FIGURE_IMAGE_ANY = re.compile(r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)"[^>]*/?>)')
+
 # (pattern, replacement): fixes to the theme's and Sphinx's markup that axe-core
 # reports as serious or critical, applied to every built page.
 PAGE_FIXES = (
@@ -112,10 +114,15 @@ def rewrite_pages(outdir):
             if seen and " loading=" not in image:
                 image = image.replace("<img ", '<img loading="lazy" decoding="async" ', 1)
             seen.append(m.group(3))
-            image = _still_where_asked(image, page.parent / m.group(3), m.group(3))
             return f'{m.group(1)}{image}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>'
 
         fixed = _FIGURE_IMAGE.sub(full_size, text)
+        # separately, so that a page written before (its links in place) gets it too;
+        # a wrapped image no longer follows its <figure> directly, so this runs once
+        fixed = _FIGURE_IMAGE_ANY.sub(
+            lambda m, page=page: m.group(1) + _still_where_asked(m.group(2), page.parent / m.group(3), m.group(3)),
+            fixed,
+        )
         for pattern, replacement in PAGE_FIXES:
             fixed = pattern.sub(replacement, fixed)
         # attributes in any order: sphinx-codeautolink re-serializes a page's body
