@@ -24,7 +24,9 @@ def setup():
             "figure.facecolor": "white",
             "axes.facecolor": "white",
             "savefig.facecolor": "white",
-            "font.size": 10,
+            # 11 pt, so that a log axis's superscript exponent (0.7 of it) is
+            # still 10 px at a figure's own width
+            "font.size": 11,
             "axes.edgecolor": INK,
             "text.color": INK,
             "axes.labelcolor": INK,
@@ -107,42 +109,6 @@ def switch_domain(n_devices, n_switches, egress_label, title, shown=8):
     )
     ax.set_xlim(-0.6, 6.6)
     ax.set_ylim(-1.1, 2.0)
-    _clean(ax, title)
-    return fig
-
-
-def torus(nx, ny, title):
-    """An nx × ny slice of a TPU torus: each chip links to its four
-    neighbours; wraparound links close every row and column."""
-    fig, ax = plt.subplots(figsize=(4.6, 4.6))
-    for i in range(nx):
-        for j in range(ny):
-            if i + 1 < nx:
-                ax.plot([i, i + 1], [j, j], color=INK, lw=1.0, zorder=1)
-            if j + 1 < ny:
-                ax.plot([i, i], [j, j + 1], color=INK, lw=1.0, zorder=1)
-    for j in range(ny):  # wraparound along x
-        ax.annotate(
-            "",
-            xy=(nx - 1 + 0.35, j),
-            xytext=(-0.35, j),
-            arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=-0.25", ls="--"),
-            zorder=0,
-        )
-    for i in range(nx):  # wraparound along y
-        ax.annotate(
-            "",
-            xy=(i, ny - 1 + 0.35),
-            xytext=(i, -0.35),
-            arrowprops=dict(arrowstyle="-", color=ACCENT2, lw=1.0, connectionstyle="arc3,rad=0.25", ls="--"),
-            zorder=0,
-        )
-    for i in range(nx):
-        for j in range(ny):
-            _device(ax, i, j, f"{i},{j}", w=0.42, h=0.3)
-    ax.text((nx - 1) / 2, -1.0, "solid: ICI links to neighbours; dashed: wraparound", ha="center", fontsize=8)
-    ax.set_xlim(-0.9, nx - 0.1)
-    ax.set_ylim(-1.3, ny - 0.1)
     _clean(ax, title)
     return fig
 
@@ -270,10 +236,10 @@ def pipeline_timeline(ops, n_stages, title, n_virtual=1, ax=None, span=None):
             plt.Rectangle((start, device - 0.4), end - start, 0.8, fc=colors[phase], ec="white", lw=0.5, alpha=shade)
         )
         if makespan <= 80:
-            ax.text((start + end) / 2, device, str(mb + 1), ha="center", va="center", color="white", fontsize=5.5)
+            ax.text((start + end) / 2, device, str(mb + 1), ha="center", va="center", color="white", fontsize=8)
     ax.set_xlim(0, makespan)
     ax.set_ylim(n_stages - 0.5, -0.5)
-    ax.set_yticks(range(n_stages), [f"stage {s}" for s in range(n_stages)], fontsize=7)
+    ax.set_yticks(range(n_stages), [f"stage {s}" for s in range(n_stages)], fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
     if not standalone:
@@ -310,11 +276,11 @@ def stream_timeline(ops, title, ax, span=None, scale=1e3):
                 ha="center",
                 va="center",
                 color="white",
-                fontsize=5.5,
+                fontsize=8,
             )
     ax.set_xlim(0, makespan * scale)
     ax.set_ylim(1.5, -0.5)
-    ax.set_yticks([0, 1], ["compute", "communication"], fontsize=7)
+    ax.set_yticks([0, 1], ["compute", "communication"], fontsize=8)
     ax.set_title(title, fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
     return ax

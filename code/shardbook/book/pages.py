@@ -43,6 +43,8 @@ _FIGURE_IMAGE = re.compile(
     r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)"[^>]*/?>)(?!\s*<a class="shardbook-full-size")'
 )
 
+_FIGURE_IMAGE_ANY = re.compile(r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)"[^>]*/?>)')
+
 # (pattern, replacement): fixes to the theme's and Sphinx's markup that axe-core
 # reports as serious or critical, applied to every built page.
 PAGE_FIXES = (
@@ -70,9 +72,32 @@ LIVE_BOX = (
 )
 
 
+STILL_MEDIA = "(prefers-reduced-motion: reduce), print"
+
+
+def _still_where_asked(image, target, src):
+    """An animated SVG figure (shardbook.book.svg) inside a <picture> whose
+    source, for a reader who asks for no motion and for print, is its final
+    frame written beside it (NAME.still.svg): an SVG loaded as an image does
+    not see the page's media queries, so it cannot stop itself."""
+    from . import svg
+
+    if not src.endswith(".svg") or not target.is_file():
+        return image
+    text = target.read_text()
+    if not svg.is_animated(text):
+        return image
+    still = target.with_name(target.stem + ".still.svg")
+    still.write_text(svg.final_frame(text))
+    still_src = src[: -len(".svg")] + ".still.svg"
+    return f'<picture><source media="{STILL_MEDIA}" srcset="{still_src}" type="image/svg+xml">{image}</picture>'
+
+
 def rewrite_pages(outdir):
     """Every page: under each figure's image, a link that opens it full size
-    (HLO graphs and wide plots are unreadable on a phone at page width); the
+    (HLO graphs and wide plots are unreadable on a phone at page width), and
+    every figure after the first loaded lazily (`loading="lazy"`), an
+    animated one with its final frame for no motion and print; the
     accessibility fixes of PAGE_FIXES; and, on a page with live values, the
     live button's box under the title, so that the page does not move when
     shardbook-live.js enables it."""
@@ -80,9 +105,23 @@ def rewrite_pages(outdir):
         if "_static" in page.parts:
             continue
         text = page.read_text()
-        fixed = _FIGURE_IMAGE.sub(
-            lambda m: f'{m.group(1)}{m.group(2)}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>',
-            text,
+        seen = []
+
+        def full_size(m, seen=seen, page=page):
+            # figures after a page's first load when the reader scrolls to them (a page
+            # has up to ten; the first may be on the first screen and stays eager)
+            image = m.group(2)
+            if seen and " loading=" not in image:
+                image = image.replace("<img ", '<img loading="lazy" decoding="async" ', 1)
+            seen.append(m.group(3))
+            return f'{m.group(1)}{image}<a class="shardbook-full-size" href="{m.group(3)}">Open full size</a>'
+
+        fixed = _FIGURE_IMAGE.sub(full_size, text)
+        # separately, so that a page written before (its links in place) gets it too;
+        # a wrapped image no longer follows its <figure> directly, so this runs once
+        fixed = _FIGURE_IMAGE_ANY.sub(
+            lambda m, page=page: m.group(1) + _still_where_asked(m.group(2), page.parent / m.group(3), m.group(3)),
+            fixed,
         )
         for pattern, replacement in PAGE_FIXES:
             fixed = pattern.sub(replacement, fixed)
