@@ -282,6 +282,11 @@ def write(path, values, errata_applied=None):
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ValueError(
+            f"{path}: cannot be written ({exc.strerror or exc.__class__.__name__}); nothing changed"
+        ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
