@@ -419,7 +419,7 @@ def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None
     if uncovered and not reason:
         problems += [
             f"{chapter}:{name}: its printed text would change from “{old}” to “{new}”, and no entry of {errata_dir} "
-            'lists it in values; add one (format in errata/README.md) or bless with --reason "why"'
+            'lists it in values; add one (format in errata/README.md), or give the reason: make bless REASON="why" (bless --reason "why")'
             for chapter, name, old, new in uncovered
         ]
     if problems:
