@@ -50,45 +50,6 @@ def _finite(value):
     return True
 
 
-# NumPy scalars (drawn above) warn where they overflow or divide by zero and
-# go on with inf (Python's floats overflow silently, raise on a zero divisor);
-# either way the function must refuse (shardbook._validate's guard), and that
-# is what the test checks
-@pytest.mark.filterwarnings("ignore:(overflow|divide by zero|invalid value) encountered:RuntimeWarning")
-@pytest.mark.parametrize("name,function", FUNCTIONS, ids=[n for n, _ in FUNCTIONS])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(data=st.data())
-def test_finite_inputs_give_finite_results_or_a_value_error(name, function, data):
-    required = [
-        p
-        for p in inspect.signature(function).parameters.values()
-        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    args = [data.draw(finite_numbers, label=p.name) for p in required]
-    try:
-        result = function(*args)
-    except (ValueError, TypeError):
-        return
-    assert _finite(result), f"{name}{tuple(args)} returned {result!r}"
-
-
-def test_reported_cases():
-    with pytest.raises(ValueError, match="the inputs are too large"):
-        collectives.all_gather_s(1.5e307, 13, 1)
-    with pytest.raises(ValueError, match="too large"):
-        collectives.all_gather_s(2**2000, 8, 1e9)
-    with pytest.raises(ValueError, match="scale: must be a positive"):
-        ledger.format_value(1.0, scale=0)
-    with pytest.raises(ValueError, match="blocks\\[0\\]: a block needs at least one key"):
-        attention.attend_blocks([([], [])])
-    with pytest.raises(ValueError, match="mesh\\['fsdp'\\]: must be an integer >= 1, got 0"):
-        explorer.evaluate("LLaMA-3 8B", "MI355X", {"fsdp": 0}, 2**20)
-    assert units.format_number(9.9996, sig=4) == "10.00"
-    # numpy integers are integers
-    assert collectives.all_gather_s(1e9, np.int64(8), 1e9) == collectives.all_gather_s(1e9, 8, 1e9)
-    assert pipeline.bubble_fraction(np.int64(4), np.int64(8)) == pipeline.bubble_fraction(4, 8)
-
-
 # --- reliability audit, finding 10: attention (issue 31 item 3; the ledger helper's block) ---
 # attention was type-checked instead of guarded because its empty state held
 # m = -inf; causal_owners listed 2**27 positions until memory ran out.
@@ -140,6 +101,45 @@ def test_attention_counts_with_a_valid_scheme_are_finite_or_refused(n_positions,
     except ValueError:
         return
     assert attention.causal_pairs_per_rank(n_positions, n_ranks, scheme) == [sum(o) for o in owners]
+
+
+# NumPy scalars (drawn above) warn where they overflow or divide by zero and
+# go on with inf (Python's floats overflow silently, raise on a zero divisor);
+# either way the function must refuse (shardbook._validate's guard), and that
+# is what the test checks
+@pytest.mark.filterwarnings("ignore:(overflow|divide by zero|invalid value) encountered:RuntimeWarning")
+@pytest.mark.parametrize("name,function", FUNCTIONS, ids=[n for n, _ in FUNCTIONS])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_finite_inputs_give_finite_results_or_a_value_error(name, function, data):
+    required = [
+        p
+        for p in inspect.signature(function).parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    args = [data.draw(finite_numbers, label=p.name) for p in required]
+    try:
+        result = function(*args)
+    except (ValueError, TypeError):
+        return
+    assert _finite(result), f"{name}{tuple(args)} returned {result!r}"
+
+
+def test_reported_cases():
+    with pytest.raises(ValueError, match="the inputs are too large"):
+        collectives.all_gather_s(1.5e307, 13, 1)
+    with pytest.raises(ValueError, match="too large"):
+        collectives.all_gather_s(2**2000, 8, 1e9)
+    with pytest.raises(ValueError, match="scale: must be a positive"):
+        ledger.format_value(1.0, scale=0)
+    with pytest.raises(ValueError, match="blocks\\[0\\]: a block needs at least one key"):
+        attention.attend_blocks([([], [])])
+    with pytest.raises(ValueError, match="mesh\\['fsdp'\\]: must be an integer >= 1, got 0"):
+        explorer.evaluate("LLaMA-3 8B", "MI355X", {"fsdp": 0}, 2**20)
+    assert units.format_number(9.9996, sig=4) == "10.00"
+    # numpy integers are integers
+    assert collectives.all_gather_s(1e9, np.int64(8), 1e9) == collectives.all_gather_s(1e9, 8, 1e9)
+    assert pipeline.bubble_fraction(np.int64(4), np.int64(8)) == pipeline.bubble_fraction(4, 8)
 
 
 # --- memory and pipeline (issue 31 item 3; reliability audit 10) --------------

@@ -282,6 +282,11 @@ def write(path, values, errata_applied=None):
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ValueError(
+            f"{path}: cannot be written ({exc.strerror or exc.__class__.__name__}); nothing changed"
+        ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -414,7 +419,7 @@ def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None
     if uncovered and not reason:
         problems += [
             f"{chapter}:{name}: its printed text would change from “{old}” to “{new}”, and no entry of {errata_dir} "
-            'lists it in values; add one (format in errata/README.md) or bless with --reason "why"'
+            'lists it in values; add one (format in errata/README.md), or give the reason: make bless REASON="why" (bless --reason "why")'
             for chapter, name, old, new in uncovered
         ]
     if problems:
