@@ -24,24 +24,46 @@ book test pdf bench bless: export SHARDBOOK_BUILD := 1
 MAKEFLAGS += --jobs=2
 chromium: graphviz
 
-.PHONY: book test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background
+.PHONY: lock book test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background
 
 setup: $(STAMP) graphviz node_modules/.installed
 
-# JAX and NumPy first (about 20 s): `make test` starts training the small
-# model with them on the core that pip, busy with the rest, leaves idle.
+# Every package, direct and indirect, is installed from the hashed locks
+# (pip --require-hashes): requirements.lock, compiled from requirements.txt
+# (the human-edited pins) by `make lock`, and requirements-jax.lock, the same
+# versions of pip, JAX and NumPy alone. JAX and NumPy first (about 20 s):
+# `make test` starts training the small model with them on the core that
+# pip, busy with the rest, leaves idle. The package in code/ is installed
+# last, editable, without dependencies or build isolation (setuptools comes
+# from the lock), so nothing unhashed is fetched.
 JAX_INSTALLED := $(VENV)/.jax-installed
-$(JAX_INSTALLED): requirements.txt
-	@echo "==> creating $(VENV) and installing JAX"
+PIP_LOCKED = $(PIP_INSTALL) --require-hashes --only-binary :all:
+$(JAX_INSTALLED): requirements-jax.lock
+	@echo "==> creating $(VENV) and installing JAX (requirements-jax.lock)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(PIP_INSTALL) $$(grep -E '^(jax\[cpu\]|numpy)==' requirements.txt)
+	@$(PIP_LOCKED) -r requirements-jax.lock
 	@touch $@
 
-$(STAMP): requirements.txt code/pyproject.toml $(JAX_INSTALLED)
-	@echo "==> installing requirements.txt into $(VENV)"
-	@$(PIP_INSTALL) -r requirements.txt
+$(STAMP): requirements.lock code/pyproject.toml $(JAX_INSTALLED)
+	@echo "==> installing requirements.lock into $(VENV)"
+	@$(PIP_LOCKED) -r requirements.lock
+	@$(PIP_INSTALL) --no-deps --no-build-isolation -e ./code
 	@touch $(STAMP)
+
+# After editing requirements.txt: recompile both locks with uv (pinned), run
+# from a scratch virtualenv outside .venv. Versions already in the lock are
+# kept unless requirements.txt asks otherwise; `make lock UPGRADE=1` moves
+# every indirect dependency to its newest release.
+LOCKENV ?= /tmp/shardbook-lockenv
+UV_COMPILE = $(LOCKENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11.7 \
+	--no-emit-package shardbook --custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+lock:
+	@test -x $(LOCKENV)/bin/uv || { $(PYTHON) -m venv $(LOCKENV) && $(LOCKENV)/bin/pip install --quiet uv==0.13.9; }
+	@$(UV_COMPILE) requirements.txt -o requirements.lock
+	@grep -E '^(pip|jax\[cpu\]|numpy)==' requirements.txt > $(LOCKENV)/jax.in
+	@$(UV_COMPILE) $(LOCKENV)/jax.in -c requirements.lock -o requirements-jax.lock
+	@sed -i 's|$(LOCKENV)/jax.in|the pip, jax[cpu] and numpy lines of requirements.txt|' requirements-jax.lock
+	@echo "==> requirements.lock and requirements-jax.lock recompiled; commit them with requirements.txt"
 
 # `make test` only: the small model's ten schemes train in the background from
 # as soon as JAX is installed (the package from code/, before pip installs
