@@ -49,12 +49,21 @@ def worker_env(dump_dir, name, n_devices=8):
     of a list of fixtures) on `n_devices` CPU devices and dumps its HLO into
     `dump_dir`."""
     env = dict(os.environ)
-    names = [name] if isinstance(name, str) else list(name)
-    modules = names[0] if len(names) == 1 else "(" + "|".join(names) + ")"
-    dump = f"--xla_dump_to={dump_dir} {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{modules}$"
-    env["XLA_FLAGS"] = xla_flags_with_device_count(dump, n_devices)
+    env["XLA_FLAGS"] = xla_flags_with_device_count(dump_flags(dump_dir, name), n_devices)
     env.setdefault("JAX_PLATFORMS", "cpu")
     return env
+
+
+def dump_flags(dump_dir, name, flags=""):
+    """XLA_FLAGS `flags` with the dump flags of fixture `name` (or each of a
+    list of fixtures) into `dump_dir` in place of any dump flags it had;
+    the other flags (the device count, say) are kept, in their order."""
+    names = [name] if isinstance(name, str) else list(name)
+    modules = names[0] if len(names) == 1 else "(" + "|".join(names) + ")"
+    kept = [f for f in (flags or "").split() if not f.startswith("--xla_dump_")]
+    return " ".join(
+        [*kept, f"--xla_dump_to={dump_dir}", *DUMP_FLAGS.split(), f"--xla_dump_hlo_module_re=^jit_{modules}$"]
+    )
 
 
 def find_dumps(dump_dir, name):
