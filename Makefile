@@ -47,7 +47,7 @@ $(JAX_INSTALLED): requirements-jax.lock
 $(STAMP): requirements.lock code/pyproject.toml $(JAX_INSTALLED)
 	@echo "==> installing requirements.lock into $(VENV)"
 	@$(PIP_LOCKED) -r requirements.lock
-	@$(PIP_INSTALL) --no-deps --no-build-isolation -e ./code
+	@PYTHONWARNINGS=ignore $(PIP_INSTALL) --no-deps --no-build-isolation -e ./code
 	@touch $(STAMP)
 
 # After editing requirements.txt: recompile both locks with uv (pinned), run
