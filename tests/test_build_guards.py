@@ -324,3 +324,55 @@ def test_the_book_pages_that_read_the_model_records_are_known():
 
     readers = [p.stem for p in CHAPTERS if READS_MODEL_RECORDS.search(p.read_text())]
     assert "08_one_model" in readers
+
+
+# --- supply chain (reliability audit, finding 17) ----------------------------
+
+
+def _lock_pins(path):
+    """{normalized name: (version, number of sha256 hashes)} of a hashed lock."""
+    import re
+
+    pins, current = {}, None
+    for line in path.read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)(\[[^\]]*\])?==(\S+)", line)
+        if m:
+            current = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+            pins[current] = [m.group(3), 0]
+        elif current and "--hash=sha256:" in line:
+            pins[current][1] += 1
+        elif line and not line.startswith(" "):
+            current = None
+    return {k: tuple(v) for k, v in pins.items()}
+
+
+def test_every_dependency_is_locked_with_hashes():
+    """requirements.txt (edited by hand) is compiled into requirements.lock
+    (every package, direct and indirect, with hashes) and the JAX stage's
+    requirements-jax.lock pins the same versions; the Makefile installs
+    only from the locks, hash-checked."""
+    import re
+
+    from conftest import ROOT
+
+    lock = _lock_pins(ROOT / "requirements.lock")
+    jax_lock = _lock_pins(ROOT / "requirements-jax.lock")
+    assert len(lock) > 100 and all(n_hashes for _, n_hashes in lock.values()), "an entry without a hash"
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        m = re.match(r"^([A-Za-z0-9_.-]+)(\[[^\]]*\])?==(\S+)", line)
+        if m:
+            name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+            assert lock.get(name, (None,))[0] == m.group(3), (
+                f"{name}: requirements.txt and requirements.lock differ; run `make lock`"
+            )
+    assert {"jax", "jaxlib", "numpy", "pip"} <= set(jax_lock)
+    assert all(lock.get(n, (None,))[0] == v for n, (v, _) in jax_lock.items()), (
+        "requirements-jax.lock differs from requirements.lock"
+    )
+    assert "shardbook" not in lock
+    makefile = (ROOT / "Makefile").read_text()
+    installs = [ln for ln in makefile.splitlines() if "$(PIP_" in ln and " -r " in ln]
+    assert installs and all("PIP_LOCKED" in ln and ".lock" in ln for ln in installs), installs
+    assert "PIP_LOCKED = $(PIP_INSTALL) --require-hashes" in makefile
+    assert "--no-deps --no-build-isolation -e ./code" in makefile
+    assert "--upgrade pip" not in makefile, "pip comes from the lock"
