@@ -5,6 +5,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 
 def test_undefined_glue_key_fails_the_build(tmp_path):
     (tmp_path / "conf.py").write_text(
@@ -376,3 +378,97 @@ def test_every_dependency_is_locked_with_hashes():
     assert "PIP_LOCKED = $(PIP_INSTALL) --require-hashes" in makefile
     assert "--no-deps --no-build-isolation -e ./code" in makefile
     assert "--upgrade pip" not in makefile, "pip comes from the lock"
+
+
+# --- the site server under malformed and idle clients (audit 11, 15) ---------
+
+
+def _raw(base, payload, read_s=5.0):
+    """Send raw bytes to the server at `base` (127.0.0.1 only) and return
+    everything it answers before closing or going quiet for `read_s` seconds."""
+    import socket
+
+    host, port = base.removeprefix("http://").split(":")
+    assert host == "127.0.0.1"
+    with socket.create_connection((host, int(port)), timeout=read_s) as sock:
+        sock.sendall(payload)
+        chunks = []
+        try:
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        except TimeoutError:
+            pass
+    return b"".join(chunks)
+
+
+@pytest.mark.parametrize(
+    ("payload", "status"),
+    [
+        (b"GARBAGE\r\n\r\n", b"400"),
+        (b"GET /" + b"a" * 70_000 + b" HTTP/1.1\r\n\r\n", b"414"),
+        (b"GET / HTTP/9.9\r\n\r\n", b"505"),
+        (b"GET /etc/passwd%00.html HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"400"),
+        (b"GET /index.html%00 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"400"),
+    ],
+    ids=["garbage", "url-over-64KiB", "http-9.9", "nul-in-path", "nul-at-end"],
+)
+def test_a_malformed_request_gets_its_status_and_no_server_traceback(tmp_path, capfd, payload, status):
+    from shardbook.book import site
+
+    (tmp_path / "index.html").write_text("<p>hi</p>")
+    with site.serve(tmp_path) as base:
+        reply = _raw(base, payload)
+    assert reply.split(b"\r\n")[0].split(b" ")[1:2] == [status], reply[:200]
+    err = capfd.readouterr().err
+    assert "Traceback" not in err, err
+
+
+def test_the_server_lists_no_directory(tmp_path):
+    from shardbook.book import site
+
+    (tmp_path / "index.html").write_text("<p>hi</p>")
+    (tmp_path / "_static").mkdir()
+    (tmp_path / "_static" / "a.css").write_text("p{}")
+    with site.serve(tmp_path) as base:
+        reply = _raw(base, b"GET /_static/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        served = _raw(base, b"GET /_static/a.css HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 404") and b"Directory listing" not in reply, reply[:300]
+    assert served.startswith(b"HTTP/1.1 200") and served.endswith(b"p{}")
+
+
+def test_an_idle_connection_is_closed_and_the_backlog_is_large(tmp_path, monkeypatch):
+    """A client that sends half a request and waits is disconnected after
+    the idle timeout (slowloris held 1,000 threads for ever before); bursts
+    queue in a listen backlog of 128, not socketserver's 5."""
+    import time
+
+    from shardbook.book import site
+
+    assert site._Server.request_queue_size >= 128
+    monkeypatch.setattr(site.StaticHandler, "timeout", 1.0)
+    (tmp_path / "index.html").write_text("<p>hi</p>")
+    with site.serve(tmp_path) as base:
+        start = time.monotonic()
+        reply = _raw(base, b"GET / HTTP/1.1\r\nHost: x\r\n", read_s=10.0)
+        waited = time.monotonic() - start
+    assert reply == b"" and waited < 5.0, (reply[:100], waited)
+
+
+def test_serve_on_a_privileged_port_is_one_line(tmp_path, monkeypatch, capsys):
+    """`make serve PORT=80` without root: one line naming the port, not a
+    PermissionError traceback (the bind is simulated: the tests may run as root)."""
+    import errno as errno_module
+
+    from shardbook.book import expected, site
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(errno_module.EACCES, "Permission denied")
+
+    monkeypatch.setattr(site, "_Server", refuse)
+    monkeypatch.setattr(expected, "check_build", lambda *a, **k: None)
+    build = _fake_site(tmp_path)
+    assert site.main(["--port", "80", "--build", str(build)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "serve: port 80 needs root (ports below 1024 are privileged); choose another with `make serve PORT=8001`"
+    ]
