@@ -472,3 +472,32 @@ def test_serve_on_a_privileged_port_is_one_line(tmp_path, monkeypatch, capsys):
     assert err == [
         "serve: port 80 needs root (ports below 1024 are privileged); choose another with `make serve PORT=8001`"
     ]
+
+
+def test_the_icon_font_subsets_are_the_same_bytes_on_every_build(tmp_path):
+    """A no-change rebuild rewrote fa-*.woff2 with a new head.modified
+    (fontTools stamps the time of saving): the subsets keep the theme's
+    timestamp, and its modification time, so two builds write the same file."""
+    import shutil
+    import time
+    import types
+    from pathlib import Path
+
+    import pydata_sphinx_theme
+
+    from shardbook.book import theme_assets
+
+    static = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
+    originals = sorted((static / "vendor" / "fontawesome" / "webfonts").glob("*.woff2"))
+    webfonts = tmp_path / "_static" / "vendor" / "fontawesome" / "webfonts"
+    webfonts.mkdir(parents=True)
+    app = types.SimpleNamespace(outdir=str(tmp_path))
+    builds = []
+    for _ in range(2):
+        for original in originals:  # as Sphinx copies the theme's files at every build
+            shutil.copyfile(original, webfonts / original.name)
+        theme_assets.subset_icon_fonts(app, {("fa-solid", "fa-moon")})
+        builds.append({p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in webfonts.glob("*.woff2")})
+        time.sleep(1.1)  # head.modified counts seconds
+    assert builds[0] and builds[0] == builds[1]
+    assert all(len(data) < original.stat().st_size for original in originals for data, _ in [builds[0][original.name]])
