@@ -501,3 +501,135 @@ def test_the_icon_font_subsets_are_the_same_bytes_on_every_build(tmp_path):
         time.sleep(1.1)  # head.modified counts seconds
     assert builds[0] and builds[0] == builds[1]
     assert all(len(data) < original.stat().st_size for original in originals for data, _ in [builds[0][original.name]])
+
+
+def _stub_tree(tmp_path):
+    """A copy of the Makefile in a tree whose installation is done (its stamps
+    newer than their inputs) and whose .venv holds stand-ins: python does
+    nothing, jupyter-book records when it starts and ends and takes 2 s."""
+    import os
+    import shutil
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for name in ("Makefile", "requirements.lock", "requirements-jax.lock", "package.json", "package-lock.json"):
+        shutil.copy2(root / name, tmp_path / name)
+    (tmp_path / "code").mkdir()
+    shutil.copy2(root / "code" / "pyproject.toml", tmp_path / "code" / "pyproject.toml")
+    (tmp_path / ".ci").mkdir()
+    shutil.copy2(root / ".ci" / "install-system", tmp_path / ".ci" / "install-system")
+    (tmp_path / "_config.yml").write_text("title: t\n")
+    (tmp_path / "node_modules" / "pyodide").mkdir(parents=True)
+    (tmp_path / "node_modules" / "pyodide" / "pyodide.js").write_text("")
+    bin_dir = tmp_path / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "python").write_text("#!/bin/bash\nexit 0\n")
+    (bin_dir / "jupyter-book").write_text(
+        '#!/bin/bash\necho "start $(date +%s.%N)" >> _build/builds.log\nsleep 2\n'
+        'echo "end $(date +%s.%N)" >> _build/builds.log\n'
+    )
+    for stub in bin_dir.iterdir():
+        stub.chmod(0o755)
+    (tmp_path / "_build").mkdir()
+    earlier = time.time() - 120  # the inputs older than the stamps (a stamp in the future makes make warn)
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            os.utime(path, (earlier, earlier))
+    for stamp in (".venv/.jax-installed", ".venv/.installed", "node_modules/.installed", "_build/.cache-stamp"):
+        (tmp_path / stamp).touch()
+    return tmp_path
+
+
+def test_a_second_make_book_in_the_same_tree_waits_for_the_first(tmp_path):
+    """Two `make book` in one tree (the audit's second one died in the
+    execution cache with an 82-line traceback): the second says, in one
+    line, that another build holds the tree, waits, then builds."""
+    import os
+    import shutil
+    import time
+
+    if shutil.which("flock") is None or shutil.which("dot") is None:
+        pytest.skip("needs flock (util-linux) and Graphviz's dot")
+    tree = _stub_tree(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in ("SHARDBOOK_BUILD", "MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    run = lambda: subprocess.Popen(  # noqa: E731
+        ["make", "book"], cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    first = run()
+    deadline = time.monotonic() + 30
+    while not (tree / "_build" / "builds.log").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    second = run()
+    outputs = [p.communicate(timeout=60)[0] for p in (first, second)]
+    assert [p.returncode for p in (first, second)] == [0, 0], outputs
+    assert "another build holds this tree (_build/.build.lock); waiting for it to finish" in outputs[1], outputs[1]
+    assert "another build holds" not in outputs[0] and "warning" not in "".join(outputs).lower(), outputs
+    events = [line.split() for line in (tree / "_build" / "builds.log").read_text().splitlines()]
+    assert [kind for kind, _ in events] == ["start", "end", "start", "end"], events
+    assert float(events[2][1]) >= float(events[1][1])  # the second build started after the first ended
+
+
+# --- the build waits for the background training outside any cell (audit 12) --
+
+
+def test_the_build_waits_for_the_background_trainer_and_says_how_far_it_got(tmp_path):
+    import time
+
+    from shardbook.programs import runs
+
+    build = tmp_path / "_build"
+    build.mkdir()
+    # as train-in-background starts it: the status file is written when it ends
+    trainer = subprocess.Popen(["bash", "-c", f"sleep 1.5; echo 0 > {build / 'model_runs.status'}"])
+    (build / "model_runs.pid").write_text(f"{trainer.pid}\n")
+    (build / "model_runs.log").write_text("core 0: [1/5] dp: compiled in 4.0 s, 20 steps, loss 6.785 -> 0.192\n")
+    lines = []
+    start = time.monotonic()
+    try:
+        runs.ensure_records(
+            build, log=lines.append, poll_s=0.05, report_every_s=0.3, command=[sys.executable, "-c", "print('ok')"]
+        )
+    finally:
+        trainer.wait()
+    assert time.monotonic() - start >= 1.0, "it did not wait for the trainer"
+    assert lines[0].startswith("shardbook: waiting for the background training") and str(build) in lines[0]
+    assert any("1 scheme(s) trained, the last: [1/5] dp: compiled in 4.0 s" in line for line in lines), lines
+    assert (build / "model_runs.log").read_text().endswith("ok\n")  # what it trained itself goes to the same log
+
+
+def test_a_training_failure_stops_the_build_in_one_line_naming_the_scheme(tmp_path):
+    from shardbook.programs import runs
+
+    build = tmp_path / "_build"
+    failing = "import sys; print('shardbook.programs.runs: training scheme tp failed: ValueError: boom', file=sys.stderr); sys.exit(2)"
+    with pytest.raises(RuntimeError) as caught:
+        runs.ensure_records(build, log=lambda line: None, command=[sys.executable, "-c", failing])
+    assert str(caught.value) == f"training the small model failed on scheme tp; see {build / 'model_runs.log'}"
+
+
+def test_pages_that_read_the_records_get_them_before_they_run(tmp_path, monkeypatch):
+    """The Sphinx extension calls ensure_records once, before the first page
+    that reads the records is executed, and never for other pages."""
+    import types
+
+    from sphinx.errors import ExtensionError
+
+    from shardbook.book import sphinx_ext
+    from shardbook.programs import runs
+
+    calls = []
+    monkeypatch.setattr(runs, "ensure_records", lambda build, log: calls.append(build))
+    app = types.SimpleNamespace(outdir=str(tmp_path / "_build" / "html"))
+    sphinx_ext._records_before_their_pages(app, "chapters/00", ["ledger.show('x', 1)"])
+    assert calls == []
+    sphinx_ext._records_before_their_pages(app, "chapters/03", ["record = runs.report('dp')"])
+    sphinx_ext._records_before_their_pages(app, "chapters/08", ["records = runs.reports(log=print)"])
+    assert [str(c) for c in calls] == [str(tmp_path / "_build")]
+
+    def fail(build, log):
+        raise RuntimeError("training the small model failed on scheme tp; see _build/model_runs.log")
+
+    monkeypatch.setattr(runs, "ensure_records", fail)
+    with pytest.raises(ExtensionError, match="failed on scheme tp; see _build/model_runs.log"):
+        sphinx_ext._records_before_their_pages(types.SimpleNamespace(outdir=app.outdir), "c", ["runs.reports()"])

@@ -577,3 +577,19 @@ def test_training_across_processes_works_from_a_plain_shell():
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
     assert result.stdout.count(": agrees") == 2, result.stdout
+
+
+def test_a_scheme_that_fails_to_train_is_named_in_one_line(monkeypatch, tmp_path, capsys):
+    """What the build's one-line failure reads (runs.FAILED_LINE): the last
+    line on stderr names the scheme; the cause's traceback comes before it."""
+    from shardbook.programs import runs
+
+    def broken(*args, **kwargs):
+        raise FloatingPointError("loss is nan at step 3")
+
+    monkeypatch.setattr(runs, "run", broken)
+    monkeypatch.setattr(runs, "CACHE_DIR", tmp_path)
+    assert runs.main(["tp"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == "shardbook.programs.runs: training scheme tp failed: FloatingPointError: loss is nan at step 3"
+    assert runs.FAILED_LINE.search(last).group(1) == "tp"
