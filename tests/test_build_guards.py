@@ -633,3 +633,28 @@ def test_pages_that_read_the_records_get_them_before_they_run(tmp_path, monkeypa
     monkeypatch.setattr(runs, "ensure_records", fail)
     with pytest.raises(ExtensionError, match="failed on scheme tp; see _build/model_runs.log"):
         sphinx_ext._records_before_their_pages(types.SimpleNamespace(outdir=app.outdir), "c", ["runs.reports()"])
+
+
+def test_a_file_the_build_rewrites_with_the_same_bytes_keeps_its_times(tmp_path):
+    """Sphinx copies the theme's stylesheets and writes pygments.css at every
+    build, and the book trims them to the bytes they had: with their times
+    kept (buildcache.keep_unchanged, run by the Sphinx extension), a no-change
+    build rewrites no file of _build/html; a file that did change keeps its new time."""
+    import os
+
+    from shardbook.book import buildcache
+
+    (tmp_path / "_static").mkdir()
+    same, changed = tmp_path / "_static" / "basic.css", tmp_path / "pygments.css"
+    same.write_text("p { color: red }")
+    changed.write_text("old")
+    old = 1_700_000_000_000_000_000
+    for path in (same, changed):
+        os.utime(path, ns=(old, old))
+    before = buildcache.snapshot(tmp_path)
+    same.write_text("p { color: blue }")  # Sphinx's copy of the original ...
+    same.write_text("p { color: red }")  # ... trimmed to the same bytes again
+    changed.write_text("new")
+    assert buildcache.keep_unchanged(tmp_path, before) == 1
+    assert same.stat().st_mtime_ns == old and changed.stat().st_mtime_ns != old
+    assert buildcache.snapshot(tmp_path / "missing") == {}

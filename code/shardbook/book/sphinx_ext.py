@@ -65,6 +65,26 @@ def _records_before_their_pages(app, docname, source):
     app._shardbook_records_ready = True
 
 
+def _remember_site(app):
+    """When an HTML build starts: what each file of the site holds
+    (shardbook.book.buildcache.snapshot), for _keep_unchanged_files."""
+    if app.builder.name == "html":
+        from .buildcache import snapshot
+
+        app._shardbook_site_before = snapshot(app.outdir)
+
+
+def _keep_unchanged_files(app, exc):
+    """After every other step of a finished HTML build: a file rewritten
+    with the bytes it had keeps its old times, so a build that changed
+    nothing rewrites no file of the site."""
+    before = getattr(app, "_shardbook_site_before", None)
+    if exc is None and before:
+        from .buildcache import keep_unchanged
+
+        keep_unchanged(app.outdir, before)
+
+
 def _fingerprint_file(app):
     from .expected import FINGERPRINT_FILE
 
@@ -166,6 +186,8 @@ def setup(app):
     app.connect("config-inited", _use_repository_url)
     app.connect("env-before-read-docs", _read_record_pages_last)
     app.connect("source-read", _records_before_their_pages)
+    app.connect("builder-inited", _remember_site)
+    app.connect("build-finished", _keep_unchanged_files, priority=900)  # after _finish_site's steps
     app.connect("builder-inited", _forget_fingerprint)
     app.connect("builder-inited", _share_html_visitors)
     app.connect("build-finished", _finish_site)
