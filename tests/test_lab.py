@@ -199,6 +199,8 @@ def test_a_chapter_runs_through_the_server_with_its_numbers(jupyter):
     _api(base, f"/api/contents/{CHAPTER}", "PUT", {"type": "notebook", "format": "json", "content": model["content"]})
     saved = jupytext.read(root / CHAPTER)
     assert [c.source for c in saved.cells] == [c.source for c in jupytext.read(ROOT / "chapters" / CHAPTER).cells]
+    # and, unedited, byte for byte what it was (the header's jupytext version included)
+    assert (root / CHAPTER).read_bytes() == (ROOT / "chapters" / CHAPTER).read_bytes()
 
 
 def test_jupyterlab_screenshot_with_a_chapter_open(jupyter, browser):  # noqa: F811
@@ -221,3 +223,49 @@ def test_jupyterlab_screenshot_with_a_chapter_open(jupyter, browser):  # noqa: F
     page.get_by_text(printed["intro_params"]).first.scroll_into_view_if_needed()
     page.screenshot(path=str(SCREENSHOTS / "jupyterlab_00_introduction.png"))
     page.close()
+
+
+def _manager(root):
+    return lab.ChapterContentsManager(root_dir=str(root))
+
+
+def test_saving_a_chapter_without_edits_leaves_it_byte_identical(tmp_path):
+    """What JupyterLab does when one opens a chapter and saves it unchanged
+    (the contents API's GET, then PUT of the same model, through `make
+    lab`'s contents manager): every chapter stays byte for byte as it was.
+    The audit's PUTs rewrote all 17 (jupytext's version in the header,
+    blank lines after option blocks, YAML re-wrapped)."""
+    for path in CHAPTERS:
+        shutil.copy2(path, tmp_path / path.name)
+    manager = _manager(tmp_path)
+
+    async def open_and_save(name):
+        model = await manager.get(name, content=True, type="notebook")
+        model = json.loads(json.dumps(model, default=str))  # as it travels over HTTP
+        model["content"]["metadata"]["language_info"] = {"name": "python", "version": "3.11.7"}  # a kernel ran
+        return await manager.save({"type": "notebook", "format": "json", "content": model["content"]}, name)
+
+    changed = []
+    for path in CHAPTERS:
+        saved = asyncio.run(open_and_save(path.name))
+        assert saved["name"] == path.name and saved.get("content") is None
+        if (tmp_path / path.name).read_bytes() != path.read_bytes():
+            changed.append(path.name)
+    assert not changed, f"saved without edits, yet rewritten: {changed}"
+
+
+def test_saving_an_edited_chapter_writes_the_edit(tmp_path):
+    path = ROOT / "chapters" / CHAPTER
+    shutil.copy2(path, tmp_path / CHAPTER)
+    manager = _manager(tmp_path)
+
+    async def edit_and_save():
+        model = await manager.get(CHAPTER, content=True, type="notebook")
+        cell = next(c for c in model["content"]["cells"] if c["cell_type"] == "markdown")
+        cell["source"] += "\n\nA sentence added in JupyterLab."
+        return await manager.save({"type": "notebook", "format": "json", "content": model["content"]}, CHAPTER)
+
+    asyncio.run(edit_and_save())
+    saved = jupytext.read(tmp_path / CHAPTER)
+    assert "A sentence added in JupyterLab." in saved.cells[[c.cell_type for c in saved.cells].index("markdown")].source
+    assert not re.search(r"\{eval\}`ledger", (tmp_path / CHAPTER).read_text())  # the roles went back

@@ -10,6 +10,7 @@ Jupyter Book starts (book machinery, layer 3):
     python -m shardbook.book.buildcache _build
 """
 
+import os
 import shutil
 import sys
 import tempfile
@@ -49,6 +50,51 @@ def heal(cache_dir):
         reason = str(exc).splitlines()[0][:160] if str(exc) else exc.__class__.__name__
         return f"the execution cache in {path} was damaged ({exc.__class__.__name__}: {reason}); removed it, every chapter will run again"
     return None
+
+
+def snapshot(folder):
+    """{relative path: (sha256, (atime_ns, mtime_ns))} of every file under
+    `folder` ({} when there is none): taken when a build starts, so that
+    :func:`keep_unchanged` can tell what the build wrote anew."""
+    import hashlib
+
+    root = Path(folder)
+    found = {}
+    if root.is_dir():
+        for path in root.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                stat = path.stat()
+                found[str(path.relative_to(root))] = (
+                    hashlib.sha256(path.read_bytes()).hexdigest(),
+                    (stat.st_atime_ns, stat.st_mtime_ns),
+                )
+    return found
+
+
+def keep_unchanged(folder, before):
+    """After a build: every file under `folder` whose bytes are those it had
+    in `before` (a :func:`snapshot`) gets its old times back. Sphinx copies
+    the theme's stylesheets and writes pygments.css at every build, and the
+    book's steps then trim them to the same bytes as last time; with their
+    times kept, a build that changed nothing leaves every file of the site
+    as it was (and a static host or browser cache sees nothing new).
+    Returns how many files were kept."""
+    import hashlib
+
+    root = Path(folder)
+    kept = 0
+    for relative, (digest, times) in before.items():
+        path = root / relative
+        try:
+            stat = path.stat()
+            if (stat.st_atime_ns, stat.st_mtime_ns) == times:
+                continue
+            if hashlib.sha256(path.read_bytes()).hexdigest() == digest:
+                os.utime(path, ns=times)
+                kept += 1
+        except OSError:
+            continue
+    return kept
 
 
 def main(argv=None):

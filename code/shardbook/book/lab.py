@@ -162,6 +162,8 @@ def to_source(notebook):
         cell.source = _EVAL_ROLE.sub(lambda m: "{glue:text}`" + m.group(1) + "`", cell.source)
         cell.source = _ROLE_LINK.sub(lambda m: "{" + m.group(1) + "}`" + m.group(2) + "`", cell.source)
         cell.metadata.pop(METADATA_KEY, None)
+    for cell in notebook.cells:
+        cell.metadata.pop("trusted", None)  # the notebook's signature state, not the chapter's
 
 
 def _is_chapter(model, path):
@@ -184,5 +186,27 @@ class ChapterContentsManager(AsyncTextFileContentsManager):
 
             notebook = from_dict(model["content"])
             to_source(notebook)
+            if self._unchanged(notebook, path):
+                # nothing to write: the file stays byte for byte as it is
+                # (jupytext would re-wrap YAML options, add blank lines and
+                # stamp its own version into the header)
+                return await self.get(path, content=False)
             model = dict(model, content=notebook)
         return await super().save(model, path)
+
+    def _unchanged(self, notebook, path):
+        """True when `notebook` says what the chapter on disk says: both
+        written out by jupytext in the chapter's format give the same text
+        (so metadata that jupytext does not keep, a kernel's language_info
+        say, is no change)."""
+        import jupytext
+
+        os_path = Path(self._get_os_path(path.strip("/")))
+        if not os_path.is_file():
+            return False
+        try:
+            on_disk = jupytext.read(os_path)
+            fmt = on_disk.metadata.get("jupytext", {}).get("text_representation", {}).get("format_name", "myst")
+            return jupytext.writes(notebook, fmt=f"md:{fmt}") == jupytext.writes(on_disk, fmt=f"md:{fmt}")
+        except Exception:  # unreadable: let the ordinary save write it
+            return False

@@ -62,11 +62,26 @@ CACHE_CONTROL = "max-age=600"
 PAGE_CACHE_CONTROL = "no-cache"
 
 
+# A connection that sends nothing for this long is closed (a slow or idle
+# client would otherwise hold a thread and a descriptor for ever); browsers
+# reopen a closed keep-alive connection as a matter of course.
+IDLE_TIMEOUT_S = 20
+# Connections the kernel queues before the server accepts them (socketserver's
+# default of 5 made a burst of 50 wait a second each, for SYN retransmits).
+LISTEN_BACKLOG = 128
+
+
 class StaticHandler(http.server.SimpleHTTPRequestHandler):
     """A quiet static file handler with gzip and Cache-Control, keeping
-    connections open (HTTP/1.1) as a real host does."""
+    connections open (HTTP/1.1) as a real host does; no directory listings
+    (a folder without index.html is a 404, as on a static host); a malformed
+    request gets its 400 or 414 and the connection closes."""
 
     protocol_version = "HTTP/1.1"
+    # a request line the server cannot read (no version, too long) is
+    # answered with a status line and headers, not as HTTP/0.9 (a bare body)
+    default_request_version = "HTTP/1.0"
+    timeout = IDLE_TIMEOUT_S
 
     extensions_map = {
         **http.server.SimpleHTTPRequestHandler.extensions_map,
@@ -80,12 +95,20 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
     def end_headers(self):
-        page = self.path.split("?")[0].endswith((".html", "/"))
+        # an error sent before the request line was read (400, 414) has no path
+        page = getattr(self, "path", "").split("?")[0].endswith((".html", "/"))
         self.send_header("Cache-Control", PAGE_CACHE_CONTROL if page else CACHE_CONTROL)
         super().end_headers()
 
+    def list_directory(self, path):
+        self.send_error(404, "File not found")
+        return None
+
     def send_head(self):
         path = self.translate_path(self.path)
+        if "\0" in path:  # %00 in the URL: no file has that name (open() would raise)
+            self.send_error(400, "Bad request: a NUL byte in the path")
+            return None
         if os.path.isdir(path) and self.path.split("?")[0].endswith("/"):
             path = os.path.join(path, "index.html")
         accepts = "gzip" in self.headers.get("Accept-Encoding", "")
@@ -126,6 +149,15 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
 class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
+
+    def handle_error(self, request, client_address):
+        """One line, not a traceback, for a request that failed in the
+        handler (the client has gone, say); the server goes on."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            return  # the client went away or stopped reading: nothing to report
+        print(f"serve: a request from {client_address[0]} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
 
 def _handler(directory, requests=None):
@@ -256,12 +288,13 @@ def main(argv=None):
         httpd = _Server(("127.0.0.1", args.port), _handler(html))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
-            print(
-                f"serve: port {args.port} on 127.0.0.1 is taken; choose another with `make serve PORT=8001`",
-                file=sys.stderr,
-            )
-            return 2
-        raise
+            why = f"port {args.port} on 127.0.0.1 is taken"
+        elif exc.errno == errno.EACCES:
+            why = f"port {args.port} needs root (ports below 1024 are privileged)"
+        else:
+            why = f"cannot listen on 127.0.0.1:{args.port} ({exc.strerror or exc})"
+        print(f"serve: {why}; choose another with `make serve PORT=8001`", file=sys.stderr)
+        return 2
     print(
         f"==> serving {html} on http://127.0.0.1:{args.port}, gzip-compressed as a static host would (Ctrl-C to stop)"
     )

@@ -41,6 +41,50 @@ def _read_record_pages_last(app, env, docnames):
     docnames.sort(key=reads_records)
 
 
+def _records_before_their_pages(app, docname, source):
+    """Before the first page that reads the model's records is executed:
+    wait for the background trainer and train what is missing, outside any
+    cell, so that no cell waits on training under the cell timeout
+    (shardbook.programs.runs.ensure_records); a failure stops the build
+    with one line naming the scheme and the log."""
+    if getattr(app, "_shardbook_records_ready", False) or not READS_MODEL_RECORDS.search(source[0]):
+        return
+    import sys
+
+    from sphinx.errors import ExtensionError
+
+    from ..programs.runs import ensure_records
+
+    def progress(line):  # shown under `-q` too, and never a Sphinx warning (-W)
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        ensure_records(Path(app.outdir).parent, log=progress)
+    except RuntimeError as exc:
+        raise ExtensionError(str(exc)) from None
+    app._shardbook_records_ready = True
+
+
+def _remember_site(app):
+    """When an HTML build starts: what each file of the site holds
+    (shardbook.book.buildcache.snapshot), for _keep_unchanged_files."""
+    if app.builder.name == "html":
+        from .buildcache import snapshot
+
+        app._shardbook_site_before = snapshot(app.outdir)
+
+
+def _keep_unchanged_files(app, exc):
+    """After every other step of a finished HTML build: a file rewritten
+    with the bytes it had keeps its old times, so a build that changed
+    nothing rewrites no file of the site."""
+    before = getattr(app, "_shardbook_site_before", None)
+    if exc is None and before:
+        from .buildcache import keep_unchanged
+
+        keep_unchanged(app.outdir, before)
+
+
 def _fingerprint_file(app):
     from .expected import FINGERPRINT_FILE
 
@@ -166,6 +210,9 @@ def setup(app):
     app.setup_extension("shardbook.book.pages")
     app.connect("config-inited", _use_repository_url)
     app.connect("env-before-read-docs", _read_record_pages_last)
+    app.connect("source-read", _records_before_their_pages)
+    app.connect("builder-inited", _remember_site)
+    app.connect("build-finished", _keep_unchanged_files, priority=900)  # after _finish_site's steps
     app.connect("builder-inited", _forget_fingerprint)
     app.connect("builder-inited", _share_html_visitors)
     app.connect("build-finished", _finish_site)

@@ -13,6 +13,7 @@ pages use, under the same file names:
 """
 
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -126,7 +127,9 @@ def subset_icon_fonts(app, icons_used):
         target = fonts_out / original.name
         if not target.exists():
             continue
-        font = TTFont(original)
+        # the original's head.modified is kept (fontTools would stamp the time
+        # of saving), so a rebuild writes the same bytes
+        font = TTFont(original, recalcTimestamp=False)
         present = set(font.getBestCmap()) & points
         options = subset.Options()
         options.flavor = "woff2"
@@ -136,6 +139,8 @@ def subset_icon_fonts(app, icons_used):
         subsetter.subset(font)
         partial = target.with_suffix(".woff2.part")
         font.save(partial)
+        stat = original.stat()
+        os.utime(partial, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # and the same Last-Modified
         partial.replace(target)
 
 

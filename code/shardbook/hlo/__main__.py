@@ -99,8 +99,24 @@ def _train(args, parser):
     return 1 if problems else 0
 
 
+def _reference(args, parser):
+    """The child of `train --processes N` (multiprocess.reference_record):
+    the one-process record on 8 simulated CPU devices, as one JSON line; its
+    progress on stderr."""
+    from ..devices import use_cpu_devices
+    from ..programs import runs, schemes
+
+    use_cpu_devices(schemes.N_DEVICES)
+    record = runs.report(schemes.check(schemes.get(args.name)).name, log=lambda m: print(m, file=sys.stderr))
+    print(json.dumps(record))
+    return 0
+
+
 def _train_worker(args, parser):
-    from .multiprocess import train_process_main
+    from .multiprocess import check_coordinator, check_processes, train_process_main
+
+    check_coordinator(args.coordinator)  # before JAX starts: a malformed address can crash its runtime
+    check_processes(args.num_processes, args.process_id)
 
     train_process_main(args.name, args.coordinator, args.num_processes, args.process_id)
     return 0
@@ -114,8 +130,10 @@ def _capture_worker(args, parser):
 
 
 def _process(args, parser):
-    from .multiprocess import process_main
+    from .multiprocess import check_coordinator, check_processes, process_main
 
+    check_coordinator(args.coordinator)  # before JAX starts: a malformed address can crash its runtime
+    check_processes(args.num_processes, args.process_id)
     process_main(
         check_name(args.name), args.coordinator, args.num_processes, args.process_id, args.dump, args.artifacts
     )
@@ -171,6 +189,9 @@ def _parser():
     # internal: the capture's child process (XLA's dump flags are process-wide)
     sub.add_parser("_worker").add_argument("names", nargs="+")
     sub.choices["_worker"].set_defaults(handler=_capture_worker)
+    # internal: the one-process reference of `train --processes N`, on 8 devices
+    sub.add_parser("_reference").add_argument("name")
+    sub.choices["_reference"].set_defaults(handler=_reference)
     return parser
 
 

@@ -49,12 +49,22 @@ def worker_env(dump_dir, name, n_devices=8):
     of a list of fixtures) on `n_devices` CPU devices and dumps its HLO into
     `dump_dir`."""
     env = dict(os.environ)
-    names = [name] if isinstance(name, str) else list(name)
-    modules = names[0] if len(names) == 1 else "(" + "|".join(names) + ")"
-    dump = f"--xla_dump_to={dump_dir} {DUMP_FLAGS} --xla_dump_hlo_module_re=^jit_{modules}$"
-    env["XLA_FLAGS"] = xla_flags_with_device_count(dump, n_devices)
+    # one order, the device count first, so that meta.json records the same string on every capture
+    env["XLA_FLAGS"] = dump_flags(dump_dir, name, xla_flags_with_device_count("", n_devices))
     env.setdefault("JAX_PLATFORMS", "cpu")
     return env
+
+
+def dump_flags(dump_dir, name, flags=""):
+    """XLA_FLAGS `flags` with the dump flags of fixture `name` (or each of a
+    list of fixtures) into `dump_dir` in place of any dump flags it had;
+    the other flags (the device count, say) are kept, in their order."""
+    names = [name] if isinstance(name, str) else list(name)
+    modules = names[0] if len(names) == 1 else "(" + "|".join(names) + ")"
+    kept = [f for f in (flags or "").split() if not f.startswith("--xla_dump_")]
+    return " ".join(
+        [*kept, f"--xla_dump_to={dump_dir}", *DUMP_FLAGS.split(), f"--xla_dump_hlo_module_re=^jit_{modules}$"]
+    )
 
 
 def find_dumps(dump_dir, name):
@@ -92,6 +102,17 @@ def clean_hlo(text):
     text = _strip_debug_tables(text)
     text = re.sub(r",? ?stack_frame_id=\d+", "", text)
     return relativize(text)
+
+
+def stable_module_number(text, dump_name):
+    """`text` from the dump file `dump_name` (module_NNNN.jit_NAME....) with
+    that module's number written as module_0000: XLA numbers the modules in
+    the order one process compiles them, so the same fixture would otherwise
+    carry another number when `make artifacts` compiles it after others."""
+    module = dump_name.split(".")[0]
+    if not re.fullmatch(r"module_\d+", module):
+        raise CaptureError(f"{dump_name}: not an XLA dump file name (module_NNNN.jit_NAME...)")
+    return re.sub(rf"\b{module}\.", "module_0000.", text)
 
 
 def _backend_notes(dtype, after_text, cpu_after):
@@ -189,7 +210,8 @@ def _write_capture(name, info, dump_dir, out_root):
         (staging / "before_partitioning.txt").write_text(clean_hlo(picks["before_partitioning.txt"].read_text()))
         (staging / "after_partitioning.txt").write_text(after_text)
         for key in ("before_partitioning.dot", "after_partitioning.dot"):
-            (staging / key).write_text(relativize(dot.sanitize(picks[key].read_text())))
+            text = stable_module_number(picks[key].read_text(), picks[key].name)
+            (staging / key).write_text(relativize(dot.sanitize(text)))
         title = f"<b>{name}</b>: after SPMD partitioning (device-local)"
         pruned = dot.prune((staging / "after_partitioning.dot").read_text(), title)
         (staging / "after_partitioning.svg").write_text(dot.render_svg(pruned))

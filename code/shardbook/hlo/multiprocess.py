@@ -20,7 +20,7 @@ import numpy as np
 from .. import REPOSITORY_ROOT
 from ..programs import registry
 from . import check_name
-from .capture import clean_hlo, compare_inventories, find_dumps, load_meta, worker_env
+from .capture import clean_hlo, compare_inventories, dump_flags, find_dumps, load_meta, worker_env
 from .inventory import inventory, summary
 
 
@@ -131,6 +131,45 @@ def _wait(name, procs, logs, timeout_s):
         time.sleep(0.1)
 
 
+def check_coordinator(coordinator):
+    """`coordinator` as (host, port): `host:port` (an IPv6 host in brackets,
+    `[::1]:1234`) with a port from 1 to 65535. ValueError naming the rule
+    otherwise, raised before JAX's distributed runtime sees the address (a
+    malformed one can crash it)."""
+    text = coordinator if isinstance(coordinator, str) else ""
+    host, sep, port = text.rpartition(":")
+    rule = "must be HOST:PORT with a port from 1 to 65535 (for example 127.0.0.1:1234)"
+    if not text or text != text.strip() or not sep:
+        raise ValueError(f"--coordinator: {rule}, got {coordinator!r}")
+    bracketed = host.startswith("[") and host.endswith("]")
+    if not host.strip("[]") or any(c.isspace() for c in host) or (":" in host and not bracketed):
+        raise ValueError(f"--coordinator: {rule}; the host is missing or malformed in {coordinator!r}")
+    if not (port.isascii() and port.isdigit()) or not 1 <= int(port) <= 65535:
+        raise ValueError(f"--coordinator: {rule}; the port is {port!r}")
+    return host, int(port)
+
+
+def check_processes(num_processes, process_id):
+    """ValueError unless 1 <= num_processes and 0 <= process_id < num_processes."""
+    if not isinstance(num_processes, int) or isinstance(num_processes, bool) or num_processes < 1:
+        raise ValueError(f"--num-processes: must be an integer >= 1, got {num_processes!r}")
+    if not isinstance(process_id, int) or isinstance(process_id, bool) or not 0 <= process_id < num_processes:
+        raise ValueError(
+            f"--process-id: must be an integer from 0 to {num_processes - 1} (--num-processes - 1), got {process_id!r}"
+        )
+
+
+def _prepare_dump(dump, name):
+    """Make the dump folder and set this process's XLA dump flags for fixture
+    `name` (before JAX starts its backend: XLA reads them once), so that a
+    worker started by hand on a cluster writes what it then reads."""
+    folder = Path(dump)
+    if folder.exists() and not folder.is_dir():
+        raise ValueError(f"--dump: {dump} is a file; give a folder for XLA's HLO dumps")
+    folder.mkdir(parents=True, exist_ok=True)
+    os.environ["XLA_FLAGS"] = dump_flags(folder.resolve(), name, os.environ.get("XLA_FLAGS", ""))
+
+
 def coordinator_bind_address(coordinator):
     """Where the coordinator listens: a loopback coordinator (a local run)
     binds the loopback only; any other address keeps JAX's default (every
@@ -140,7 +179,12 @@ def coordinator_bind_address(coordinator):
 
 
 def process_main(name, coordinator, num_processes, process_id, dump, artifacts):
-    """One worker of `run` (also what a cluster launcher starts per process)."""
+    """One worker of `run` (also what a cluster launcher starts per process):
+    the arguments are checked, and the dump flags set, before JAX starts."""
+    check_name(name)
+    check_coordinator(coordinator)
+    check_processes(num_processes, process_id)
+    _prepare_dump(dump, name)
     import jax
 
     if jax.config.jax_platforms in (None, "", "cpu"):
@@ -227,8 +271,8 @@ def train(name, n_processes=2, timeout_s=600, log=print):
         raise ValueError(f"processes: must divide 8 (the mesh size) and be at least 2, got {n_processes}")
     if not scheme.mesh_axes:
         raise ValueError(f"{name}: runs on one device; pick a scheme with a mesh to split across processes")
-    log(f"{name}: the one-process reference (cached after its first run)")
-    reference = runs.report(name, log=log)
+    log(f"{name}: the one-process reference on 8 CPU devices (cached after its first run)")
+    reference = reference_record(name, timeout_s, log)
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix=f"mp-train-{name}-") as tmp:
         log(f"{name}: {n_processes} processes of {8 // n_processes} CPU devices, coordinator 127.0.0.1:{port}")
@@ -254,11 +298,39 @@ def train(name, n_processes=2, timeout_s=600, log=print):
     return reports, problems
 
 
-def train_process_main(name, coordinator, num_processes, process_id):
-    """One worker of `train` (also what a cluster launcher starts per process)."""
-    import jax
+def reference_record(name, timeout_s=600, log=print):
+    """The one-process record of scheme `name` (shardbook.programs.runs,
+    cached), computed in a child process on 8 simulated CPU devices: the
+    calling process may have started JAX with fewer (a plain shell gives
+    one), and XLA reads the device count only once per process."""
+    from ..devices import xla_flags_with_device_count
 
-    from ..programs import runs
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = "cpu"
+    env["XLA_FLAGS"] = xla_flags_with_device_count(env.get("XLA_FLAGS", ""), 8)
+    cmd = [sys.executable, "-m", "shardbook.hlo", "_reference", name]
+    try:
+        done = subprocess.run(cmd, env=env, cwd=REPOSITORY_ROOT, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise TimeoutError(f"{name}: the one-process reference did not finish within {timeout_s} s") from None
+    for line in done.stderr.splitlines():
+        if done.returncode == 0:
+            log(line)
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-12:])
+        raise RuntimeError(f"{name}: the one-process reference exited {done.returncode}:\n{tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def train_process_main(name, coordinator, num_processes, process_id):
+    """One worker of `train` (also what a cluster launcher starts per process);
+    the arguments are checked before JAX starts."""
+    from ..programs import runs, schemes
+
+    schemes.check(schemes.get(name))
+    check_coordinator(coordinator)
+    check_processes(num_processes, process_id)
+    import jax
 
     if jax.config.jax_platforms in (None, "", "cpu"):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")

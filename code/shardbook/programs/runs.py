@@ -22,6 +22,7 @@ except ImportError:  # Windows: no lock; a scheme may then be trained twice, har
     fcntl = None
 import os
 import platform
+import re
 import statistics
 import tempfile
 import time
@@ -188,6 +189,10 @@ def run(scheme_name, n_steps=N_STEPS, devices=None, log=None):
     return record
 
 
+class TrainingFailed(RuntimeError):
+    """A scheme's training raised; the message names the scheme."""
+
+
 def _folder(cache_dir, n_steps):
     folder = Path(cache_dir or CACHE_DIR) / cache_key(n_steps)
     folder.mkdir(parents=True, exist_ok=True)
@@ -211,7 +216,11 @@ def _read_or_run(folder, scheme_name, n_steps, log):
             return json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             pass  # a damaged record is recomputed
-    record = run(scheme_name, n_steps, log=log)
+    try:
+        record = run(scheme_name, n_steps, log=log)
+    except Exception as exc:  # one line that names the scheme; the cause's traceback goes to the log
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
+        raise TrainingFailed(f"training scheme {scheme_name} failed: {type(exc).__name__}: {first}") from exc
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{scheme_name}-", suffix=".json")
     with os.fdopen(fd, "w") as fh:
         json.dump(record, fh)
@@ -336,9 +345,90 @@ def main(argv=None):
         use_cpu_devices(schemes.N_DEVICES)
         reports(names, log=lambda msg: print(prefix + msg, flush=True), claim_all=True)
     except (ValueError, RuntimeError) as exc:
-        print(f"shardbook.programs.runs: {exc}", file=sys.stderr)
+        if isinstance(exc, TrainingFailed):
+            import traceback
+
+            traceback.print_exception(exc.__cause__, file=sys.stderr)  # for the log; the line below says what failed
+        print(f"shardbook.programs.runs: {exc}", file=sys.stderr, flush=True)
         return 2
     return 0
+
+
+# --- the build's side: records before the pages that read them ---------------
+
+FAILED_LINE = re.compile(r"training scheme (\S+) failed")
+
+
+def _alive(pid):
+    """True while process `pid` runs (an exited child not yet reaped, a
+    zombie, counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc: the signal said it exists
+
+
+def _trainer_pid(build_dir):
+    """The pid of the background trainer that `make book` / `make test`
+    started (train-in-background), or None when none is running."""
+    build = Path(build_dir)
+    status = build / "model_runs.status"
+    try:
+        pid = int((build / "model_runs.pid").read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if status.exists() and status.read_text().strip():
+        return None  # it has finished
+    return pid if _alive(pid) else None
+
+
+def _trained_so_far(log_path):
+    try:
+        lines = Path(log_path).read_text(errors="replace").splitlines()
+    except OSError:
+        return 0, ""
+    done = [line for line in lines if ": compiled in " in line]
+    return len(done), (done[-1] if done else "")
+
+
+def ensure_records(build_dir, log=print, poll_s=1.0, report_every_s=15.0, command=None, cwd=REPOSITORY_ROOT):
+    """Make sure every scheme has a current record before a page that reads
+    them runs, outside any notebook cell (so no cell timeout applies): wait,
+    however long it takes, for the background trainer of `make book` /
+    `make test` (log: BUILD/model_runs.log), saying how far it has got every
+    `report_every_s` seconds; then train whatever is still missing in a
+    process of its own (`command`; by default this module's command line),
+    its output appended to the log. RuntimeError with one line naming the
+    scheme and the log when training fails."""
+    build = Path(build_dir)
+    log_path = build / "model_runs.log"
+    pid = _trainer_pid(build)
+    if pid is not None:
+        start = last = time.monotonic()
+        log(f"shardbook: waiting for the background training of the small model (log: {log_path})")
+        while _trainer_pid(build) is not None:
+            time.sleep(poll_s)
+            if time.monotonic() - last >= report_every_s:
+                last = time.monotonic()
+                n_done, latest = _trained_so_far(log_path)
+                log(
+                    f"shardbook: still training after {last - start:.0f} s: {n_done} scheme(s) trained"
+                    + (f", the last: {latest.split(': ', 1)[-1]}" if latest else "")
+                )
+    import subprocess
+
+    build.mkdir(parents=True, exist_ok=True)
+    cmd = command or [sys.executable, "-m", "shardbook.programs.runs"]
+    with open(log_path, "a") as out:
+        done = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=out, text=True)
+    if done.returncode != 0:
+        found = FAILED_LINE.findall(log_path.read_text(errors="replace"))
+        what = f"on scheme {found[-1]}" if found else f"(exit {done.returncode})"
+        raise RuntimeError(f"training the small model failed {what}; see {log_path}")
 
 
 if __name__ == "__main__":
