@@ -133,6 +133,14 @@ def hardware_flops_per_token(model, seq_len, recompute):
     )
 
 
+def recomputed_forward_fraction(model, seq_len, recompute):
+    """The share of the forward's FLOPs a recomputation policy runs again
+    in the backward (0 for none, 1 for full): recomputed FLOPs over a
+    third of the model FLOPs (the forward of forward + backward)."""
+    forward = training.model_flops_per_token(model, seq_len, causal=True) / 3
+    return memory.recomputed_flops_per_token(model, seq_len, recompute, causal=True) / forward
+
+
 # --- pipeline schedules -----------------------------------------------------------------
 SCHEDULES = tuple(pipeline.PLANNER_SCHEDULES)
 

@@ -198,10 +198,14 @@ def math_s(lay, recompute):
     peak (the FP8 peak for precision='fp8'), at least the time to stream
     the device's weights from HBM calibrate.WEIGHT_PASSES times per
     microbatch; `expected_s` at the sustained efficiency, at the deepest
-    stage's pace, plus the work bound by HBM (`elementwise_s`: the unfused
-    elementwise kernels, calibrate.ELEMENTWISE_PASSES times the bytes a
-    layer keeps around its attention core, at the achieved HBM bandwidth;
-    with eager attention also its s² scores, eager_scores_hbm_s). An MoE
+    stage's pace, plus the work bound by HBM (`elementwise_s`: the
+    kernels between the matmuls, calibrate.ELEMENTWISE_PASSES times the
+    least traffic of what a layer keeps: written by the forward, read by
+    the backward, written again for the share of the forward the policy
+    reruns (memory_plan.recomputed_forward_fraction); with eager attention
+    its s² scores too (eager_scores_hbm_s); at the achieved HBM bandwidth).
+    The elementwise bytes grow with s·b·h per layer and the matmul FLOPs
+    with s·b·h², so narrow models spend more of their step here. An MoE
     model that drops tokens computes its experts' whole capacity
     (capacity_factor)."""
     from .layout import check_layout
@@ -236,9 +240,13 @@ def math_s(lay, recompute):
         attention="flash",  # the tensors around the attention core; eager scores are counted below
     )
     achieved_hbm = hbm * calibrate.HBM_EFFICIENCY.value
-    elementwise = calibrate.ELEMENTWISE_PASSES.value * kept * lay.deepest * lay.n_micro / achieved_hbm
+    # the least traffic of what a layer keeps: written by the forward, read by the backward,
+    # written again where the policy reruns the forward; unfused kernels move PASSES times it
+    redone = min(1.0, memory_plan.recomputed_forward_fraction(m, lay.seq_len, recompute))
+    least = (2 + redone) * kept * lay.deepest * lay.n_micro / achieved_hbm
     if lay.attention == "eager":  # the s² scores (softmax, dropout) go through HBM between kernels
-        elementwise += eager_scores_hbm_s(lay, recompute, hbm)
+        least += eager_scores_hbm_s(lay, recompute, achieved_hbm)
+    elementwise = calibrate.ELEMENTWISE_PASSES.value * least
     streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
     streaming = calibrate.WEIGHT_PASSES * streamed * lay.n_micro
     bound = max(bound, streaming / hbm)
