@@ -252,7 +252,7 @@ def test_the_run_fits_under_its_declared_policy(run, table):
     row = table[run.name]
     assert row.bound.recompute == run.recompute
     used = sum(v for k, v in row.bound.memory_breakdown.items() if k != "headroom")
-    assert row.bound.fits, f"{used / 1e9:.1f} GB of {hardware.get(run.accelerator).hbm_bytes / 1e9:.0f} GB"
+    assert row.bound.fits, f"{used / 1e9:.1f} GB of {row.bound.hbm_bytes / 1e9:.1f} GB"
 
 
 @pytest.mark.parametrize("run", [r for r in RUNS], ids=lambda r: r.name)

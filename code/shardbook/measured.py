@@ -167,6 +167,9 @@ class PublishedRun:
     - `capacity_factor`: an MoE run that drops tokens computes each
       expert's capacity, this many times its share (None: dropless or not
       published).
+    - `loss_logits`: what its loss keeps of the logits (memory.LOSS_LOGITS;
+      None: the planner's default, Megatron's FP32 copy); MaxText's runs
+      'fused_bf16'.
     - `tp_comm_overlap`: the run overlaps its tensor-parallel collectives
       with the matmuls (Megatron's --tp-comm-overlap, collective matmul);
       `grad_reduce_overlap`: its gradient reduction overlaps the backward
@@ -203,6 +206,7 @@ class PublishedRun:
     grad_reduce_overlap: bool = True
     sequence_parallel: bool | None = None
     capacity_factor: float | None = None
+    loss_logits: str | None = None
     tflops_per_s_per_device: float | None = None
     published_peak_fraction: float | None = None
     step_s: float | None = None
@@ -299,6 +303,7 @@ PUBLISHED_RUNS = (
         4,
         0.654,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="save_dot_except_mlpwi",
         tokens_per_s_per_device=692,
         note="remat save_dot_except_mlpwi",
@@ -319,6 +324,7 @@ PUBLISHED_RUNS = (
         2,
         0.438,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="qkv_proj_offloaded",
         tokens_per_s_per_device=900,
         note="remat qkv_proj_offloaded; 2 sequences per chip as the recipe's log ran",
@@ -338,6 +344,7 @@ PUBLISHED_RUNS = (
         4,
         0.4546,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=7207,
         note="activations offloaded to the host",
@@ -354,6 +361,7 @@ PUBLISHED_RUNS = (
         5,
         0.5033,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="custom_offload_input_qkv",
         tokens_per_s_per_device=960,
         note="activations offloaded to the host",
@@ -370,6 +378,7 @@ PUBLISHED_RUNS = (
         12,
         0.3523,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=3899,
         capacity_factor=1.25,
@@ -387,6 +396,7 @@ PUBLISHED_RUNS = (
         8,
         0.362,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=1326,
         capacity_factor=1.25,
@@ -467,10 +477,12 @@ PUBLISHED_RUNS += (
         1,
         deepseek_v3_mfu(),
         "deepseek2024v3",
-        recompute="selective",
+        recompute="deepseek_v3",
         uneven_pipeline=True,
-        note="derived from 2.664M GPU hours for 14.8T tokens; FP8 matmuls",
-        remat_policy="selective",
+        note="derived from 2.664M GPU hours for 14.8T tokens; FP8 matmuls; the report's memory recipe "
+        "(memory.DEEPSEEK_V3_RECIPE, memory.STATE_RECIPES['deepseek_v3'])",
+        remat_policy="deepseek_v3",
+        state_recipe="deepseek_v3",
         schedule="dualpipe",
         zero=1,
         precision="fp8",

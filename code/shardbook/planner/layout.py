@@ -51,6 +51,7 @@ class Layout:
     tp_comm_overlap: bool
     grad_reduce_overlap: bool
     capacity_factor: float
+    loss_logits: str
     n_micro: float
     deepest: int
     dense_local: float
@@ -115,6 +116,7 @@ def layout(
     fp8_dispatch,
     precision="bf16",
     tp_comm_overlap=False,
+    loss_logits="fp32_copy",
 ):
     """The Layout of a step, or a ValueError naming the argument and the
     rule (TooFewSequences when a data-parallel rank gets less than one
@@ -131,6 +133,7 @@ def layout(
     check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, mesh["pp"])
     _validate.choice("precision", precision, PRECISIONS)
     _validate.positive("capacity_factor", capacity_factor)
+    _validate.choice("loss_logits", loss_logits, memory_plan.LOSS_LOGITS)
     if routing_node_limit is not None:
         _validate.count("routing_node_limit", routing_node_limit)
     if global_tokens < n:
@@ -168,6 +171,7 @@ def layout(
         ideal_overlap=ideal_overlap,
         grad_reduce_overlap=grad_reduce_overlap,
         capacity_factor=capacity_factor,
+        loss_logits=loss_logits,
         dense_over_ep=dense_over_ep,
         routing_node_limit=routing_node_limit,
         fp8_dispatch=fp8_dispatch,
