@@ -15,6 +15,7 @@ import math
 
 from .. import _validate, memory, models, pipeline, training
 from . import calibrate
+from .shape import check_layout
 
 ATTENTION = tuple(memory.ATTENTION)
 BREAKDOWN_KEYS = (
@@ -218,7 +219,6 @@ def device_memory(lay, recompute=None):
     stage, whose schedule keeps the most microbatches in flight, or the last,
     which also holds the logits); `policy` is `recompute`, or with None the
     first of SEARCH_POLICIES that fits."""
-    from .layout import check_layout
 
     check_layout(lay)
     m, mesh = lay.model, lay.mesh

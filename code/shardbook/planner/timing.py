@@ -26,6 +26,7 @@ import functools
 from .. import _validate, collectives, fabric, hardware, models, training
 from ..hardware import Sourced
 from . import calibrate, memory_plan
+from .shape import check_layout
 
 COLLECTIVE_KINDS = fabric.COLLECTIVE_KINDS
 
@@ -208,7 +209,6 @@ def math_s(lay, recompute):
     with s·b·h², so narrow models spend more of their step here. An MoE
     model that drops tokens computes its experts' whole capacity
     (capacity_factor)."""
-    from .layout import check_layout
 
     check_layout(lay)
     m, acc, mesh = lay.model, lay.accelerator, lay.mesh
@@ -303,7 +303,6 @@ def _dp_s(lay, calibrated):
 def communication_s(lay, recompute, calibrated=False):
     """Seconds of each kind of communication in one step of a Layout, by
     term: fsdp, dp, cp, tp, ep, pp (line rate, or calibrated)."""
-    from .layout import check_layout
 
     check_layout(lay)
     m, acc, mesh, where = lay.model, lay.accelerator, lay.mesh, lay.placement
@@ -356,7 +355,6 @@ def eager_scores_hbm_s(lay, recompute, hbm_bytes_per_s):
     microbatch of the step, at the spec HBM bandwidth.
     Ref: korthikanti2022reducing, narayanan2021megatron."""
     from .. import memory
-    from .layout import check_layout
 
     check_layout(lay)
     _validate.positive("hbm_bytes_per_s", hbm_bytes_per_s)
@@ -377,7 +375,6 @@ def hidden_terms(lay, bound=False):
     (grad_reduce_overlap False; the `bound` hides it anyway, since some
     implementation overlaps it); tp with tp_comm_overlap (collective
     matmul); tp and ep under ideal_overlap; ep under DualPipe."""
-    from .layout import check_layout
 
     check_layout(lay)
     hidden = {"fsdp", "cp", "pp"}
