@@ -49,13 +49,16 @@ def documented_modules(layer):
 
 
 def reference_source(layer):
-    """MyST text: one `automodule` directive (members, undocumented members
-    too, so that a missing docstring fails the build) per module of `layer`,
+    """MyST text: one `automodule` directive (members defined in the module,
+    undocumented ones too, so that a missing docstring fails the build) per module of `layer`,
     inside `eval-rst`, so that the docstrings are read as the reStructuredText
     they are written in rather than as Markdown."""
     lines = ["```{eval-rst}"]
     for name in documented_modules(layer):
-        lines += [f".. automodule:: {name}", "   :members:", "   :undoc-members:", ""]
+        # each object once, where it is defined: a module's __all__ may re-export
+        # (shardbook.explorer, shardbook.planner), and autodoc would document
+        # those names a second time
+        lines += [f".. automodule:: {name}", "   :members:", "   :undoc-members:", "   :ignore-module-all:", ""]
     return "\n".join(lines + ["```", ""])
 
 
