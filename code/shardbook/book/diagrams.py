@@ -240,7 +240,9 @@ def step_bars(labels, expected, bound, unit, title, alt, highlight=(), digits=2)
     calibrated step sits above the optimistic one. The caller computes both
     with the planner (`Candidate.expected_step_s`, `Candidate.step_s`)."""
     if not len(labels) == len(expected) == len(bound):
-        raise ValueError(f"expected, bound: one of each per label ({len(labels)}), got {len(expected)} and {len(bound)}")
+        raise ValueError(
+            f"expected, bound: one of each per label ({len(labels)}), got {len(expected)} and {len(bound)}"
+        )
     bar_h = 26
     left = min(12 + max(len(str(lab)) for lab in labels) * 7.2, 300)
     right, top = 540, 40

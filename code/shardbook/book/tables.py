@@ -94,14 +94,16 @@ def candidate_rows(found, limit=8):
         if not isinstance(cand, Candidate):
             raise TypeError(f"found: must hold explorer.Candidate objects, got {type(cand).__name__}")
         used = cand.memory_bytes_per_device
-        rows.append([
-            cand.label,
-            "yes" if cand.fits else "no",
-            (used, f"{ledger.format_value(used, scale=1e9, digits=0)} of {cand.hbm_bytes / 1e9:,.0f}"),
-            ledger.cell(cand.expected_step_s, digits=2),
-            ledger.cell(cand.expected_mfu * 100, digits=1),
-            ledger.cell(cand.mfu * 100, digits=1),
-        ])
+        rows.append(
+            [
+                cand.label,
+                "yes" if cand.fits else "no",
+                (used, f"{ledger.format_value(used, scale=1e9, digits=0)} of {cand.hbm_bytes / 1e9:,.0f}"),
+                ledger.cell(cand.expected_step_s, digits=2),
+                ledger.cell(cand.expected_mfu * 100, digits=1),
+                ledger.cell(cand.mfu * 100, digits=1),
+            ]
+        )
     return rows
 
 
