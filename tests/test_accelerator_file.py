@@ -15,7 +15,7 @@ def test_every_preset_round_trips_through_its_template(name, tmp_path):
     preset = hardware.get(name)
     path = tmp_path / "accelerator.toml"
     path.write_text(accelerator_file.to_toml(preset))
-    got = hardware.from_file(path)
+    got = accelerator_file.from_file(path)
     assert got == preset
     assert [(f, v.source, v.kind, v.note) for f, v in got.figures()] == [
         (f, v.source, v.kind, v.note) for f, v in preset.figures()
@@ -42,7 +42,7 @@ def _h100_like():
 def test_units_parse_and_a_json_file_reads(tmp_path):
     path = tmp_path / "gpu.json"
     path.write_text(json.dumps(_h100_like()))
-    acc = hardware.from_file(path)
+    acc = accelerator_file.from_file(path)
     assert acc.bf16_dense_flops_per_s == pytest.approx(989.5 * TFLOP)
     assert acc.hbm_bytes == 80 * GB
     assert acc.scale_out_bytes_per_s == 50 * GB  # 400 Gb/s, bits
@@ -83,17 +83,17 @@ def test_missing_fields_and_bad_files(tmp_path):
     bad = tmp_path / "a.toml"
     bad.write_text("name = ")
     with pytest.raises(ValueError, match="a.toml: not valid TOML"):
-        hardware.from_file(bad)
+        accelerator_file.from_file(bad)
     bad = tmp_path / "a.json"
     bad.write_text("{")
     with pytest.raises(ValueError, match="a.json: not valid JSON"):
-        hardware.from_file(bad)
+        accelerator_file.from_file(bad)
     with pytest.raises(ValueError, match="must end in .toml or .json"):
-        hardware.from_file(tmp_path / "a.yaml")
+        accelerator_file.from_file(tmp_path / "a.yaml")
     with pytest.raises(ValueError, match="no such file"):
-        hardware.from_file(tmp_path / "missing.toml")
+        accelerator_file.from_file(tmp_path / "missing.toml")
     with pytest.raises(ValueError, match="path: must be the path of a .toml or .json file, got 3"):
-        hardware.from_file(3)
+        accelerator_file.from_file(3)
     bad.write_text("[1]")
     with pytest.raises(ValueError, match="must hold a table of the Accelerator's fields, got list"):
-        hardware.from_file(bad)
+        accelerator_file.from_file(bad)

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from shardbook import models
+from shardbook import hf_config, models
 
 CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
 
 def _read(name, **kw):
-    return models.from_hf_config(CONFIGS / name, **kw)
+    return hf_config.from_hf_config(CONFIGS / name, **kw)
 
 
 def _non_embedding(m):
@@ -83,11 +83,11 @@ def test_a_config_reads_as_the_books_preset(name, preset):
 
 
 def test_name_and_defaults():
-    m = models.from_hf_config({**json.loads((CONFIGS / "llama3-8b.json").read_text()), "_name_or_path": "my-llama"})
+    m = hf_config.from_hf_config({**json.loads((CONFIGS / "llama3-8b.json").read_text()), "_name_or_path": "my-llama"})
     assert m.name == "my-llama" and m.source == "hf-transformers"
     bare = {k: v for k, v in json.loads((CONFIGS / "mistral-7b-v0.1.json").read_text()).items()}
     del bare["num_key_value_heads"], bare["tie_word_embeddings"]
-    m = models.from_hf_config(bare)
+    m = hf_config.from_hf_config(bare)
     assert m.name == "mistral config"
     assert m.n_kv_heads == m.n_heads == 32  # Transformers' default: one KV head per head
     assert not m.tied_embeddings and m.head_dim == 128
@@ -96,34 +96,34 @@ def test_name_and_defaults():
 def test_bad_configs(tmp_path):
     good = json.loads((CONFIGS / "mixtral-8x7b-v0.1.json").read_text())
     with pytest.raises(ValueError, match="config: unknown model_type 'gpt2'; families read: llama, mistral, mixtral"):
-        models.from_hf_config({**good, "model_type": "gpt2"})
+        hf_config.from_hf_config({**good, "model_type": "gpt2"})
     with pytest.raises(ValueError, match="config: missing field 'model_type'"):
-        models.from_hf_config({k: v for k, v in good.items() if k != "model_type"})
+        hf_config.from_hf_config({k: v for k, v in good.items() if k != "model_type"})
     with pytest.raises(ValueError, match="missing field 'num_local_experts' \\(needed for model_type 'mixtral'\\)"):
-        models.from_hf_config({k: v for k, v in good.items() if k != "num_local_experts"})
+        hf_config.from_hf_config({k: v for k, v in good.items() if k != "num_local_experts"})
     with pytest.raises(ValueError, match="hidden_size must be an integer >= 1, got -4096"):
-        models.from_hf_config({**good, "hidden_size": -4096})
+        hf_config.from_hf_config({**good, "hidden_size": -4096})
     with pytest.raises(ValueError, match="num_hidden_layers must be an integer >= 1, got 32.5"):
-        models.from_hf_config({**good, "num_hidden_layers": 32.5})
+        hf_config.from_hf_config({**good, "num_hidden_layers": 32.5})
     with pytest.raises(ValueError, match="tie_word_embeddings must be true or false, got 'no'"):
-        models.from_hf_config({**good, "tie_word_embeddings": "no"})
+        hf_config.from_hf_config({**good, "tie_word_embeddings": "no"})
     with pytest.raises(ValueError, match="n_kv_heads: must divide n_heads \\(32\\), got 5"):
-        models.from_hf_config({**good, "num_key_value_heads": 5})
+        hf_config.from_hf_config({**good, "num_key_value_heads": 5})
     qwen = json.loads((CONFIGS / "qwen1.5-moe-a2.7b.json").read_text())
     with pytest.raises(ValueError, match="shared_expert_intermediate_size 1000 must be a whole number"):
-        models.from_hf_config({**qwen, "shared_expert_intermediate_size": 1000})
+        hf_config.from_hf_config({**qwen, "shared_expert_intermediate_size": 1000})
     with pytest.raises(ValueError, match="decoder_sparse_step > 1 or mlp_only_layers"):
-        models.from_hf_config({**qwen, "mlp_only_layers": [0]})
+        hf_config.from_hf_config({**qwen, "mlp_only_layers": [0]})
     bad = tmp_path / "config.json"
     bad.write_text("{not json")
     with pytest.raises(ValueError, match="config.json: not valid JSON"):
-        models.from_hf_config(bad)
+        hf_config.from_hf_config(bad)
     bad.write_text("[1, 2]")
     with pytest.raises(ValueError, match="must hold a JSON object, got list"):
-        models.from_hf_config(bad)
+        hf_config.from_hf_config(bad)
     with pytest.raises(ValueError, match="no such file"):
-        models.from_hf_config(tmp_path / "missing.json")
+        hf_config.from_hf_config(tmp_path / "missing.json")
     with pytest.raises(ValueError, match="is a folder"):
-        models.from_hf_config(tmp_path)
+        hf_config.from_hf_config(tmp_path)
     with pytest.raises(ValueError, match="config: must be a dict or the path of a config.json, got 3"):
-        models.from_hf_config(3)
+        hf_config.from_hf_config(3)

@@ -252,7 +252,7 @@ def test_the_run_fits_under_its_declared_policy(run, table):
     row = table[run.name]
     assert row.bound.recompute == run.recompute
     used = sum(v for k, v in row.bound.memory_breakdown.items() if k != "headroom")
-    assert row.bound.fits, f"{used / 1e9:.1f} GB of {hardware.get(run.accelerator).hbm_bytes / 1e9:.0f} GB"
+    assert row.bound.fits, f"{used / 1e9:.1f} GB of {row.bound.hbm_bytes / 1e9:.1f} GB"
 
 
 @pytest.mark.parametrize("run", [r for r in RUNS], ids=lambda r: r.name)
@@ -278,6 +278,51 @@ def test_calibration_table_holds_the_fit():
         figure = calibrate.MATMUL_EFFICIENCY[acc]
         assert figure.source == "fit"
         assert figure.value == pytest.approx(value, abs=0.01), acc
+
+
+def test_elementwise_passes_hold_their_fit():
+    # one figure for every accelerator (it counts the kernels between the matmuls, not a chip),
+    # fitted on the whole calibration set with each accelerator's η refitted at every trial
+    from shardbook import validation
+    from shardbook.planner import calibrate
+
+    assert calibrate.ELEMENTWISE_PASSES.source == "fit" and not calibrate.ELEMENTWISE_PASSES.provisional
+    assert calibrate.ELEMENTWISE_PASSES.value == pytest.approx(validation.fit_elementwise_passes(), abs=0.05)
+    with pytest.raises(ValueError, match="high"):
+        validation.fit_elementwise_passes(low=2, high=1)
+
+
+def test_narrow_models_spend_more_of_their_step_between_the_matmuls():
+    # the elementwise bytes grow with s·b·h per layer, the matmul FLOPs with s·b·h²: the share
+    # of the expected math spent on HBM-bound work falls with the width (megatron-lm-readme:
+    # "larger GEMMs have higher arithmetic intensity and are consequently more efficient")
+    from shardbook import validation
+
+    shares = []
+    for name in ("GPT 1.7B, 48", "GPT 7.1B, 96", "GPT 16B, 192", "GPT 32B, 384"):
+        terms = validation.row(measured.run_named(f"Megatron-Core {name} H100")).expected.expected_terms
+        shares.append(terms["elementwise"] / terms["math"])
+    assert shares == sorted(shares, reverse=True) and shares[0] > 2 * shares[-1]
+
+
+def test_megatron_readme_pipelined_rows_run_interleaved_at_one_layer_per_virtual_stage():
+    # megatron-lm-readme overlaps pipeline communication "enabled by default", which Megatron-LM
+    # (arguments.py at the table's commit) allows only with the interleaved schedule; the rows hold
+    # 42, 23, 16, 12 and 7 layers per stage, so one --num-layers-per-virtual-pipeline-stage serves
+    # every row only at 1
+    assert measured.MCORE_TABLE_SCHEDULE == ("interleaved", "layers per virtual stage", 1)
+    per_stage = []
+    for size, _tp, pp, n, *_ in MCORE_TABLE:
+        run = measured.run_named(f"Megatron-Core GPT {size}, {n:,} H100")
+        layers = models.get(run.model).n_layers
+        if pp == 1:
+            assert run.schedule == "1f1b" and run.n_virtual == 1
+            continue
+        per_stage.append(layers // pp)
+        assert run.schedule == "interleaved" and run.n_virtual == layers // pp
+    assert per_stage == [42, 23, 16, 12, 7]
+    common = [k for k in range(1, 43) if all(n % k == 0 for n in per_stage)]
+    assert common == [1]
 
 
 def test_the_fit_is_per_accelerator_not_per_run():

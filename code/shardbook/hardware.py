@@ -410,16 +410,6 @@ def get(name):
         raise ValueError(f"accelerator: unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
 
 
-def from_file(path):
-    """An Accelerator from a TOML or JSON file with its fields, each figure a
-    value (a number, or a string with its unit) and a source, validated as
-    the presets are; see shardbook.accelerator_file for the format and
-    accelerator_file.to_toml for a template."""
-    from . import accelerator_file  # it imports this module
-
-    return accelerator_file.from_file(path)
-
-
 def alpha(name):
     """α = C/W for a preset, in FLOPs per byte (see collective_bytes_per_s)."""
     acc = get(name)

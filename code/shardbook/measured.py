@@ -167,6 +167,9 @@ class PublishedRun:
     - `capacity_factor`: an MoE run that drops tokens computes each
       expert's capacity, this many times its share (None: dropless or not
       published).
+    - `loss_logits`: what its loss keeps of the logits (memory.LOSS_LOGITS;
+      None: the planner's default, Megatron's FP32 copy); MaxText's runs
+      'fused_bf16'.
     - `tp_comm_overlap`: the run overlaps its tensor-parallel collectives
       with the matmuls (Megatron's --tp-comm-overlap, collective matmul);
       `grad_reduce_overlap`: its gradient reduction overlaps the backward
@@ -203,6 +206,7 @@ class PublishedRun:
     grad_reduce_overlap: bool = True
     sequence_parallel: bool | None = None
     capacity_factor: float | None = None
+    loss_logits: str | None = None
     tflops_per_s_per_device: float | None = None
     published_peak_fraction: float | None = None
     step_s: float | None = None
@@ -299,6 +303,7 @@ PUBLISHED_RUNS = (
         4,
         0.654,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="save_dot_except_mlpwi",
         tokens_per_s_per_device=692,
         note="remat save_dot_except_mlpwi",
@@ -319,6 +324,7 @@ PUBLISHED_RUNS = (
         2,
         0.438,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="qkv_proj_offloaded",
         tokens_per_s_per_device=900,
         note="remat qkv_proj_offloaded; 2 sequences per chip as the recipe's log ran",
@@ -338,6 +344,7 @@ PUBLISHED_RUNS = (
         4,
         0.4546,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=7207,
         note="activations offloaded to the host",
@@ -354,6 +361,7 @@ PUBLISHED_RUNS = (
         5,
         0.5033,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="custom_offload_input_qkv",
         tokens_per_s_per_device=960,
         note="activations offloaded to the host",
@@ -370,6 +378,7 @@ PUBLISHED_RUNS = (
         12,
         0.3523,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=3899,
         capacity_factor=1.25,
@@ -387,6 +396,7 @@ PUBLISHED_RUNS = (
         8,
         0.362,
         "maxtext-tiering",
+        loss_logits="fused_bf16",
         recompute="custom_offload_input_qkv_out",
         tokens_per_s_per_device=1326,
         capacity_factor=1.25,
@@ -467,10 +477,12 @@ PUBLISHED_RUNS += (
         1,
         deepseek_v3_mfu(),
         "deepseek2024v3",
-        recompute="selective",
+        recompute="deepseek_v3",
         uneven_pipeline=True,
-        note="derived from 2.664M GPU hours for 14.8T tokens; FP8 matmuls",
-        remat_policy="selective",
+        note="derived from 2.664M GPU hours for 14.8T tokens; FP8 matmuls; the report's memory recipe "
+        "(memory.DEEPSEEK_V3_RECIPE, memory.STATE_RECIPES['deepseek_v3'])",
+        remat_policy="deepseek_v3",
+        state_recipe="deepseek_v3",
         schedule="dualpipe",
         zero=1,
         precision="fp8",
@@ -533,6 +545,17 @@ MCORE_H100_TABLE = (
 )
 
 
+# The table's pipeline schedule. The README overlaps "pipeline-parallel communication (enabled
+# by default)"; at the commit that published the table (f2e5db402c, July 2024),
+# megatron/training/arguments.py turns that overlap (overlap_p2p_comm) off "since non-interleaved
+# schedule does not support overlapping p2p communication" unless --num-layers-per-virtual-pipeline-stage
+# is set: the pipelined rows ran the interleaved schedule. The table gives no virtual size; the rows
+# hold 42, 23, 16, 12 and 7 layers per stage, and 23 and 7 are prime, so one value of
+# --num-layers-per-virtual-pipeline-stage serves every row only if it is 1 (a weak-scaling study's
+# one setting): one layer per virtual stage is taken.
+MCORE_TABLE_SCHEDULE = ("interleaved", "layers per virtual stage", 1)
+
+
 def _mesh(tp, pp, n_devices):
     mesh = {"tp": tp, "pp": pp, "dp": n_devices // (tp * pp)}
     return {axis: degree for axis, degree in mesh.items() if degree > 1} or {"dp": 1}
@@ -581,6 +604,8 @@ def _mcore_run(size, tp, pp, n_gpus, batch, tflops, mfu, _aggregate):
 
     m = models.get(f"GPT {size} (Megatron-Core)")
     flops = mcore_flops_per_iteration(batch, 4096, m.n_layers, m.d_model, m.vocab_size)
+    # MCORE_TABLE_SCHEDULE: with a pipeline, the interleaved schedule at one layer per virtual stage
+    n_virtual = m.n_layers // pp if pp > 1 else 1
     return PublishedRun(
         f"Megatron-Core GPT {size}, {n_gpus:,} H100",
         m.name,
@@ -591,9 +616,12 @@ def _mcore_run(size, tp, pp, n_gpus, batch, tflops, mfu, _aggregate):
         1,
         mfu,
         "megatron-lm-readme",
-        note="microbatch 1, the 1F1B schedule and no recomputation assumed (not in the table); "
-        "distributed optimizer, as --overlap-param-gather requires; DP, TP and PP communication overlapped",
+        note="microbatch 1 and no recomputation assumed (not in the table); with a pipeline, the interleaved "
+        "schedule at one layer per virtual stage (MCORE_TABLE_SCHEDULE); distributed optimizer, as "
+        "--overlap-param-gather requires; DP, TP and PP communication overlapped",
         remat_policy="none",
+        schedule="interleaved" if n_virtual > 1 else "1f1b",
+        n_virtual=n_virtual,
         state_recipe="megatron",
         zero=1,
         tp_comm_overlap=True,

@@ -147,6 +147,9 @@ STATE_RECIPES = {
     # everything BF16: MaxText with weight_dtype bfloat16 and grad_dtype
     # bfloat16 (mu_dtype inherits the weight dtype): 2 + 2 + 4
     "pure_bf16": StateRecipe("pure_bf16", 2, 2, 0, 4, "maxtext"),
+    # DeepSeek-V3 (§3.3.3): BF16 weights, "master weights ... and gradients (used for batch
+    # size accumulation) are still retained in FP32", AdamW's moments in BF16: 2 + 4 + 4 + 4
+    "deepseek_v3": StateRecipe("deepseek_v3", 2, 4, 4, 4, "deepseek2024v3"),
 }
 
 ZERO_STAGES = (0, 1, 2, 3)
@@ -201,7 +204,9 @@ class RecomputePolicy:
     context (attention output), out_proj (output projection's output),
     mlpwi_0 and mlpwi_1 (gate and up outputs), mlpwo (MLP output), and
     decoder_layer_input (the layer input itself, which MaxText's 'custom'
-    policy can offload too: then the layer keeps nothing in HBM)."""
+    policy can offload too: then the layer keeps nothing in HBM). `kind`
+    'recipe': a run's own published recipe of what it keeps and in which
+    precision (DeepSeek-V3's, DEEPSEEK_V3_RECIPE)."""
 
     name: str
     kind: str
@@ -244,6 +249,26 @@ RECOMPUTE = {
         "custom_offload_input_qkv", "named", (), ("decoder_layer_input",) + _QKV, "maxtext"
     ),
     "minimal_offloaded": RecomputePolicy("minimal_offloaded", "named", (), _MINIMAL, "maxtext"),
+    # DeepSeek-V3's own recipe (deepseek2024v3 §3.2.3 and §3.3): see DEEPSEEK_V3_RECIPE
+    "deepseek_v3": RecomputePolicy("deepseek_v3", "recipe", (), (), "deepseek2024v3"),
+}
+# What DeepSeek-V3 keeps of a layer for its backward, as its report lists it:
+# §3.2.3 "we recompute all RMSNorm operations and MLA up-projections during back-propagation"
+# (no norm outputs, no Q, K or V: the norm inputs, the MLA latents and the shared RoPE key stay);
+# §3.3.2 the input of the Linear after the attention operator cached in E5M6 (12 bits), the
+# inputs of the MoE's SwiGLU cached in FP8 and its output recomputed, the dispatched activations
+# in FP8 (the experts' up-projection inputs); the combine in BF16 (the experts' outputs). Bytes
+# per element of each.
+DEEPSEEK_V3_RECIPE = {
+    "norm_inputs": 2,  # the layer input and the attention block's output (residual stream), BF16
+    "norm_outputs": 0,  # recomputed
+    "mla_latents": 2,  # c_q, c_kv and the shared RoPE key, BF16 (their norms recomputed)
+    "qkv": 0,  # MLA up-projections recomputed
+    "attention_output": 1.5,  # E5M6, the input of the output projection
+    "dispatched_inputs": 1,  # FP8
+    "expert_outputs": 2,  # BF16 combine
+    "swiglu_inputs": 1,  # FP8
+    "swiglu_output": 0,  # recomputed
 }
 KORTHIKANTI_POLICIES = ("none", "selective", "full")
 ATTENTION = ("flash", "eager")
@@ -421,6 +446,8 @@ def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_par
         return kept_input + sum(_named_bytes(m, n, s, b, tp, sequence_parallel, dense_layer) for n in policy.saves)
     q, k, v, ctx, (latent, rope_key) = _widths(m, tp)
     f_tokens, routed, n_experts = _mlp_shape(m, dense_layer)
+    if policy.kind == "recipe":
+        return _recipe_bytes(m, s, b, tp, sequence_parallel, ctx, latent, rope_key, f_tokens, routed, n_experts)
     mask = 1 if m.dropout else 0
     # kept whole on every TP rank unless sequence parallelism splits them:
     # two norm inputs, the attention and MLP inputs, two dropout masks; MLA's
@@ -441,7 +468,36 @@ def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_par
     return replicated / replicated_divisor + sharded + core
 
 
-def logits_bytes(model, seq_len, micro_batch_seqs, tp=1, peak=True):
+# What a loss keeps of the logits, bytes per logit element: at its peak and for the backward.
+# 'fp32_copy': Megatron's vocab-parallel cross-entropy casts the BF16 logits to FP32 and keeps
+# the FP32 softmax for its backward (korthikanti2022reducing §4.3: 4sbv/t), the BF16 logits still
+# alive at the cast (6 at the peak). 'fused_bf16': a loss XLA compiles (MaxText's
+# cross_entropy_with_logits, cast_logits_to_fp32): the cast, the exponentials and the one-hot are
+# elementwise producers XLA fuses into the loss's reductions and into the one kernel that writes
+# the gradient, so HBM holds the output matmul's BF16 logits and, while that kernel runs, their
+# BF16 gradient (4 at the peak, 2 kept).
+LOSS_LOGITS = {"fp32_copy": (6, 4), "fused_bf16": (4, 2)}
+
+
+def _recipe_bytes(m, s, b, tp, sequence_parallel, ctx, latent, rope_key, f_tokens, routed, n_experts):
+    """DeepSeek-V3's layer under DEEPSEEK_V3_RECIPE: the two norm inputs,
+    the MLA latents and RoPE key, the attention output (E5M6), FlashAttention's
+    log-sum-exp, and for an MoE layer the FP32 router probabilities, the
+    dispatched inputs (FP8) and expert outputs (BF16) of the k routed
+    copies, and the SwiGLU inputs (FP8) of the routed and shared experts."""
+    r = DEEPSEEK_V3_RECIPE
+    if m.dropout:
+        raise ValueError(f"recompute: 'deepseek_v3' describes a model without dropout, got {m.name}")
+    sbh = s * b * m.d_model
+    replicated = 2 * r["norm_inputs"] * sbh
+    replicated += r["mla_latents"] * s * b * (latent + rope_key)
+    replicated += 4 * s * b * n_experts + routed * (r["dispatched_inputs"] + r["expert_outputs"]) * sbh
+    sharded = r["attention_output"] * s * b * ctx + 2 * r["swiglu_inputs"] * s * b * f_tokens / tp
+    lse = LSE_BYTES * m.n_heads * s * b / tp
+    return replicated / (tp if sequence_parallel else 1) + sharded + lse
+
+
+def logits_bytes(model, seq_len, micro_batch_seqs, tp=1, peak=True, loss_logits="fp32_copy"):
     """Bytes of the output logits on the last pipeline stage, per device, for
     `micro_batch_seqs` sequences of `seq_len` tokens, with the vocabulary
     split over `tp` (Megatron's vocab-parallel output layer). The
@@ -450,14 +506,18 @@ def logits_bytes(model, seq_len, micro_batch_seqs, tp=1, peak=True):
     are still alive when the FP32 copy is made, 6sbv/t at that moment. The
     inputs of the final norm and output projection (4sbh/t) and the
     embedding's gradient (part of the state's gradients) are not included.
-    Ref: korthikanti2022reducing."""
+    `loss_logits` (LOSS_LOGITS): 'fused_bf16' for a loss XLA compiles,
+    which materialises no FP32 copy (4 bytes per element at the peak, 2
+    kept). Ref: korthikanti2022reducing, maxtext."""
     m = models.get(model)
     _validate.count("seq_len", seq_len)
     _validate.count("micro_batch_seqs", micro_batch_seqs)
     _validate.count("tp", tp)
     if m.vocab_size % tp:
         raise ValueError(f"tp: must divide the vocabulary ({m.vocab_size}) of {m.name}, got {tp}")
-    return (6 if peak else 4) * seq_len * micro_batch_seqs * m.vocab_size / tp
+    _validate.choice("loss_logits", loss_logits, tuple(LOSS_LOGITS))
+    at_peak, kept = LOSS_LOGITS[loss_logits]
+    return (at_peak if peak else kept) * seq_len * micro_batch_seqs * m.vocab_size / tp
 
 
 def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
@@ -483,6 +543,13 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
         return m.n_layers * scores
     if policy.name == "full":
         return 2 * models.active_param_count(m) + m.n_layers * scores
+    if policy.kind == "recipe":  # DeepSeek-V3: the MLA up-projections run again
+        if m.mla is None:
+            raise ValueError(f"recompute: 'deepseek_v3' recomputes MLA up-projections; {m.name} has no MLA")
+        a = m.mla
+        up = a.q_lora_rank * m.n_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) if a.q_lora_rank else 0
+        up += a.kv_lora_rank * m.n_heads * (a.qk_nope_head_dim + a.v_head_dim)
+        return m.n_layers * 2 * up
     kept = set(policy.saves) | set(policy.offloads)
     ctx = m.n_heads * (m.head_dim if m.mla is None else m.mla.v_head_dim)
     out_proj = ctx * m.d_model

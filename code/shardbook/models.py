@@ -289,14 +289,4 @@ def with_changes(name, **changes):
     return replace(get(name), **changes)
 
 
-def from_hf_config(config, name=None, source="hf-transformers"):
-    """A Model from a Hugging Face config.json (a dict or a path): LLaMA,
-    Mistral, Mixtral, Qwen2/Qwen3 (dense and MoE), Gemma and DeepSeek-V2/V3
-    fields; an unknown model_type or a missing field is a ValueError naming
-    it. See shardbook.hf_config for the fields read. Ref: hf-transformers."""
-    from . import hf_config  # it imports this module
-
-    return hf_config.from_hf_config(config, name, source)
-
-
 _validate.guard_module(globals())

@@ -204,6 +204,57 @@ def deepest_stage_layers(n_layers, n_stages, n_virtual=1, uneven=False):
     return per_stage
 
 
+def uneven_chunk_layers(n_layers, n_stages, n_virtual):
+    """Layers in each chunk of each stage, [stage][chunk], for a pipeline of
+    p stages of v chunks whose deepest stage holds ceil(n/p) layers: the
+    missing layers come out of the first chunk of the first stage (the one
+    with the embedding) and the last chunk of the last stage (the one with
+    the output layer and the loss), alternately, as Llama 3 takes one layer
+    each from the first and last stages so that "the first model chunk on
+    the first stage has only the embedding, and the last model chunk on the
+    last stage has only output projection and loss calculation" (126 layers,
+    16 stages, chunks of one layer). Ref: dubey2024llama3 §3.3.2."""
+    per_stage = deepest_stage_layers(n_layers, n_stages, n_virtual, uneven=True)
+    chunk = per_stage // n_virtual
+    layers = [[chunk] * n_virtual for _ in range(n_stages)]
+    missing = n_stages * per_stage - n_layers
+    ends = [(0, c) for c in range(n_virtual)], [(n_stages - 1, c) for c in reversed(range(n_virtual))]
+    turn, cursor = 0, [0, 0]
+    while missing:
+        stage, c = ends[turn][cursor[turn]]
+        if layers[stage][c]:
+            layers[stage][c] -= 1
+            missing -= 1
+        else:
+            cursor[turn] += 1
+            if cursor[turn] == n_virtual:
+                raise ValueError(f"n_layers: {n_layers} leaves the first and last stages empty on {n_stages} stages")
+            continue
+        turn = 1 - turn if n_stages > 1 else 0
+    return layers
+
+
+def interleaved_peak_layer_microbatches(n_stages, n_microbatches, n_virtual, chunk_layers):
+    """The most layer-microbatches of activations any device holds under
+    Megatron's interleaved 1F1B (the issue order of `_interleaved_order`: a
+    chunk's forward adds its layers, its backward frees them), with
+    `chunk_layers[stage][chunk]` layers per chunk (uneven_chunk_layers). For
+    equal chunks it is the first device's warm-up plus one forward, the
+    closed form of schedule_activation_microbatches times a stage's layers.
+    Ref: narayanan2021megatron, dubey2024llama3."""
+    _args(n_stages, n_microbatches, n_virtual)
+    p, m, v = n_stages, n_microbatches, n_virtual
+    if len(chunk_layers) != p or any(len(row) != v for row in chunk_layers):
+        raise ValueError(f"chunk_layers: must give {v} chunk(s) for each of the {p} stages")
+    peak = 0
+    for s in range(p):
+        held = 0
+        for phase, c, _ in _interleaved_order(s, p, m, v):
+            held += chunk_layers[s][c] if phase == "F" else -chunk_layers[s][c]
+            peak = max(peak, held)
+    return float(peak)
+
+
 # --- schedule timelines --------------------------------------------------------
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble")

@@ -15,10 +15,17 @@ What is fitted: for each accelerator with calibration runs, the sustained
 matmul efficiency η (the fraction of the dense BF16 peak the math runs at)
 that minimises the sum of squared log errors of the expected step time over
 that accelerator's calibration runs, everything else held at its
-calibrate.py value. calibrate.MATMUL_EFFICIENCY holds the fitted values
-(the tests hold them to the fit); the matmul-only fractions of
-measured.SUSTAINED are shown beside them, not used, since η covers all of a
-step's math and not large matmuls alone.
+calibrate.py value; and one figure shared by every accelerator,
+calibrate.ELEMENTWISE_PASSES (the HBM traffic of the work between the
+matmuls over the least traffic of the tensors a layer keeps), the value
+that minimises the same sum over the whole calibration set with each
+accelerator's η refitted at every trial (fit_elementwise_passes). The
+two kinds of figure separate because the elementwise work scales with the
+bytes of a layer's activations (s·b·h per layer) and the matmuls with its
+FLOPs (s·b·h² per layer): narrow models spend a larger share of their
+step on the first. calibrate.py holds the fitted values (the tests hold
+them to the fit); the matmul-only fractions of measured.SUSTAINED are
+shown beside them, not used.
 
 Standard library only. Ref: narayanan2021megatron, megatron-lm-readme,
 dubey2024llama3, deepseek2024v3, maxtext-tiering.
@@ -208,20 +215,64 @@ def fit_matmul_efficiency(accelerator, runs=None, low=0.2, high=1.0, tol=1e-4):
         raise TypeError("runs: must be measured.PublishedRun records")
     if not runs:
         raise ValueError(f"accelerator: no calibration runs on {name!r}")
+    return _golden(lambda value: _log_error_sq(name, runs, value), low, high, tol)
+
+
+@contextlib.contextmanager
+def elementwise_passes_set(value):
+    """Within the block, calibrate.ELEMENTWISE_PASSES is `value` (a trial of
+    the fit); restored afterwards."""
+    planner = _planner()
+    old = planner.calibrate.ELEMENTWISE_PASSES
+    planner.calibrate.ELEMENTWISE_PASSES = planner.calibrate.Figure(
+        value, "fit", "trial value of validation.fit_elementwise_passes"
+    )
+    try:
+        yield
+    finally:
+        planner.calibrate.ELEMENTWISE_PASSES = old
+
+
+def _golden(function, low, high, tol):
     g = (math.sqrt(5) - 1) / 2
     a, b = low, high
     c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = _log_error_sq(name, runs, c), _log_error_sq(name, runs, d)
+    fc, fd = function(c), function(d)
     while b - a > tol:
         if fc < fd:
             b, d, fd = d, c, fc
             c = b - g * (b - a)
-            fc = _log_error_sq(name, runs, c)
+            fc = function(c)
         else:
             a, c, fc = c, d, fd
             d = a + g * (b - a)
-            fd = _log_error_sq(name, runs, d)
+            fd = function(d)
     return (a + b) / 2
+
+
+def _calibration_error_sq(passes):
+    """Σ log²(expected / measured step) over the calibration set with
+    ELEMENTWISE_PASSES at `passes` and every accelerator's η refitted."""
+    runs = calibration_runs()
+    total = 0.0
+    with elementwise_passes_set(passes):
+        for acc in dict.fromkeys(r.accelerator for r in runs):
+            mine = [r for r in runs if r.accelerator == acc]
+            total += _log_error_sq(acc, mine, fit_matmul_efficiency(acc, mine))
+    return total
+
+
+def fit_elementwise_passes(low=0.5, high=8.0, tol=0.01):
+    """The calibrate.ELEMENTWISE_PASSES in [low, high] minimising
+    Σ log²(expected / measured step) over the whole calibration set, each
+    accelerator's matmul efficiency refitted (fit_matmul_efficiency) at
+    every trial; golden-section search. One figure for every accelerator:
+    it counts the kernels between the matmuls, not a chip."""
+    _validate.positive("low", low)
+    _validate.positive("tol", tol)
+    if not low < high <= 50:
+        raise ValueError(f"high: must lie above low ({low}) and at most 50, got {high}")
+    return _golden(_calibration_error_sq, low, high, tol)
 
 
 def fitted_efficiencies(digits=2):
@@ -251,10 +302,15 @@ def main(argv=None):
         print(f"{r.run.name:40s} {r.role:11s} expected/measured - 1 = {r.error:+.3f}")
     for acc, value in fitted_efficiencies().items():
         print(f"fitted matmul efficiency {acc}: {value:.2f}")
+    passes = fit_elementwise_passes()
+    print(f"fitted elementwise passes (every accelerator): {passes:.2f}")
+    with elementwise_passes_set(passes):
+        for acc, value in fitted_efficiencies().items():
+            print(f"  with it, matmul efficiency {acc}: {value:.2f}")
     return 0
 
 
-_validate.guard_module(globals(), exclude=("matmul_efficiency_set", "main"))
+_validate.guard_module(globals(), exclude=("matmul_efficiency_set", "elementwise_passes_set", "main"))
 
 if __name__ == "__main__":
     raise SystemExit(main())

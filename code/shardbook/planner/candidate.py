@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import _validate
-from . import memory_plan, timing
+from . import calibrate, memory_plan, timing
 from .layout import TooFewSequences, layout
 from .placement import DEFAULT_ORDER
 
@@ -113,6 +113,7 @@ def evaluate(
     precision="bf16",
     tp_comm_overlap=False,
     capacity_factor=1.0,
+    loss_logits="fp32_copy",
 ):
     """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
     tuple) with a global batch of `global_tokens` tokens in sequences of
@@ -159,6 +160,9 @@ def evaluate(
       expert's capacity, capacity_factor times its share of the routed
       tokens, padded or not (MaxText without sparse_matmul, GShard): the
       routed experts' FLOPs scale by it, in the bound and the expectation.
+    - `loss_logits`: what the loss keeps of the logits (memory.LOSS_LOGITS):
+      'fp32_copy' (Megatron's FP32 softmax, 6 bytes per logit at the peak)
+      or 'fused_bf16' (a loss XLA compiles: BF16 logits and gradient, 4).
     """
     lay = layout(
         model,
@@ -186,6 +190,7 @@ def evaluate(
         tp_comm_overlap=tp_comm_overlap,
         grad_reduce_overlap=grad_reduce_overlap,
         capacity_factor=capacity_factor,
+        loss_logits=loss_logits,
     )
     acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 
@@ -232,7 +237,7 @@ def evaluate(
         n_microbatches=lay.n_micro,
         placement=lay.placement,
         memory_breakdown=breakdown,
-        hbm_bytes=float(acc.hbm_bytes),
+        hbm_bytes=float(calibrate.hbm_capacity_bytes(acc)),
         expected_step_s=expected_s,
         expected_mfu=ideal_s / expected_s,
         expected_terms=dict(

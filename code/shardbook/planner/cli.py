@@ -10,6 +10,7 @@ import sys
 
 from .. import _validate, hardware, models
 from . import memory_plan
+from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
 
 
@@ -282,8 +283,6 @@ def main(argv=None):
     print(format_table(found, args.top))
     if target is not None:
         print("\n" + rank_line(found, target))
-    from . import ASSUMPTIONS
-
     print("\nAssumptions:\n" + ASSUMPTIONS)
     return 0
 

@@ -5,11 +5,13 @@ device holds (dense and routed-expert, for the deepest pipeline stage).
 """
 
 import math
-from dataclasses import dataclass
 
 from .. import _validate, hardware, models
 from . import memory_plan
 from .placement import DEFAULT_ORDER, check_mesh, normalize_mesh, place
+from .shape import Layout, check_layout
+
+__all__ = ["Layout", "TooFewSequences", "check_layout", "check_options", "layout"]
 
 PRECISIONS = ("bf16", "fp8")
 
@@ -17,58 +19,6 @@ PRECISIONS = ("bf16", "fp8")
 class TooFewSequences(memory_plan.Unusable):
     """The batch leaves a data-parallel rank less than one microbatch: the
     mesh is not usable for it (the search skips such meshes)."""
-
-
-@dataclass(frozen=True)
-class Layout:
-    """One step's shape. Counts: `n_micro` microbatches per data-parallel
-    rank (fractional when the batch does not divide), `deepest` layers on
-    the deepest stage; parameters per device (not bytes): `dense_local`
-    and `expert_local`, sharded over `dense_shard` (fsdp, and ep when
-    dense_over_ep) and fsdp·ep; `dense_replicas` and `expert_replicas`:
-    the data-parallel ranks that reduce their gradients."""
-
-    model: object
-    accelerator: object
-    mesh: dict
-    placement: dict
-    global_tokens: float
-    seq_len: int
-    micro_batch_seqs: int
-    schedule: str
-    n_virtual: int
-    sequence_parallel: bool
-    attention: str
-    state_recipe: str
-    zero: int
-    uneven_pipeline: bool
-    keep_gathered_weights: bool
-    ideal_overlap: bool
-    dense_over_ep: bool
-    routing_node_limit: int | None
-    fp8_dispatch: bool
-    precision: str
-    tp_comm_overlap: bool
-    grad_reduce_overlap: bool
-    capacity_factor: float
-    n_micro: float
-    deepest: int
-    dense_local: float
-    expert_local: float
-    dense_shard: int
-    dense_replicas: int
-    expert_replicas: int
-
-    @property
-    def n_devices(self):
-        """Devices in the mesh."""
-        return math.prod(self.mesh.values())
-
-
-def check_layout(lay):
-    """TypeError unless `lay` is a Layout (what `layout` returns)."""
-    if not isinstance(lay, Layout):
-        raise TypeError(f"lay: must be a planner Layout, got {type(lay).__name__}")
 
 
 def check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, pp):
@@ -115,6 +65,7 @@ def layout(
     fp8_dispatch,
     precision="bf16",
     tp_comm_overlap=False,
+    loss_logits="fp32_copy",
 ):
     """The Layout of a step, or a ValueError naming the argument and the
     rule (TooFewSequences when a data-parallel rank gets less than one
@@ -131,6 +82,7 @@ def layout(
     check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, mesh["pp"])
     _validate.choice("precision", precision, PRECISIONS)
     _validate.positive("capacity_factor", capacity_factor)
+    _validate.choice("loss_logits", loss_logits, memory_plan.LOSS_LOGITS)
     if routing_node_limit is not None:
         _validate.count("routing_node_limit", routing_node_limit)
     if global_tokens < n:
@@ -168,6 +120,7 @@ def layout(
         ideal_overlap=ideal_overlap,
         grad_reduce_overlap=grad_reduce_overlap,
         capacity_factor=capacity_factor,
+        loss_logits=loss_logits,
         dense_over_ep=dense_over_ep,
         routing_node_limit=routing_node_limit,
         fp8_dispatch=fp8_dispatch,

@@ -14,6 +14,8 @@ dao2022flashattention, deepseek2024v3, maxtext.
 import math
 
 from .. import _validate, memory, models, pipeline, training
+from . import calibrate
+from .shape import check_layout
 
 ATTENTION = tuple(memory.ATTENTION)
 BREAKDOWN_KEYS = (
@@ -117,11 +119,15 @@ def activation_bytes_per_layer(model, seq_len, micro_batch_seqs, *, tp, cp, sequ
     return (m.n_dense_layers * one(True) + (m.n_layers - m.n_dense_layers) * one(False)) / m.n_layers
 
 
-def logits_bytes(model, seq_len, micro_batch_seqs, *, tp, cp):
+LOSS_LOGITS = tuple(memory.LOSS_LOGITS)
+
+
+def logits_bytes(model, seq_len, micro_batch_seqs, *, tp, cp, loss_logits="fp32_copy"):
     """Bytes of the output logits one device holds for one microbatch (the
     last pipeline stage, at the loss's peak): vocabulary-parallel over tp
-    (padded as Megatron pads it), tokens over cp (memory.logits_bytes)."""
-    return memory.logits_bytes(model, seq_len, micro_batch_seqs, tp=1) / tp / cp
+    (padded as Megatron pads it), tokens over cp, as the loss keeps them
+    (`loss_logits`, memory.LOSS_LOGITS; memory.logits_bytes)."""
+    return memory.logits_bytes(model, seq_len, micro_batch_seqs, tp=1, loss_logits=loss_logits) / tp / cp
 
 
 def hardware_flops_per_token(model, seq_len, recompute):
@@ -131,6 +137,14 @@ def hardware_flops_per_token(model, seq_len, recompute):
     return training.model_flops_per_token(model, seq_len, causal=True) + memory.recomputed_flops_per_token(
         model, seq_len, recompute, causal=True
     )
+
+
+def recomputed_forward_fraction(model, seq_len, recompute):
+    """The share of the forward's FLOPs a recomputation policy runs again
+    in the backward (0 for none, 1 for full): recomputed FLOPs over a
+    third of the model FLOPs (the forward of forward + backward)."""
+    forward = training.model_flops_per_token(model, seq_len, causal=True) / 3
+    return memory.recomputed_flops_per_token(model, seq_len, recompute, causal=True) / forward
 
 
 # --- pipeline schedules -----------------------------------------------------------------
@@ -205,14 +219,13 @@ def device_memory(lay, recompute=None):
     stage, whose schedule keeps the most microbatches in flight, or the last,
     which also holds the logits); `policy` is `recompute`, or with None the
     first of SEARCH_POLICIES that fits."""
-    from .layout import check_layout
 
     check_layout(lay)
     m, mesh = lay.model, lay.mesh
     state = _state(lay)
     gathered = _gathered(lay)
     in_flight = activation_microbatches(lay.schedule, mesh["pp"], math.ceil(lay.n_micro), lay.n_virtual)
-    hbm = lay.accelerator.hbm_bytes
+    hbm = calibrate.hbm_capacity_bytes(lay.accelerator)
     for policy in SEARCH_POLICIES if recompute is None else (recompute,):
         per_layer = activation_bytes_per_layer(
             m,
@@ -224,8 +237,18 @@ def device_memory(lay, recompute=None):
             recompute=policy,
             attention=lay.attention,
         )
-        logits = logits_bytes(m, lay.seq_len, lay.micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"])
-        first_stage = per_layer * lay.deepest * in_flight
+        logits = logits_bytes(
+            m, lay.seq_len, lay.micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], loss_logits=lay.loss_logits
+        )
+        if lay.schedule == "interleaved" and lay.uneven_pipeline and mesh["pp"] > 1:
+            # the layers the pipeline lacks come out of the first stage's first chunk and the
+            # last stage's last chunk (Llama 3): the device that holds most may be the second
+            chunks = pipeline.uneven_chunk_layers(m.n_layers, mesh["pp"], lay.n_virtual)
+            first_stage = per_layer * pipeline.interleaved_peak_layer_microbatches(
+                mesh["pp"], math.ceil(lay.n_micro), lay.n_virtual, chunks
+            )
+        else:
+            first_stage = per_layer * lay.deepest * in_flight
         last_stage = per_layer * lay.deepest + logits  # one microbatch in flight, and its logits
         if mesh["pp"] > 1 and first_stage >= last_stage:
             activations, kept_logits = first_stage, 0.0

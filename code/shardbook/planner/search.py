@@ -190,6 +190,7 @@ RUN_OPTIONS = (
     "tp_comm_overlap",
     "grad_reduce_overlap",
     "capacity_factor",
+    "loss_logits",
 )
 
 
@@ -198,9 +199,12 @@ RUN_OPTIONS = (
 # record carries wins). Keyed by the run's model and accelerator.
 PUBLISHED_LAYOUTS = {
     # dubey2024llama3 §3.3.2: "an interleaved schedule ... with V pipeline stages on one
-    # pipeline rank"; V is not given, so the bound takes the largest the layout allows.
-    # FSDP "does not reshard after forward": weights gathered once per step.
-    ("LLaMA-3 405B", "H100"): {"schedule": "interleaved", "keep_gathered_weights": True},
+    # pipeline rank"; one layer each is taken from the first and last stages so that "the
+    # first model chunk on the first stage has only the embedding": chunks of one layer, so
+    # V = 128 / 16 = 8, the first stage's first chunk and the last stage's last chunk empty
+    # (pipeline.uneven_chunk_layers). FSDP "does not reshard after forward": weights gathered
+    # once per step.
+    ("LLaMA-3 405B", "H100"): {"schedule": "interleaved", "n_virtual": 8, "keep_gathered_weights": True},
     # deepseek2024v3 §3.2: DualPipe, ZeRO-1 data parallelism, attention replicated over the
     # EP ranks, each token sent to at most 4 nodes, the dispatch in FP8.
     ("DeepSeek-V3", "H800"): {

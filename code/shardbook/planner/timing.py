@@ -26,6 +26,7 @@ import functools
 from .. import _validate, collectives, fabric, hardware, models, training
 from ..hardware import Sourced
 from . import calibrate, memory_plan
+from .shape import check_layout
 
 COLLECTIVE_KINDS = fabric.COLLECTIVE_KINDS
 
@@ -198,13 +199,16 @@ def math_s(lay, recompute):
     peak (the FP8 peak for precision='fp8'), at least the time to stream
     the device's weights from HBM calibrate.WEIGHT_PASSES times per
     microbatch; `expected_s` at the sustained efficiency, at the deepest
-    stage's pace, plus the work bound by HBM (`elementwise_s`: the unfused
-    elementwise kernels, calibrate.ELEMENTWISE_PASSES times the bytes a
-    layer keeps around its attention core, at the achieved HBM bandwidth;
-    with eager attention also its s² scores, eager_scores_hbm_s). An MoE
+    stage's pace, plus the work bound by HBM (`elementwise_s`: the
+    kernels between the matmuls, calibrate.ELEMENTWISE_PASSES times the
+    least traffic of what a layer keeps: written by the forward, read by
+    the backward, written again for the share of the forward the policy
+    reruns (memory_plan.recomputed_forward_fraction); with eager attention
+    its s² scores too (eager_scores_hbm_s); at the achieved HBM bandwidth).
+    The elementwise bytes grow with s·b·h per layer and the matmul FLOPs
+    with s·b·h², so narrow models spend more of their step here. An MoE
     model that drops tokens computes its experts' whole capacity
     (capacity_factor)."""
-    from .layout import check_layout
 
     check_layout(lay)
     m, acc, mesh = lay.model, lay.accelerator, lay.mesh
@@ -236,9 +240,13 @@ def math_s(lay, recompute):
         attention="flash",  # the tensors around the attention core; eager scores are counted below
     )
     achieved_hbm = hbm * calibrate.HBM_EFFICIENCY.value
-    elementwise = calibrate.ELEMENTWISE_PASSES.value * kept * lay.deepest * lay.n_micro / achieved_hbm
+    # the least traffic of what a layer keeps: written by the forward, read by the backward,
+    # written again where the policy reruns the forward; unfused kernels move PASSES times it
+    redone = min(1.0, memory_plan.recomputed_forward_fraction(m, lay.seq_len, recompute))
+    least = (2 + redone) * kept * lay.deepest * lay.n_micro / achieved_hbm
     if lay.attention == "eager":  # the s² scores (softmax, dropout) go through HBM between kernels
-        elementwise += eager_scores_hbm_s(lay, recompute, hbm)
+        least += eager_scores_hbm_s(lay, recompute, achieved_hbm)
+    elementwise = calibrate.ELEMENTWISE_PASSES.value * least
     streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
     streaming = calibrate.WEIGHT_PASSES * streamed * lay.n_micro
     bound = max(bound, streaming / hbm)
@@ -295,7 +303,6 @@ def _dp_s(lay, calibrated):
 def communication_s(lay, recompute, calibrated=False):
     """Seconds of each kind of communication in one step of a Layout, by
     term: fsdp, dp, cp, tp, ep, pp (line rate, or calibrated)."""
-    from .layout import check_layout
 
     check_layout(lay)
     m, acc, mesh, where = lay.model, lay.accelerator, lay.mesh, lay.placement
@@ -348,7 +355,6 @@ def eager_scores_hbm_s(lay, recompute, hbm_bytes_per_s):
     microbatch of the step, at the spec HBM bandwidth.
     Ref: korthikanti2022reducing, narayanan2021megatron."""
     from .. import memory
-    from .layout import check_layout
 
     check_layout(lay)
     _validate.positive("hbm_bytes_per_s", hbm_bytes_per_s)
@@ -369,7 +375,6 @@ def hidden_terms(lay, bound=False):
     (grad_reduce_overlap False; the `bound` hides it anyway, since some
     implementation overlaps it); tp with tp_comm_overlap (collective
     matmul); tp and ep under ideal_overlap; ep under DualPipe."""
-    from .layout import check_layout
 
     check_layout(lay)
     hidden = {"fsdp", "cp", "pp"}

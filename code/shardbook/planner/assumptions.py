@@ -1,0 +1,71 @@
+"""The assumptions the planner states on every result (the command line
+prints them; chapters show them): what each step of the planner counts and
+how. Kept apart from the package's __init__ so that the command line can
+read them without importing the package that imports it."""
+
+ASSUMPTIONS = """\
+- two step times: the bound (`step_s`, `mfu`) takes peak FLOP/s (the FP8
+  peak for precision='fp8'), collectives at line rate with no latency,
+  all-reduce inside an NVSwitch domain with NVLink SHARP as in-switch
+  reduction (H100, H200, B200, GB200/GB300 NVL72; not H800), and every
+  overlappable collective hidden; no measured run may beat it. The
+  expectation (`expected_step_s`, `expected_mfu`) divides the math by a
+  sustained efficiency per accelerator, adds the work between the matmuls
+  at the achieved HBM bandwidth (calibrate.ELEMENTWISE_PASSES times the
+  least traffic of what a layer keeps), prices collectives at achieved
+  bandwidths with a latency per ring step (per peer message for
+  all-to-all), and leaves a calibrated fraction of each hidden collective
+  exposed (planner.calibrate: each figure sourced or fitted, none per
+  run); the search ranks fitting meshes by it;
+- math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the causal half of
+  the attention scores, as MaxText counts them), plus what the
+  recomputation policy runs again (a flash kernel's recomputation inside
+  its own backward is not counted); MFU = model FLOPs at the BF16 peak /
+  step time; each microbatch streams the device's weights from HBM three
+  times, so the math takes at least that long at the HBM bandwidth (spec
+  for the bound, an achieved fraction for the expectation);
+- axes are placed innermost first (default tp, ep, cp, fsdp, dp, pp): a
+  group sits inside one scale-up domain while the product of the inner axes
+  and its degree fits in one, otherwise it spans domains and its members
+  share their NICs (or DCN); a TPU job is cut into slices no larger than
+  the largest one granted (v5p: 6,144 chips), each axis takes torus
+  dimensions of the slice (two links per wrapped dimension, one without),
+  and what does not fit spans slices over DCN;
+- FSDP gathers weights (BF16) forward and backward for every microbatch
+  (once per step with keep_gathered_weights) and reduce-scatters each
+  microbatch's gradients; dense weights are sharded over ep as MaxText does
+  (dense_over_ep; else replicated and reduced over ep); gradients of weights
+  replicated over dp and cp (and ep) are all-reduced once per step (ZeRO-1:
+  reduce-scatter and all-gather; ZeRO-2: a reduce-scatter per microbatch);
+  context parallelism gathers K and V and reduce-scatters their gradients
+  per layer; these and the pipeline's stage-to-stage sends hide behind the
+  math (the expectation exposes the gradient reduction in full when
+  grad_reduce_overlap is False). TP (4 all-reduce equivalents of the
+  block's activations per layer, 6 with full recomputation; K and V
+  replicated beyond the KV heads) and EP (dispatch and combine, forward and
+  backward; optionally node-limited and with FP8 dispatch) sit on the
+  critical path unless tp_comm_overlap or ideal_overlap (collective matmul)
+  hides TP, and ideal_overlap or DualPipe hides EP. PP adds its schedule's
+  bubble (pipeline.schedule_bubble_overhead: GPipe and 1F1B (p-1)/m,
+  interleaved (p-1)/(v·m), ZB-H1 (p-1)/(3m), DualPipe (p-2)/(3m)); the
+  bound runs every stage at the average depth, the expectation at the
+  deepest stage's;
+- memory per device (the stage that holds the most): the state recipe's
+  bytes per parameter (memory.STATE_RECIPES; default bf16_master, 16; megatron
+  18; fp32 16; pure_bf16 8; or a memory.StateRecipe) over fsdp (ZeRO-3), tp,
+  pp, ep (experts, and dense weights with dense_over_ep) and ZeRO-`zero`
+  over the data-parallel ranks; DualPipe keeps two copies of the weights;
+  activations (memory.activation_bytes_per_layer: flash attention keeps no
+  s² probabilities; sequence parallelism with tp > 1; what a remat policy
+  offloads to the host is not in HBM) of the deepest stage for the
+  microbatches the schedule keeps in flight on the first; the logits of one
+  microbatch on the last stage, as the loss keeps them (loss_logits:
+  Megatron's FP32 copy, 6 bytes per logit at the peak, or an XLA-compiled
+  loss's BF16 logits and gradient, 4); an uneven interleaved pipeline
+  takes the missing layers from the first stage's first chunk and the last
+  stage's last chunk (Llama 3), its peak over every stage; FSDP's gather
+  buffers (two layers, or the whole stage when kept); headroom is what is
+  left of the HBM the device reports (calibrate.hbm_capacity_bytes: NVML's
+  total for A100, H100, H800, H200; else the datasheet), with no allocator
+  reserve.
+"""
