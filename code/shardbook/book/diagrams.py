@@ -215,7 +215,9 @@ def hbars(labels, values, unit, title, alt, highlight=(), digits=1, limit=None, 
     bar_h = 26
     left = 12 + max(len(str(lab)) for lab in labels) * 7.2
     left = min(left, 300)
-    right = 560
+    # room on the right for the longest value label (about 7 px a character at 12 px)
+    widest = max(len(f"{v:,.{digits}f} {unit}") for v in values)
+    right = min(560, 640 - 8 - widest * 7.2)
     top = 40
     fig = Figure(640, top + bar_h * len(labels) + (44 if limit else 20), alt,
                  numbers={"values": dict(zip(labels, values, strict=False))})  # fmt: skip
