@@ -113,8 +113,12 @@ def _math_problems(page, log):
 
 
 def _figure_problems(page):
-    """Images not shown, HLO graphs collapsed, icons the trimmed script missed."""
+    """Images not shown, HLO graphs collapsed, icons the trimmed script missed.
+    The figures a first visit leaves for later (loading="lazy") are fetched
+    first, so that every one is checked."""
     problems = []
+    page.evaluate("document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; })")
+    page.wait_for_function("[...document.images].every(i => i.complete)")
     broken = page.evaluate(
         "[...document.images].filter(i => !i.complete || i.naturalWidth === 0"
         " || i.getBoundingClientRect().width === 0).map(i => i.src)"
@@ -153,9 +157,11 @@ def _visit_report(browser, server, rel):
     page, log = _visit(browser, f"{server}/{rel}")
     report = {"axe": {}}
     if rel != "search.html":
-        report["problems"] = _math_problems(page, log) + _figure_problems(page)
+        # what a first visit loads and shifts, before the figures below the first
+        # screen (loading="lazy") are fetched to check that each one shows
         report["shift"] = page.evaluate(site.LAYOUT_SHIFT_JS)
         report["first_visit"], _ = site.loaded_bytes(page, HTML)
+        report["problems"] = _math_problems(page, log) + _figure_problems(page)
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         # JPEG: a long page's full-length PNG takes Chromium half as long again to
         # encode; a page taller than JPEG allows (the package reference) is shot

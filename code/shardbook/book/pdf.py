@@ -79,6 +79,10 @@ def render(singlehtml_dir, pdf_path):
             page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)
             page.evaluate("document.fonts.ready.then(() => true)")
             page.emulate_media(media="print")
+            # every figure in before printing: those a screen loads lazily, and the still
+            # final frames that animated figures offer for print (a <picture> source)
+            page.evaluate("document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; })")
+            page.wait_for_function("[...document.images].every(i => i.complete)", timeout=120_000)
             problems = print_problems(page)
             if problems:
                 raise ValueError("not printed:\n  " + "\n  ".join(problems))
