@@ -102,6 +102,8 @@ def test_recomputation_and_parallelism_only_ever_reduce_memory(model, s, b, tp):
         # every MaxText policy keeps at most what 'none' keeps, and at least the layer input
         # unless it offloads that too (MaxText's custom policies with decoder_layer_input offloaded)
         for policy in memory.RECOMPUTE:
+            if memory.recompute_policy(policy).kind == "recipe":  # DeepSeek-V3's own, for MLA models
+                continue
             kept = memory.activation_bytes_per_layer(model, s, b, tp=tp, recompute=policy, attention=attention)
             input_offloaded = "decoder_layer_input" in memory.recompute_policy(policy).offloads
             assert (0 if input_offloaded else full) <= kept <= none

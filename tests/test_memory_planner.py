@@ -183,6 +183,10 @@ def test_recomputed_flops_follow_what_each_policy_keeps():
     # full recomputes the whole forward (2N); MaxText's policies never more
     full = memory.recomputed_flops_per_token(m, s, "full")
     for policy in memory.RECOMPUTE:
+        if memory.recompute_policy(policy).kind == "recipe":  # DeepSeek-V3's own: refused for LLaMA
+            with pytest.raises(ValueError, match="recompute"):
+                memory.recomputed_flops_per_token(m, s, policy)
+            continue
         assert 0 <= memory.recomputed_flops_per_token(m, s, policy) <= full
     # minimal recomputes only the attention core: the scores of the selective policy
     assert memory.recomputed_flops_per_token(m, s, "minimal") == memory.recomputed_flops_per_token(m, s, "selective")
@@ -312,3 +316,70 @@ def test_schedule_bad_input():
         pipeline.schedule_bubble_overhead("zero_bubble", 4, 2)
     with pytest.raises(ValueError, match="pp: must divide the layers \\(126\\) of LLaMA-3 405B"):
         memory.activation_bytes_per_device("LLaMA-3 405B", 8192, 1, tp=8, pp=16)
+
+
+def test_deepseek_v3_recipe_keeps_what_its_report_lists():
+    # deepseek2024v3 §3.2.3: RMSNorm and MLA up-projections recomputed; §3.3.2: the attention
+    # output cached in E5M6 (12 bits), the SwiGLU inputs in FP8 and its output recomputed, the
+    # dispatched inputs in FP8, the combine (expert outputs) in BF16. Per token of one MoE layer
+    # (tp 1): two norm inputs 2·2·h, latents c_q + c_kv and the RoPE key in BF16, the attention
+    # output 1.5 bytes × 128 heads × 128, the FP32 router probabilities over 256 experts, 8 routed
+    # copies of the input (1 byte) and output (2 bytes), the SwiGLU inputs (gate and up, 1 byte)
+    # of 8 routed and 1 shared expert of width 2,048, and FlashAttention's FP32 LSE per head
+    m = models.get("DeepSeek-V3")
+    h, a = m.d_model, m.mla
+    per_token = (
+        2 * 2 * h
+        + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
+        + 1.5 * m.n_heads * a.v_head_dim
+        + 4 * m.n_experts
+        + m.top_k * (1 + 2) * h
+        + 2 * 1 * (m.top_k + m.n_shared_experts) * m.d_ff
+        + 4 * m.n_heads
+    )
+    assert per_token == 267_904
+    got = memory.activation_bytes_per_layer(m, 4096, 1, recompute="deepseek_v3")
+    assert got == pytest.approx(4096 * per_token)
+    assert got < memory.activation_bytes_per_layer(m, 4096, 1, recompute="selective") / 2
+    # the MLA up-projections run again: q_b (q_lora -> heads x (nope + rope)) and kv_b
+    up = a.q_lora_rank * m.n_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim)
+    up += a.kv_lora_rank * m.n_heads * (a.qk_nope_head_dim + a.v_head_dim)
+    assert memory.recomputed_flops_per_token(m, 4096, "deepseek_v3") == m.n_layers * 2 * up
+    # its state: BF16 weights, FP32 master and gradients, BF16 moments (§3.3.3)
+    r = memory.state_recipe("deepseek_v3")
+    assert (r.weight_bytes, r.gradient_bytes, r.master_bytes, r.optimizer_bytes) == (2, 4, 4, 4)
+    with pytest.raises(ValueError, match="recompute"):
+        memory.activation_bytes_per_layer("LLaMA-3 8B", 4096, 1, recompute="deepseek_v3")
+
+
+def test_loss_logits_as_the_framework_keeps_them():
+    # korthikanti2022reducing §4.3: Megatron keeps FP32 logits (4 bytes), BF16 alive at the cast (6);
+    # an XLA-compiled loss (MaxText) keeps the BF16 logits and, while its fused gradient kernel
+    # runs, their BF16 gradient (4)
+    m = models.get("LLaMA-3 70B")
+    elements = 8192 * 5 * m.vocab_size
+    assert memory.logits_bytes(m, 8192, 5) == 6 * elements
+    assert memory.logits_bytes(m, 8192, 5, peak=False) == 4 * elements
+    assert memory.logits_bytes(m, 8192, 5, loss_logits="fused_bf16") == 4 * elements
+    assert memory.logits_bytes(m, 8192, 5, peak=False, loss_logits="fused_bf16") == 2 * elements
+    with pytest.raises(ValueError, match="loss_logits"):
+        memory.logits_bytes(m, 8192, 5, loss_logits="fp16")
+
+
+def test_llama3_stages_lose_a_layer_from_their_outer_chunks():
+    # dubey2024llama3 §3.3.2: one layer fewer on the first and last stages, "the first model chunk
+    # on the first stage has only the embedding, and the last model chunk on the last stage has
+    # only output projection and loss calculation": 126 layers, 16 stages, chunks of one layer
+    layers = pipeline.uneven_chunk_layers(126, 16, 8)
+    assert layers[0] == [0] + [1] * 7 and layers[15] == [1] * 7 + [0]
+    assert all(row == [1] * 8 for row in layers[1:15]) and sum(map(sum, layers)) == 126
+    # Megatron's interleaved issue order: the first stage's empty chunk holds the most microbatches
+    # (2p - 1 = 31), so the second stage holds most: 29 + 7 x 16 = 141 layer-microbatches
+    assert pipeline.interleaved_peak_layer_microbatches(16, 32, 8, layers) == 141
+    # with equal chunks the walk is the closed form: (v - 1)·p + 2p - 1 chunk forwards
+    even = [[1] * 8 for _ in range(16)]
+    assert pipeline.interleaved_peak_layer_microbatches(
+        16, 32, 8, even
+    ) == 8 * pipeline.schedule_activation_microbatches("interleaved", 16, 32, 8)
+    with pytest.raises(ValueError, match="chunk_layers"):
+        pipeline.interleaved_peak_layer_microbatches(16, 32, 8, even[:3])

@@ -58,7 +58,13 @@ def test_memory_breakdown_is_the_parts_and_the_headroom():
     cand = _llama(recompute="none")
     assert tuple(cand.memory_breakdown) == memory_plan.BREAKDOWN_KEYS
     used = sum(v for k, v in cand.memory_breakdown.items() if k != "headroom")
-    assert cand.memory_breakdown["headroom"] == pytest.approx(hardware.get("H100").hbm_bytes - used)
+    # headroom is what is left of the HBM the device reports: NVML's 81,559 MiB for an H100 80GB
+    # (modal-gpu-memory), not the datasheet's round 80 × 10⁹ bytes
+    from shardbook.planner import calibrate
+
+    assert calibrate.hbm_capacity_bytes("H100") == 81_559 * 2**20 > hardware.get("H100").hbm_bytes
+    assert cand.hbm_bytes == calibrate.hbm_capacity_bytes("H100")
+    assert cand.memory_breakdown["headroom"] == pytest.approx(calibrate.hbm_capacity_bytes("H100") - used)
     assert cand.memory_bytes_per_device == pytest.approx(used)
     assert cand.fits == (cand.memory_breakdown["headroom"] >= 0)
     state = sum(cand.memory_breakdown[k] for k in ("weights", "gradients", "master_weights", "optimizer_state"))

@@ -486,8 +486,10 @@ def _recipe_bytes(m, s, b, tp, sequence_parallel, ctx, latent, rope_key, f_token
     dispatched inputs (FP8) and expert outputs (BF16) of the k routed
     copies, and the SwiGLU inputs (FP8) of the routed and shared experts."""
     r = DEEPSEEK_V3_RECIPE
-    if m.dropout:
-        raise ValueError(f"recompute: 'deepseek_v3' describes a model without dropout, got {m.name}")
+    if m.mla is None or m.dropout:
+        raise ValueError(
+            f"recompute: 'deepseek_v3' is DeepSeek-V3's recipe for an MLA model without dropout, got {m.name}"
+        )
     sbh = s * b * m.d_model
     replicated = 2 * r["norm_inputs"] * sbh
     replicated += r["mla_latents"] * s * b * (latent + rope_key)

@@ -165,7 +165,7 @@ def rows(runs=None, with_rank=False):
 
 
 def largest_validation_error(table):
-    """The Row of the validation set with the largest |expected / measured − 1|."""
+    """The Row of the validation set whose expected / measured − 1 is largest in absolute value."""
     if not isinstance(table, (list, tuple)) or not all(isinstance(r, Row) for r in table):
         raise TypeError("table: must be a list of validation.Row")
     valid = [r for r in table if r.role == "validation"]

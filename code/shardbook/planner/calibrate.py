@@ -35,7 +35,8 @@ class Figure:
 
 # --- sustained math -------------------------------------------------------------
 # The fraction of the dense BF16 peak a well-tuned training step sustains over its
-# whole math (matmuls, attention kernels, the elementwise work between them).
+# math (matmuls, attention kernels); the elementwise work between them is priced
+# apart, at the HBM bandwidth (ELEMENTWISE_PASSES, timing.math_s).
 # Sourced: the interactive edition's hardware table (measured.SUSTAINED, compute), a
 # matmul-only fraction; fitted (validation.fit_matmul_efficiency, the rule in
 # shardbook.validation) where published runs exist: A100, H100, H800, TPU v5p, v6e.

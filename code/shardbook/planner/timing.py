@@ -14,8 +14,10 @@ Bubbles: the schedule's own (`memory_plan.bubble_overhead`).
   hide, plus the bubble.
 - The expectation (`calibrated=True`): the same terms with the sustained
   math efficiency, achieved bandwidths and a per-message latency from
-  `calibrate`, and a calibrated fraction of each hidden collective left
+  `calibrate`, the work between the matmuls at the achieved HBM bandwidth
+  (`math_s`), and a calibrated fraction of each hidden collective left
   exposed (never less than what the math cannot cover).
+
 Ref: scale-your-model-amd, scaling-book-sharding, narayanan2021megatron,
 deepseek2024v3, nccl-tests-performance.
 """
