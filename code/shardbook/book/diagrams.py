@@ -215,7 +215,9 @@ def hbars(labels, values, unit, title, alt, highlight=(), digits=1, limit=None, 
     bar_h = 26
     left = 12 + max(len(str(lab)) for lab in labels) * 7.2
     left = min(left, 300)
-    right = 560
+    # room on the right for the longest value label (about 7 px a character at 12 px)
+    widest = max(len(f"{v:,.{digits}f} {unit}") for v in values)
+    right = min(560, 640 - 8 - widest * 7.2)
     top = 40
     fig = Figure(640, top + bar_h * len(labels) + (44 if limit else 20), alt,
                  numbers={"values": dict(zip(labels, values, strict=False))})  # fmt: skip
@@ -231,6 +233,35 @@ def hbars(labels, values, unit, title, alt, highlight=(), digits=1, limit=None, 
         x = left + limit * scale
         fig.line(x, top - 4, x, top + bar_h * len(labels) + 4, stroke=MUTED, stroke_dasharray="5 3", stroke_width=1.4)
         fig.text(x, top + bar_h * len(labels) + 20, limit_label, size=12, anchor="middle", fill=INK)
+    return fig
+
+
+def step_bars(labels, expected, bound, unit, title, alt, highlight=(), digits=2):
+    """Horizontal bars of each candidate's expected step time (already in
+    `unit`), with its bound drawn as a dark tick inside the bar: how far a
+    calibrated step sits above the optimistic one. The caller computes both
+    with the planner (`Candidate.expected_step_s`, `Candidate.step_s`)."""
+    if not len(labels) == len(expected) == len(bound):
+        raise ValueError(
+            f"expected, bound: one of each per label ({len(labels)}), got {len(expected)} and {len(bound)}"
+        )
+    bar_h = 26
+    left = min(12 + max(len(str(lab)) for lab in labels) * 7.2, 300)
+    right, top = 540, 40
+    fig = Figure(640, top + bar_h * len(labels) + 44, alt,
+                 numbers={"expected": dict(zip(labels, expected, strict=True)),
+                          "bound": dict(zip(labels, bound, strict=True))})  # fmt: skip
+    fig.text(320, 22, title, size=13, anchor="middle", weight="bold")
+    scale = (right - left) / (max(max(expected), max(bound)) or 1)
+    for k, (lab, e, b) in enumerate(zip(labels, expected, bound, strict=True)):
+        y = top + k * bar_h
+        fig.text(left - 6, y + 17, lab, size=12, anchor="end")
+        fig.rect(left, y + 3, max(e * scale, 1), bar_h - 6, fill=ACCENT2 if lab in highlight else ACCENT)
+        fig.line(left + b * scale, y + 1, left + b * scale, y + bar_h - 1, stroke=INK, stroke_width=3)
+        fig.text(left + max(e, b) * scale + 4, y + 17, f"{e:,.{digits}f} {unit}", size=12)
+    y = top + bar_h * len(labels) + 24
+    fig.line(left, y - 4, left, y + 8, stroke=INK, stroke_width=3)
+    fig.text(left + 8, y + 6, "bound (peak FLOP/s, every overlappable transfer hidden)", size=12)
     return fig
 
 
