@@ -19,9 +19,25 @@ MODE_JS = "shardbook-mode.js"
 # It also marks the page as scripted (html.shardbook-js), so that the
 # stylesheet can fold the answer dropdowns before sphinx-togglebutton does
 # (which would otherwise move the page as it loads); without scripts they stay open.
+# And it mends the sidebar drawers: pydata-sphinx-theme (and sphinx-book-theme's
+# wide-screen toggle) bind their handlers to the *first* .primary-toggle and
+# .secondary-toggle in the page, pydata's header icons, which sphinx-book-theme
+# hides; the buttons a reader sees got no handler, and on a phone or a tablet
+# neither the chapter list nor the page contents opened. A click on any other
+# copy of the button is passed to the first one, whose handlers open the drawer.
 MODE_SOURCE = (
     'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }\n'
     'document.documentElement.classList.add("shardbook-js");\n'
+    'document.addEventListener("DOMContentLoaded", function () {\n'
+    '  [".primary-toggle", ".secondary-toggle"].forEach(function (selector) {\n'
+    "    var all = document.querySelectorAll(selector);\n"
+    "    [].slice.call(all, 1).forEach(function (button) {\n"
+    '      button.addEventListener("click", function (event) {\n'
+    "        event.preventDefault(); event.stopPropagation(); all[0].click();\n"
+    "      });\n"
+    "    });\n"
+    "  });\n"
+    "});\n"
 )
 
 
