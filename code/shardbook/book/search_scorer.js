@@ -27,7 +27,9 @@ var Scorer = {
     try { query = (new URLSearchParams(window.location.search).get("q") || "").trim().toLowerCase(); } catch (e) { query = ""; }
     if (descr) { return score - 40; } // an API object (its description names its kind): after every page
     if (query && title.toLowerCase().indexOf(query) >= 0) { score += 20; }
-    if (/^chapters\/0\d_/.test(docname)) { score += 6; }
+    var chapter = /^chapters\/0(\d)_/.exec(docname);
+    // numbered chapters first; among equals, the earlier one, which introduces the idea
+    if (chapter) { score += 6 + (9 - Number(chapter[1])) / 10; }
     else if (/_reference$/.test(docname)) { score -= 6; }
     return score;
   },
@@ -38,9 +40,28 @@ var Scorer = {
   var original = Search.htmlToText;
   Search.htmlToText = function (htmlString, anchor) {
     var doc = new DOMParser().parseFromString(htmlString, "text/html");
-    doc.querySelectorAll(".katex-mathml, annotation, .MathJax_Preview, script[type^='math']").forEach(function (el) { el.remove(); });
+    // the hidden copies of each formula; the page's title and its contents
+    // lists (a snippet from them only repeats the result's title)
+    doc.querySelectorAll(".katex-mathml, annotation, [role='main'] h1, .toctree-wrapper, nav, .shardbook-live")
+      .forEach(function (el) { el.remove(); });
     // a space between a formula and the words around it, as a reader sees them
     doc.querySelectorAll(".katex").forEach(function (el) { el.textContent = " " + el.textContent.replace(/\s+/g, "") + " "; });
     return original(doc.documentElement.outerHTML, anchor).replace(/\s+/g, " ");
   };
 })();
+
+// A hyphenated query ("all-gather") is looked up whole when the index holds
+// it whole (shardbook.book.search indexes such terms), else word by word.
+var splitQuery = function (query) {
+  var words = query.split(/[^\p{Letter}\p{Number}_\p{Emoji_Presentation}-]+/gu).filter(function (t) { return t; });
+  var out = [];
+  words.forEach(function (w) {
+    var parts = w.split("-").filter(function (t) { return t; });
+    if (parts.length > 1 && typeof Search !== "undefined" && Search._index && typeof Stemmer !== "undefined") {
+      var stem = new Stemmer().stemWord(parts.join("-").toLowerCase());
+      if (Search._index.terms[stem] !== undefined || Search._index.titleterms[stem] !== undefined) { out.push(parts.join("-")); return; }
+    }
+    out.push.apply(out, parts);
+  });
+  return out;
+};
