@@ -78,6 +78,43 @@ PAGE_FIXES = (
 )
 
 
+# pydata-sphinx-theme loads Sphinx's search tools and the whole search index
+# (about 100 kB) on every page, render-blocking, for a search-as-you-type
+# dialog this book does not turn on: its Ctrl+K dialog sends the query to
+# search.html, which loads them itself. Every other page drops them.
+_SEARCH_ASSETS = re.compile(
+    r'\s*<script src="[^"]*(?:_static/searchtools\.js|_static/language_data\.js|searchindex\.js)"></script>'
+)
+# Scripts in <head> that block the first paint and need not: deferred, they
+# still run in order, before DOMContentLoaded, which is when they act.
+_DEFERRABLE = (
+    "documentation_options.js",
+    "doctools.js",
+    "sphinx_highlight.js",
+    "clipboard.min.js",
+    "copybutton.js",
+    "sphinx-book-theme.js",
+    "togglebutton.js",
+    "design-tabs.js",
+)
+_BLOCKING_SCRIPT = re.compile(
+    r'<script((?:(?! defer| async)[^>])*) src="([^"]*/(?:' + "|".join(re.escape(n) for n in _DEFERRABLE) + r')(?:\?[^"]*)?)"'
+)
+
+
+def lighter_head(text, pagename):
+    """A page's HTML without the search assets it does not use (every page
+    but search.html) and with its deferrable head scripts deferred."""
+    if pagename == "search.html":
+        return text
+    head_end = text.find("</head>")
+    if head_end < 0:
+        return text
+    head = _SEARCH_ASSETS.sub("", text[:head_end])
+    head = _BLOCKING_SCRIPT.sub(r'<script\1 defer src="\2"', head)
+    return head + text[head_end:]
+
+
 _LIVE_DATA = re.compile(r'<script(?=[^>]*\bclass="shardbook-live")[^>]*>')
 _ARTICLE_TITLE_END = re.compile(r'(<article class="bd-article".*?</h1>)', re.S)
 LIVE_BOX = (
@@ -102,6 +139,7 @@ def rewrite_pages(outdir):
         )
         for pattern, replacement in PAGE_FIXES:
             fixed = pattern.sub(replacement, fixed)
+        fixed = lighter_head(fixed, page.name)
         # attributes in any order: sphinx-codeautolink re-serializes a page's body
         if _LIVE_DATA.search(fixed) and 'div class="shardbook-live"' not in fixed:
             fixed = _ARTICLE_TITLE_END.sub(lambda m: m.group(1) + "\n" + LIVE_BOX, fixed, count=1)

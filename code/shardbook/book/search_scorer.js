@@ -6,7 +6,8 @@
    Candidate.fsdp. Sphinx scores an API object's name above a word in a
    chapter's title; here the prose comes first: a chapter or section title
    that holds the whole query, then the numbered chapters, then the
-   appendices, and the package reference's objects last. A whole word of the
+   glossary's definition, the other appendices, and the package reference's
+   objects last. A whole word of the
    query scores above a word that merely contains it ("all" in
    "parallelism").
 
@@ -26,6 +27,9 @@ var Scorer = {
     var query = "";
     try { query = (new URLSearchParams(window.location.search).get("q") || "").trim().toLowerCase(); } catch (e) { query = ""; }
     if (descr) { return score - 40; } // an API object (its description names its kind): after every page
+    // a glossary term that is the query (Sphinx scores an index entry up to
+    // 100): after the chapters that use it, before the other appendices
+    if (/^#term-/.test(String(result[2] || ""))) { return 10.5; }
     if (query && title.toLowerCase().indexOf(query) >= 0) { score += 20; }
     var chapter = /^chapters\/0(\d)_/.exec(docname);
     // numbered chapters first; among equals, the earlier one, which introduces the idea
