@@ -23,8 +23,11 @@
   // Pyodide's two large files (the WebAssembly runtime and the standard
   // library) are fetched once per visit: kept in the browser's Cache Storage
   // under the Pyodide version (a page made live later reads them there, whatever
-  // the HTTP cache keeps), and handed from memory to Pyodide's loader, which
-  // would otherwise fetch them a second time.
+  // the HTTP cache keeps: a cache too small for a 9.6 MB file, or a host that
+  // forbids caching, made the browser download the runtime twice), and handed
+  // from memory to Pyodide's loader, which would otherwise fetch them again.
+  // (Asking the HTTP cache first, with cache: "only-if-cached", logs an error
+  // in the reader's console on every miss.)
   var HELD = ["pyodide.asm.wasm", "python_stdlib.zip"];
   var TYPES = { wasm: "application/wasm", zip: "application/zip", mjs: "text/javascript" };
 
