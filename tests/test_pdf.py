@@ -172,3 +172,11 @@ def test_a_pdf_with_doubled_bookmarks_is_refused(tmp_path):
         "a bookmark's title doubled: 'Pipeline parallelism Pipeline parallelism'"
     ]
     assert pdf.bookmark_problems(planted([])) == ["the PDF has no bookmarks"]
+    # Chromium's doubled titles are mended from the printed headings, or halved without them
+    garbled = planted(["1. Topology", "ModelsModels", "1.8. 1.8. Key takeawaysKey takeaways"])
+    assert pdf.mend_bookmark_titles(garbled, ["1. Topology", "Models", "1.8. Key takeaways"]) == 2
+    assert pdf.bookmark_problems(garbled) == []
+    halved = planted(["ModelsModels", "Two domains"])
+    assert pdf.mend_bookmark_titles(halved) == 1 and pdf.bookmark_problems(halved) == []
+    # a page with nothing on it is found (the planted PDFs have one blank page each)
+    assert pdf.blank_pages(halved) == [1]

@@ -98,7 +98,9 @@ _DEFERRABLE = (
     "design-tabs.js",
 )
 _BLOCKING_SCRIPT = re.compile(
-    r'<script((?:(?! defer| async)[^>])*) src="([^"]*/(?:' + "|".join(re.escape(n) for n in _DEFERRABLE) + r')(?:\?[^"]*)?)"'
+    r'<script((?:(?! defer| async)[^>])*) src="([^"]*/(?:'
+    + "|".join(re.escape(n) for n in _DEFERRABLE)
+    + r')(?:\?[^"]*)?)"'
 )
 
 

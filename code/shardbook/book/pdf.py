@@ -9,7 +9,8 @@ end would be cut off), an interactive control still shown (a live box, a
 "Show code cell output" toggle, a button), or a block print cannot break
 that is taller than half a page (it would leave a large blank gap when
 pushed to the next page) stops the print with a message. After printing,
-the bookmarks are checked: each heading once, its title not doubled. The PDF
+the bookmarks' titles are mended (Chromium doubles some) and checked, each
+heading once and its title not doubled, and no page may be blank. The PDF
 is written to a temporary file and then moved into place, so a failure
 leaves the previous PDF as it was.
 
@@ -90,6 +91,20 @@ def print_problems(page):
     return problems
 
 
+def blank_pages(pdf_path):
+    """1-based numbers of the printed pages with nothing on them but the
+    footer's page number (a forced break after a break, or a block pushed on)."""
+    from pypdf import PdfReader
+
+    blank = []
+    for number, page in enumerate(PdfReader(str(pdf_path)).pages, start=1):
+        text = re.sub(r"\b\d+ / \d+\b", "", page.extract_text() or "")
+        resources = page.get("/Resources") or {}
+        if not text.strip() and not resources.get("/XObject"):
+            blank.append(number)
+    return blank
+
+
 def bookmark_problems(pdf_path):
     """Bookmarks that name a heading twice: the same title twice in a row,
     or a title that is one text written twice ("Topology Topology")."""
@@ -120,6 +135,66 @@ def bookmark_problems(pdf_path):
     return problems
 
 
+# The headings print makes bookmarks of, in document order, as the reader
+# reads them (the section number and the title, one space between words).
+HEADINGS_JS = """() => [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')]
+  .filter(h => getComputedStyle(h).display !== 'none' && h.getBoundingClientRect().height > 0)
+  .map(h => [...h.childNodes].filter(n => !(n.classList && n.classList.contains('headerlink')))
+    .map(n => n.textContent).join('').replace(/\\s+/g, ' ').trim())"""
+
+
+def _halved(title):
+    """`title` once, if it is one text written twice ("ModelsModels")."""
+    half = len(title) // 2
+    if len(title) > 3 and len(title) % 2 == 0 and title[:half] == title[half:]:
+        return title[:half]
+    return title
+
+
+def _outline_items(writer):
+    """The PDF's bookmark dictionaries in document order (each before the
+    bookmarks under it)."""
+    outlines = writer.root_object.get("/Outlines")
+    items = []
+
+    def walk(node):
+        while node is not None:
+            item = node.get_object()
+            items.append(item)
+            walk(item.get("/First"))
+            node = item.get("/Next")
+
+    if outlines is not None:
+        walk(outlines.get_object().get("/First"))
+    return items
+
+
+def mend_bookmark_titles(pdf_path, headings=None):
+    """Rewrite, in place, the bookmarks' titles Chromium garbles: it writes
+    some headings that open a page twice ("ModelsModels", "1.8. 1.8. Key
+    takeawaysKey takeaways") and drops the space at a heading's line break
+    ("NVL72racks"). With `headings`, the printed page's headings in order
+    (HEADINGS_JS), one per bookmark, each bookmark takes its heading's text;
+    otherwise a title written twice is halved. Returns how many changed."""
+    from pypdf import PdfWriter
+    from pypdf.generic import NameObject, TextStringObject
+
+    writer = PdfWriter(clone_from=str(pdf_path))
+    items = _outline_items(writer)
+    use_headings = headings is not None and len(headings) == len(items)
+    mended = 0
+    for i, item in enumerate(items):
+        title = str(item.get("/Title", ""))
+        better = headings[i] if use_headings else _halved(title)
+        if better != title:
+            item[NameObject("/Title")] = TextStringObject(better)
+            mended += 1
+    if mended:
+        with open(pdf_path, "wb") as out:
+            writer.write(out)
+    return mended
+
+
 def _book_metadata(source):
     """Title, author and year from the book's _config.yml (beside `source`'s
     _build folder), else the page's <title>."""
@@ -133,36 +208,41 @@ def _book_metadata(source):
     return meta
 
 
-# The title page and the contents, put in front of the book's first heading:
-# the contents list every chapter and appendix (each a link in the PDF).
+# The title page and the contents, put in front of the book's first section
+# in place of the theme's print-only header (its own "Contents" list and a
+# second copy of the first page's title). The contents are the toctree's,
+# chapters and appendices under their captions, each entry a link in the PDF.
 FRONT_MATTER_JS = """([title, author, year]) => {
   const article = document.querySelector('article.bd-article') || document.querySelector('main') || document.body;
-  const tops = [...article.querySelectorAll('section > h1')].filter(h => h.closest('section').id);
-  const front = document.createElement('div');
-  front.className = 'shardbook-front-matter';
-  const page = document.createElement('div');
-  page.className = 'shardbook-title-page';
-  const t = document.createElement('p'); t.className = 'shardbook-title'; t.textContent = title || document.title;
-  const a = document.createElement('p'); a.className = 'shardbook-author'; a.textContent = author;
-  const y = document.createElement('p'); y.className = 'shardbook-year'; y.textContent = year ? '© ' + year : '';
-  page.append(t, a, y);
-  const contents = document.createElement('nav');
-  contents.className = 'shardbook-contents';
-  const h = document.createElement('p'); h.className = 'shardbook-contents-title'; h.textContent = 'Contents';
-  const list = document.createElement('ol');
-  tops.forEach(h1 => {
-    const li = document.createElement('li');
-    const link = document.createElement('a');
-    link.href = '#' + h1.closest('section').id;
-    link.textContent = [...h1.childNodes].filter(n => !(n.classList && n.classList.contains('headerlink')))
-      .map(n => n.textContent).join('').trim();
-    li.appendChild(link); list.appendChild(li);
-  });
-  contents.append(h, list);
+  const make = (tag, cls, text) => { const e = document.createElement(tag); e.className = cls; if (text) e.textContent = text; return e; };
+  const front = make('div', 'shardbook-front-matter');
+  const page = make('div', 'shardbook-title-page');
+  page.append(make('p', 'shardbook-title', title || document.title), make('p', 'shardbook-author', author),
+              make('p', 'shardbook-year', year ? '\u00a9 ' + year : ''));
+  const contents = make('nav', 'shardbook-contents');
+  contents.setAttribute('aria-label', 'Contents');
+  contents.append(make('p', 'shardbook-contents-title', 'Contents'));
+  const first = article.querySelector('section[id]');
+  const heading = first && first.querySelector('h1, h2');
+  if (heading) {
+    const intro = make('p', 'shardbook-contents-first');
+    const link = make('a', '', [...heading.childNodes].filter(n => !(n.classList && n.classList.contains('headerlink')))
+      .map(n => n.textContent).join('').trim());
+    link.href = '#' + first.id; intro.append(link); contents.append(intro);
+  }
+  const toc = document.querySelector('#jb-print-toc nav');
+  if (toc) {
+    [...toc.children].forEach(child => {
+      const copy = child.cloneNode(true);  // captions are not headings here: no bookmarks
+      [copy, ...copy.querySelectorAll('[role=heading]')].forEach(e => { e.removeAttribute('role'); e.removeAttribute('aria-level'); });
+      contents.append(copy);
+    });
+  }
+  (document.getElementById('jb-print-docs-body') || { remove() {} }).remove();
   front.append(page, contents);
   article.insertBefore(front, article.firstChild);
   document.querySelectorAll('details').forEach(d => { d.open = true; });
-  return tops.length;
+  return contents.querySelectorAll('a').length;
 }"""
 
 
@@ -206,6 +286,7 @@ def render(singlehtml_dir, pdf_path):
             problems = print_problems(page)
             if problems:
                 raise ValueError("not printed:\n  " + "\n  ".join(problems))
+            headings = page.evaluate(HEADINGS_JS)
             page.pdf(
                 path=tmp,
                 format="A4",
@@ -218,7 +299,9 @@ def render(singlehtml_dir, pdf_path):
                 margin={side: f"{mm}mm" for side, mm in PAGE_MARGINS_MM.items()},
             )
             browser.close()
+        mend_bookmark_titles(tmp, headings)
         problems = bookmark_problems(tmp)
+        problems += [f"page {n} is blank" for n in blank_pages(tmp)]
         if problems:
             raise ValueError("not printed:\n  " + "\n  ".join(problems))
         os.chmod(tmp, 0o644)  # mkstemp makes it private; the book is for reading
