@@ -58,9 +58,11 @@ def chapter_map(chapters_dir="."):
     from .figures import ACCENT, INK
 
     titles = chapter_titles(chapters_dir)
-    box_w, box_h, gap_x, gap_y = 2.9, 0.95, 0.3, 0.45
+    box_w, box_h, gap_x, gap_y = 2.9, 1.6, 0.3, 0.45
     width = 2 * box_w + gap_x
-    fig, ax = plt.subplots(figsize=(6.2, 0.42 + len(ROWS) * (box_h + gap_y) * 0.82))
+    span_x = width + 0.2
+    span_y = len(ROWS) * (box_h + gap_y) - gap_y + 0.2
+    fig, ax = plt.subplots(figsize=(4.4, 4.4 * span_y / span_x))
     centre = {}
     for r, row in enumerate(ROWS):
         y = -r * (box_h + gap_y)
@@ -81,9 +83,20 @@ def chapter_map(chapters_dir="."):
                     zorder=2,
                 )
             )
-            label = "\n".join(textwrap.wrap(f"{number}  {title}", 26))
-            ax.text(x, y + 0.12, label, ha="center", va="center", fontsize=11, color=INK, weight="bold", zorder=3)
-            ax.text(x, y - 0.3, GIVES[stem], ha="center", va="center", fontsize=10, color=INK, zorder=3)
+            label = "\n".join(textwrap.wrap(f"{number}  {title}", 20))
+            ax.text(
+                x, y + box_h / 2 - 0.12, label, ha="center", va="top", fontsize=10.5, color=INK, weight="bold", zorder=3
+            )
+            ax.text(
+                x,
+                y - box_h / 2 + 0.12,
+                "\n".join(textwrap.wrap(GIVES[stem], 24)),
+                ha="center",
+                va="bottom",
+                fontsize=10,
+                color=INK,
+                zorder=3,
+            )
 
     def arrow(start, end):
         ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=14, color=INK, lw=1.0, zorder=1))
