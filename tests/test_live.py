@@ -400,3 +400,28 @@ def test_the_live_panel_folds_on_a_phone(topology):
     finally:
         page.set_viewport_size({"width": 1280, "height": 900})
         _reset(page)
+
+
+def test_a_domain_is_declared_whole_and_the_printed_input_lies_in_it():
+    """ledger.number_input refuses a domain it cannot enforce (no bounds, an
+    empty range, an integer bound a browser cannot hold), and ledger.live
+    refuses a page whose printed input lies outside its own domain."""
+    with pytest.raises(TypeError):
+        ledger.number_input("nodes", integer=True)  # no minimum, no maximum
+    with pytest.raises(ValueError, match="minimum: must be below maximum"):
+        ledger.number_input("nodes", integer=True, minimum=8, maximum=8)
+    with pytest.raises(ValueError, match=r"within ±2\*\*53"):
+        ledger.number_input("tokens", integer=True, minimum=1, maximum=2**60)
+    with pytest.raises(ValueError, match="maximum: must be a finite number"):
+        ledger.number_input("buffer", unit="GB", minimum=0, maximum=float("inf"))
+    spec = ledger.number_input("buffer", unit="GB", minimum=0.001, maximum=1000)
+    assert ledger.domain_text(spec) == "a number from 0.001 to 1,000 GB"
+    assert ledger.check_input(spec, 1000) == 1000
+    with pytest.raises(ValueError, match=r"^buffer: must be a number from 0.001 to 1,000 GB, got 1e\+30$"):
+        ledger.check_input(spec, 1e30)
+
+    def job(n_chips=3):
+        return {"x": ledger.value(n_chips)}
+
+    with pytest.raises(ValueError, match=r"the printed input n_chips=3 lies outside its domain"):
+        ledger.live(job, n_chips=ledger.number_input("chips", integer=True, minimum=64, maximum=9216))
