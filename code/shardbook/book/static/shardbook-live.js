@@ -96,29 +96,38 @@
     try { return await load(); } finally { window.fetch = original; }
   }
 
+  // Pyodide with shardbook's browser modules on its path (and `json` and the
+  // ledger imported): what a live page and the planner page
+  // (shardbook-planner.js, through window.shardbookLive.loadPython) both run.
+  async function loadPython(button, box) {
+    // fetch the package's sources while Pyodide starts
+    var sources = fetch(root() + "_static/shardbook/manifest.json").then(function (r) { return r.json(); }).then(function (names) {
+      return Promise.all(names.map(function (name) {
+        return fetch(root() + "_static/shardbook/" + name).then(function (r) { return r.text(); }).then(function (text) { return [name, text]; });
+      }));
+    });
+    // fetch Pyodide's large files first, counting bytes for the reader; the
+    // loader then finds them in the browser's cache
+    var held = await prefetch(["pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs"], button, box);
+    await loadScript(root() + "_static/pyodide/pyodide.js");
+    var py = await withHeldFiles(held, function () { return loadPyodide({ indexURL: root() + "_static/pyodide/" }); });
+    py.FS.mkdirTree("/home/pyodide/shardbook");
+    (await sources).forEach(function (pair) {
+      var slash = pair[0].lastIndexOf("/");  // a subpackage's file: make its folder first
+      if (slash > 0) { py.FS.mkdirTree("/home/pyodide/shardbook/" + pair[0].slice(0, slash)); }
+      py.FS.writeFile("/home/pyodide/shardbook/" + pair[0], pair[1]);
+    });
+    py.runPython("import sys\nsys.path.insert(0, '/home/pyodide')\nimport json\nfrom shardbook import ledger");
+    return py;
+  }
+  window.shardbookLive = { loadPython: loadPython, lastLine: lastLine };
+
   async function start(specs, box, button) {
     var t0 = performance.now();
     button.disabled = true;
     button.textContent = "Loading Python…";
     try {
-      // fetch the package's sources while Pyodide starts
-      var sources = fetch(root() + "_static/shardbook/manifest.json").then(function (r) { return r.json(); }).then(function (names) {
-        return Promise.all(names.map(function (name) {
-          return fetch(root() + "_static/shardbook/" + name).then(function (r) { return r.text(); }).then(function (text) { return [name, text]; });
-        }));
-      });
-      // fetch Pyodide's large files first, counting bytes for the reader; the
-      // loader then finds them in the browser's cache
-      var held = await prefetch(["pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs"], button, box);
-      await loadScript(root() + "_static/pyodide/pyodide.js");
-      var py = await withHeldFiles(held, function () { return loadPyodide({ indexURL: root() + "_static/pyodide/" }); });
-      py.FS.mkdirTree("/home/pyodide/shardbook");
-      (await sources).forEach(function (pair) {
-        var slash = pair[0].lastIndexOf("/");  // a subpackage's file: make its folder first
-        if (slash > 0) { py.FS.mkdirTree("/home/pyodide/shardbook/" + pair[0].slice(0, slash)); }
-        py.FS.writeFile("/home/pyodide/shardbook/" + pair[0], pair[1]);
-      });
-      py.runPython("import sys\nsys.path.insert(0, '/home/pyodide')\nimport json\nfrom shardbook import ledger");
+      var py = await loadPython(button, box);
       specs.forEach(function (spec) { py.runPython(spec.source); });
     } catch (err) {
       button.textContent = "Live mode failed: " + lastLine(err);
