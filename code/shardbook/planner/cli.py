@@ -257,9 +257,16 @@ def _negative_sizes(argv):
     written with a minus sign (U+2212), so that it reaches the field it was
     given for and is refused there, by name."""
     plain_negative = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as numbers already
-    return [
-        "\u2212" + a[1:] if re.match(r"^-\.?\d", a) and not plain_negative.match(a) else a for a in argv
-    ]
+    return ["\u2212" + a[1:] if re.match(r"^-\.?\d", a) and not plain_negative.match(a) else a for a in argv]
+
+
+def _print_json(found, explained):
+    if explained is not None:
+        cand, rows, parts, _ = explained
+        print(json.dumps({**_as_json(cand), "axes": rows, "time_parts_s": parts}, indent=1))
+    else:
+        print(json.dumps([_as_json(c) for c in found], indent=1))
+    return 0
 
 
 def _json_path(path):
@@ -327,18 +334,16 @@ def main(argv=None):
         print(f"error: {str(error).splitlines()[0][:500]}", file=sys.stderr)
         return 2
     if args.json:
-        if explained is not None:
-            cand, rows, parts, memory = explained
-            print(json.dumps({**_as_json(cand), "axes": rows, "time_parts_s": parts}, indent=1))
-            return 0
-        print(json.dumps([_as_json(c) for c in found[: args.top]], indent=1))
-        return 0
+        return _print_json(found[: args.top], explained)
     print(
         f"{model.name} on {n_devices} × {accelerator.name} ({accelerator.hbm_bytes / 1e9:,.0f} GB HBM each), "
         f"{tokens:,.0f} tokens per step ({tokens // seq_len:,} sequences of {seq_len:,}): "
         f"{len(found)} mesh{'' if len(found) == 1 else 'es'}"
     )
-    print(inputs.model_line(model) + "\n")
+    print(inputs.model_line(model))
+    if inputs.accelerator_note(accelerator):
+        print(inputs.accelerator_note(accelerator))
+    print()
     if explained is not None:
         print(format_explain(*explained))
         return 0

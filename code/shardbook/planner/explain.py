@@ -191,7 +191,13 @@ def format_explain(cand, rows, parts, memory):
 
 def _columns(table):
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    out = ["  ".join(v.ljust(w) if i == 0 or i == 2 and len(table[0]) > 3 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))).rstrip() for r in table]
+    left = {0, 2} if len(table[0]) > 3 else {0}  # names and places read from the left
+    out = [
+        "  ".join(
+            v.ljust(w) if i in left else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in table
+    ]
     out.insert(1, "  ".join("-" * w for w in widths))
     return out
 

@@ -154,6 +154,22 @@ def model_line(model):
     return text
 
 
+def accelerator_note(accelerator):
+    """For an accelerator that is not a preset (read from a file): one line
+    saying what the planner then lacks. planner.calibrate keys by preset
+    name the sustained efficiencies, the HBM bandwidth (the weight-streaming
+    floor and the elementwise work), in-switch all-reduce (NVLink SHARP) and
+    the FP8 peak; none is an Accelerator field."""
+    acc = hardware.get(accelerator)
+    if acc.name in hardware.names():
+        return ""
+    return (
+        f"{acc.name} is not a preset: the planner has no calibration for it (planner.calibrate keys by preset "
+        "name): default sustained efficiencies, no HBM-bandwidth floor, no in-switch all-reduce, no FP8 peak; "
+        "memory per device does not depend on these"
+    )
+
+
 def no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options):
     """Why `explore` found no mesh: the batch (fewer sequences than the
     data-parallel ranks of every mesh) or the device count (no mesh of it

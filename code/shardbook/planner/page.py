@@ -47,7 +47,9 @@ def _plan(form):
     axes = ("fsdp", "tp", "ep", "pp")
     found = explore(model, accelerator, n_devices, tokens, seq_len=seq_len, axes=axes)
     if not found:
-        raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, {"seq_len": seq_len}))
+        raise ValueError(
+            inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, {"seq_len": seq_len})
+        )
     top = []
     for cand in found[:TOP]:
         _, rows, parts, memory = explain(
@@ -92,6 +94,7 @@ def _plan(form):
             f"({tokens // seq_len:,} sequences of {seq_len:,}): {len(found)} meshes, {fitting} fit"
         ),
         "model": inputs.model_line(model),
+        "accelerator_note": inputs.accelerator_note(accelerator),
         "note": note,
         "top": top,
     }

@@ -67,6 +67,7 @@
     }
     out.appendChild(el("p", { "class": "shardbook-planner-title" }, result.title));
     out.appendChild(el("p", {}, result.model));
+    if (result.accelerator_note) { out.appendChild(el("p", {}, result.accelerator_note)); }
     if (result.note) { out.appendChild(el("p", { "class": "shardbook-planner-error", role: "alert" }, result.note)); }
     var wrap = el("div", { "class": "shardbook-planner-table" });
     var table = el("table", { "class": "table" });
