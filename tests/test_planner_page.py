@@ -61,12 +61,20 @@ def test_the_planner_page_runs_a_pasted_config(built_book, server, browser):  # 
     assert [c[0] for c in charts] == ["Memory per device by component", "Expected step time by component"]
     assert charts[0][1] > len(want["top"]) and charts[0][2] == 1  # stacked segments and the HBM line
     assert charts[1][1] > len(want["top"])
-    tab.set_viewport_size({"width": 1280, "height": 900})
     tab.locator("div.shardbook-planner").screenshot(path=str(shots / "planner-1280.png"))
+    # on a phone: planned again at 390 px, the bars drawn at the width they are shown at
     tab.set_viewport_size({"width": 390, "height": 844})
+    tab.wait_for_timeout(500)
+    assert _plan(tab, form) == "ready"
     tab.locator("div.shardbook-planner").screenshot(path=str(shots / "planner-390.png"))
     width = tab.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the page scrolls sideways at 390 px ({width} px)"
+    sizes = tab.eval_on_selector_all(
+        "svg.shardbook-planner-chart text",
+        "ts => ts.map(t => t.getBoundingClientRect().height).filter(h => h > 0)",
+    )
+    assert min(sizes) >= 10, f"chart text {min(sizes):.1f} px high at 390 px"
+    tab.set_viewport_size({"width": 1280, "height": 900})
 
     assert _plan(tab, {**form, "config": "{not json"}) == "refused"
     error = tab.inner_text(".shardbook-planner-error")

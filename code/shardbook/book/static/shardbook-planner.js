@@ -24,18 +24,20 @@
   }
 
   // one stacked bar per candidate: parts {name: value}, a limit line (HBM) if given
-  function stackedBars(title, rows, unit, scale, limit, limitLabel) {
+  function stackedBars(title, rows, unit, scale, limit, limitLabel, width) {
     var names = [];
     rows.forEach(function (r) { Object.keys(r.parts).forEach(function (k) { if (r.parts[k] > 0 && names.indexOf(k) < 0) { names.push(k); } }); });
     var max = Math.max.apply(null, rows.map(function (r) { return Object.values(r.parts).reduce(function (a, b) { return a + b; }, 0); }).concat([limit || 0])) || 1;
-    var W = 640, left = 150, right = 20, barH = 22, gap = 10, top = 28, legendH = 20 * Math.ceil(names.length / 4) + 10;
+    // drawn at the width it is shown at, so that its 11-12 px text stays 11-12 px on a phone
+    var W = Math.max(300, Math.min(720, Math.round(width || 640))), left = Math.min(150, Math.round(W * 0.36)), right = 64;
+    var perRow = Math.max(1, Math.floor(W / 150)), barH = 22, gap = 10, top = 28, legendH = 20 * Math.ceil(names.length / perRow) + 10;
     var H = top + rows.length * (barH + gap) + 24 + legendH;
-    var svg = el("svg:svg", { viewBox: "0 0 " + W + " " + H, width: "100%", role: "img", "aria-label": title, "class": "shardbook-planner-chart" });
+    var svg = el("svg:svg", { viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img", "aria-label": title, "class": "shardbook-planner-chart" });
     svg.appendChild(el("svg:text", { x: 0, y: 16, "font-size": 14, "font-weight": "bold" }, title));
     var x = function (v) { return left + (W - left - right) * v / max; };
     rows.forEach(function (r, i) {
       var y = top + i * (barH + gap), at = 0;
-      svg.appendChild(el("svg:text", { x: left - 6, y: y + barH * 0.7, "text-anchor": "end", "font-size": 12 }, r.label));
+      svg.appendChild(el("svg:text", { x: left - 6, y: y + barH * 0.7, "text-anchor": "end", "font-size": 11 }, r.label));
       names.forEach(function (k, j) {
         var v = r.parts[k] || 0;
         if (v <= 0) { return; }
@@ -44,7 +46,7 @@
         svg.appendChild(rect);
         at += v;
       });
-      svg.appendChild(el("svg:text", { x: Math.min(x(at) + 4, W - right - 2), y: y + barH * 0.7, "font-size": 11, "text-anchor": x(at) + 60 > W ? "end" : "start" }, (at / scale).toFixed(1) + " " + unit));
+      svg.appendChild(el("svg:text", { x: x(at) + 4, y: y + barH * 0.7, "font-size": 11 }, (at / scale).toFixed(1) + " " + unit));
     });
     var bottom = top + rows.length * (barH + gap);
     if (limit) {
@@ -52,12 +54,14 @@
       svg.appendChild(el("svg:text", { x: x(limit), y: bottom + 14, "font-size": 11, "text-anchor": "end" }, limitLabel));
     }
     names.forEach(function (k, j) {
-      var lx = (j % 4) * 160, ly = bottom + 30 + Math.floor(j / 4) * 20;
+      var lx = (j % perRow) * 150, ly = bottom + 30 + Math.floor(j / perRow) * 20;
       svg.appendChild(el("svg:rect", { x: lx, y: ly - 10, width: 12, height: 12, fill: COLORS[j % COLORS.length] }));
       svg.appendChild(el("svg:text", { x: lx + 16, y: ly, "font-size": 12 }, k.replace(/_/g, " ")));
     });
     return svg;
   }
+
+  function grouped(v, digits) { return v.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }); }
 
   function render(out, result) {
     out.textContent = "";
@@ -77,16 +81,19 @@
     result.top.forEach(function (c, i) {
       var mem = Object.values(c.memory_bytes).reduce(function (a, b) { return a + b; }, 0);
       var row = el("tr");
-      [String(i + 1), c.label, c.fits ? "yes" : "no", (mem / 1e9).toFixed(1) + " / " + (c.hbm_bytes / 1e9).toFixed(0),
-       (c.expected_step_s * 1e3).toFixed(0), (c.expected_mfu * 100).toFixed(1) + " %", (c.step_s * 1e3).toFixed(0),
-       (c.mfu * 100).toFixed(1) + " %", String(c.micro_batch_seqs), c.recompute].forEach(function (v) { row.appendChild(el("td", {}, v)); });
+      [String(i + 1), c.label, c.fits ? "yes" : "no", grouped(mem / 1e9, 1) + " / " + grouped(c.hbm_bytes / 1e9, 0),
+       grouped(c.expected_step_s * 1e3, 0), (c.expected_mfu * 100).toFixed(1) + " %", grouped(c.step_s * 1e3, 0),
+       (c.mfu * 100).toFixed(1) + " %", String(c.micro_batch_seqs), c.recompute].forEach(function (v, j) {
+        row.appendChild(el("td", j === 1 ? { style: "white-space: nowrap" } : {}, v));
+      });
       table.appendChild(row);
     });
     wrap.appendChild(table);
     out.appendChild(wrap);
     var hbm = result.top.length ? result.top[0].hbm_bytes : 0;
-    out.appendChild(stackedBars("Memory per device by component", result.top.map(function (c) { return { label: c.label, parts: c.memory_bytes }; }), "GB", 1e9, hbm, "HBM " + (hbm / 1e9).toFixed(0) + " GB"));
-    out.appendChild(stackedBars("Expected step time by component", result.top.map(function (c) { return { label: c.label, parts: c.time_s }; }), "s", 1, 0, ""));
+    var width = out.clientWidth;
+    out.appendChild(stackedBars("Memory per device by component", result.top.map(function (c) { return { label: c.label, parts: c.memory_bytes }; }), "GB", 1e9, hbm, "HBM " + (hbm / 1e9).toFixed(0) + " GB", width));
+    out.appendChild(stackedBars("Expected step time by component", result.top.map(function (c) { return { label: c.label, parts: c.time_s }; }), "s", 1, 0, "", width));
   }
 
   function init() {
