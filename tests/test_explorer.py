@@ -147,8 +147,10 @@ def test_command_line_prints_a_ranked_table_with_the_assumptions():
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("LLaMA-3 70B on 64 × TPU v5p")
-    assert "mesh" in lines[2] and "MFU" in lines[2]
-    assert "expected MFU" in lines[2] and "bound MFU" in lines[2] and "memory / HBM" in lines[2]
+    assert lines[1].startswith("LLaMA-3 70B: 70.55 B parameters")
+    assert "mesh" in lines[3] and "MFU" in lines[3]
+    assert "expected MFU" in lines[3] and "bound MFU" in lines[3] and "memory / HBM" in lines[3]
+    assert "expected step ms" in lines[3] and "bound step ms" in lines[3]
     assert "Assumptions:" in result.stdout and "two step times: the bound" in result.stdout
 
 
@@ -157,8 +159,12 @@ def test_command_line_prints_a_ranked_table_with_the_assumptions():
     [
         (("LLaMA-9", "TPU v5p", "64", "524288"), "error: model: unknown preset 'LLaMA-9'"),
         (("LLaMA-3 70B", "TPU v9", "64", "524288"), "error: accelerator: unknown preset 'TPU v9'"),
-        (("LLaMA-3 70B", "TPU v5p", "64", "32"), "error: tokens: 32 is below one token per device"),
-        (("LLaMA-3 70B", "TPU v5p", "3", "4096"), "error: no mesh of 3 devices"),
+        (("LLaMA-3 70B", "TPU v5p", "64", "32"), "error: tokens: 32 is below one sequence of 4,096 tokens"),
+        (
+            ("LLaMA-3 70B", "TPU v5p", "3", "4096"),
+            "error: tokens: 1 sequence of 4,096 cannot give every data-parallel rank",
+        ),
+        (("LLaMA-3 70B", "TPU v5p", "64", "524288", "--axes", "pp"), "error: n_devices: no mesh of 64 devices over pp"),
     ],
 )
 def test_command_line_errors_are_one_line(args, message):

@@ -94,15 +94,18 @@ def test_live_declarations_are_checked():
     def ok(a=1.0, b=2):
         return {"x": ledger.value(a * b, "GB", digits=1)}
 
+    def num():
+        return ledger.number_input("n", minimum=0, maximum=10)
+
     assert ledger.evaluate_live(ok, {"a": 2.0, "b": 3}) == {"x": "6.0 GB"}
     with pytest.raises(ValueError, match="parameter 'a' needs a default"):
-        ledger.live(lambda a: {}, a=ledger.number_input())
+        ledger.live(lambda a: {}, a=num())
     with pytest.raises(ValueError, match="no input spec for parameter 'b'"):
-        ledger.live(ok, a=ledger.number_input())
+        ledger.live(ok, a=num())
     with pytest.raises(ValueError, match=r"inputs: \['c'\] are not parameters"):
-        ledger.live(ok, a=ledger.number_input(), b=ledger.number_input(), c=ledger.number_input())
+        ledger.live(ok, a=num(), b=num(), c=num())
     with pytest.raises(ValueError, match="must be returned as ledger.value"):
-        ledger.live(lambda a=1: {"x": 3}, a=ledger.number_input())
+        ledger.live(lambda a=1: {"x": 3}, a=num())
     with pytest.raises(ValueError, match="options: a choice needs at least one option"):
         ledger.choice_input([])
 

@@ -67,6 +67,17 @@ def test_the_pdf_has_every_chapter_and_bookmarks(book_pdf):
         )
     # page numbers in the footer: "1 / N" on the first page, "N / N" on the last
     assert f"1 / {n}" in reader.pages[0].extract_text() and f"{n} / {n}" in reader.pages[-1].extract_text()
+    # a title page (the book's title and author, nothing else), then the contents
+    first = " ".join(reader.pages[0].extract_text().split())
+    assert "Splitting Transformer Training Across Accelerators" in first and "The shardbook authors" in first
+    assert "Introduction and notation" not in first
+    contents = " ".join(reader.pages[1].extract_text().split())
+    assert contents.startswith("Contents") or "Contents" in contents[:40], contents[:200]
+    for path in CHAPTERS:
+        assert " ".join(_title(path).split()) in contents, f"{path.name} is not in the contents"
+    from shardbook.book import pdf
+
+    assert pdf.bookmark_problems(book_pdf) == []
 
 
 def test_a_page_that_print_would_cut_off_is_not_printed(tmp_path):
@@ -99,3 +110,73 @@ def test_a_page_that_print_would_cut_off_is_not_printed(tmp_path):
     assert "Traceback" not in result.stderr
     assert previous.read_bytes() == b"%PDF- the previous book"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["book.pdf", "singlehtml"]
+
+
+def test_a_page_with_a_wide_table_a_control_or_an_unbreakable_block_is_not_printed(tmp_path):
+    """The print check, on planted pages, refuses what the reader's audit
+    found in the PDF: a table wider than the printed column (its last columns
+    cut off), a "Show code cell output" toggle and a button left in, and a
+    scrolling block taller than half a page (printed whole on the next page,
+    leaving a large blank gap); each is named, and nothing is written."""
+    source = tmp_path / "singlehtml"
+    source.mkdir()
+    (source / "index.html").write_text('<meta http-equiv="refresh" content="0; url=page.html">')
+    cells = "".join(f"<td>column_{i}_value</td>" for i in range(16))
+    tall = "\n".join(f"line {i}" for i in range(120))
+    (source / "page.html").write_text(
+        "<html><body><main><section id='s'><h1>Planted</h1>"
+        f"<table style='border-collapse:collapse'><tr>{cells}</tr></table>"
+        "<details><summary>Show code cell output</summary><p>out</p></details>"
+        "<button type='button'>Copy</button>"
+        f"<div style='overflow:auto;max-height:none'><pre style='white-space:pre'>{tall}</pre></div>"
+        "</section></main></body></html>"
+    )
+    target = tmp_path / "book.pdf"
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.book.pdf", str(source), str(target)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    err = result.stderr
+    assert err.startswith("pdf: not printed:"), err
+    assert "wider than the printed column" in err and "table" in err and "column_0_value" in err, err
+    assert "an interactive control shown in print: 'Copy'" in err, err
+    assert "taller than half a page" in err and "line 0" in err, err
+    assert "Traceback" not in err
+    assert not target.exists()
+
+
+def test_a_pdf_with_doubled_bookmarks_is_refused(tmp_path):
+    """After printing, the bookmarks are read back: a heading bookmarked
+    twice, or a title written twice in one bookmark (the audit's PDF had
+    both), is named; one bookmark per heading passes."""
+    from pypdf import PdfWriter
+
+    from shardbook.book import pdf
+
+    def planted(titles):
+        writer = PdfWriter()
+        writer.add_blank_page(width=595, height=842)
+        for title in titles:
+            writer.add_outline_item(title=title, page_number=0)
+        path = tmp_path / f"{len(titles)}-{abs(hash(tuple(titles)))}.pdf"
+        with open(path, "wb") as out:
+            writer.write(out)
+        return path
+
+    assert pdf.bookmark_problems(planted(["1. Topology", "1.1. Links", "2. Sharding"])) == []
+    assert pdf.bookmark_problems(planted(["1. Topology", "1. Topology"])) == ["a bookmark repeated: '1. Topology'"]
+    assert pdf.bookmark_problems(planted(["Pipeline parallelism Pipeline parallelism"])) == [
+        "a bookmark's title doubled: 'Pipeline parallelism Pipeline parallelism'"
+    ]
+    assert pdf.bookmark_problems(planted([])) == ["the PDF has no bookmarks"]
+    # Chromium's doubled titles are mended from the printed headings, or halved without them
+    garbled = planted(["1. Topology", "ModelsModels", "1.8. 1.8. Key takeawaysKey takeaways"])
+    assert pdf.mend_bookmark_titles(garbled, ["1. Topology", "Models", "1.8. Key takeaways"]) == 2
+    assert pdf.bookmark_problems(garbled) == []
+    halved = planted(["ModelsModels", "Two domains"])
+    assert pdf.mend_bookmark_titles(halved) == 1 and pdf.bookmark_problems(halved) == []
+    # a page with nothing on it is found (the planted PDFs have one blank page each)
+    assert pdf.blank_pages(halved) == [1]

@@ -573,3 +573,152 @@ def test_a_name_in_a_code_cell_opens_its_reference_entry(server, browser):
     assert entry.locator("xpath=..").locator("dd").first.inner_text().strip(), f"{target}: no docstring shown"
     assert not log["console"] and not log["offsite"], log
     page.close()
+
+
+# --- navigation on phones and tablets, the front page, search (issue 32) ---
+
+
+@pytest.mark.parametrize("width,height", [(390, 844), (800, 1000)])
+@pytest.mark.parametrize("drawer", ["primary", "secondary"])
+def test_the_drawers_open_and_close_and_lead_to_a_chapter(server, browser, width, height, drawer):
+    """The chapter list (primary) and the page contents (secondary) open from
+    the buttons a reader sees on a phone and a tablet, close again, and a
+    click on an entry in the drawer goes there. (The theme once bound its
+    handler to a hidden copy of the button, and nothing opened.)"""
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{server}/chapters/02_sharding.html", wait_until="networkidle")
+    _settle(page)
+    modal = f"#pst-{drawer}-sidebar-modal"
+    button = page.locator(f".{drawer}-toggle:visible")
+    assert button.count() == 1, f"{drawer}: {button.count()} visible toggles at {width} px"
+    assert not page.evaluate(f"document.querySelector('{modal}').open")
+    button.click()
+    page.wait_for_function(f"document.querySelector('{modal}').open")
+    link = page.locator(f"{modal} a.reference.internal:visible, {modal} nav a:visible")
+    assert link.count() > 3, f"{drawer} drawer at {width} px shows {link.count()} links"
+    page.screenshot(path=str(SCREENSHOTS / f"drawer_{drawer}_{width}.png"))
+    page.keyboard.press("Escape")
+    page.wait_for_function(f"!document.querySelector('{modal}').open")
+    button.click()
+    page.wait_for_function(f"document.querySelector('{modal}').open")
+    if drawer == "primary":
+        page.locator(f"{modal} a", has_text="Choosing a mesh").first.click()
+        page.wait_for_url("**/07_choosing_a_mesh.html*")
+        assert "Choosing a mesh" in page.inner_text("h1")
+    else:
+        target = page.locator(f"{modal} a[href^='#']").nth(2)
+        href = target.get_attribute("href")
+        target.click()
+        page.wait_for_function(f"location.hash === {json.dumps(href)}")
+        top = page.evaluate(f"document.getElementById({json.dumps(href[1:])}).getBoundingClientRect().top")
+        assert -5 <= top < height / 2, f"the section {href} is not in view after the click (top at {top}px)"
+    page.close()
+
+
+def test_the_front_page_says_what_the_book_is_and_shows_no_set_up_code(server, browser):
+    """The landing page: the book's title in the first screen on a phone; who
+    it is for, what a reader can do after it, prerequisites, a map of the
+    chapters (a figure), the four ways to read it; no code cell shown, and no
+    pointer to a panel the static page does not have."""
+    page = browser.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{server}/index.html", wait_until="networkidle")
+    _settle(page)
+    assert page.url.endswith("chapters/00_introduction.html")
+    title = page.locator(
+        "main .shardbook-front-lead strong", has_text="Splitting Transformer Training Across Accelerators"
+    )
+    assert title.is_visible() and title.bounding_box()["y"] < 844, "the book's title is not in a phone's first screen"
+    text = page.inner_text("main")
+    for heading in (
+        "Who it is for",
+        "What you will be able to do",
+        "What you need first",
+        "A map of the book",
+        "Four ways to read it",
+    ):
+        assert page.locator("main h2", has_text=heading).count() == 1, f"no section {heading!r}"
+    for way in ("On this site", "Live, in your browser", "In Jupyter", "On paper"):
+        assert way in text, f"the front page does not name the way to read it {way!r}"
+    assert page.locator("main div.cell_input:visible, main details.hide:visible").count() == 0, "set-up code is shown"
+    assert "use_cpu_devices" not in text
+    assert "panel below" not in text
+    figure = page.locator("#fig-intro-map")
+    assert figure.count() == 1 and figure.locator("img, svg").first.bounding_box()["height"] > 200
+    alt = figure.locator("img").first.get_attribute("alt") or ""
+    assert "Topology" in alt and "Choosing a mesh" in alt
+    page.close()
+
+
+def _search(page, server, query):
+    page.goto(f"{server}/search.html?q={query}", wait_until="networkidle")
+    page.wait_for_selector("#search-results ul.search li", timeout=30_000)
+    page.wait_for_function("(document.querySelector('#search-progress') || {}).textContent !== 'Preparing search...'")
+    page.wait_for_timeout(1500)  # snippets are filled in as their pages arrive
+    return page.evaluate(
+        "[...document.querySelectorAll('#search-results ul.search > li')].map(li => ({"
+        "href: li.querySelector('a').getAttribute('href'), kind: li.className,"
+        "snippet: (li.querySelector('p.context') || {textContent: ''}).textContent}))"
+    )
+
+
+@pytest.mark.parametrize(
+    "query,first,above",
+    [
+        ("FSDP", "03_data_parallel", "explorer"),
+        ("all-gather", "01_topology", "05_expert_parallel"),
+        ("bubble", "06_pipeline", "91_numbers"),
+    ],
+)
+def test_search_ranks_chapters_above_api_objects(server, browser, query, first, above):
+    """A chapter whose titles hold the query comes first; among chapters
+    that only use it, the earliest (Sphinx keeps no word counts); then the
+    glossary's definition; every page before any object of the package
+    reference. "all-gather" is looked up whole: the chapter with
+    "all-to-all" in a heading (5) no longer leads (the audit). No snippet
+    shows a formula twice or as TeX."""
+    page = browser.new_page()
+    results = _search(page, server, query)
+    assert results, f"nothing found for {query!r}"
+    hrefs = [r["href"] for r in results]
+    assert first in hrefs[0], f"{query!r}: the first result is {hrefs[0]}, not {first}"
+    ranks = [i for i, h in enumerate(hrefs) if above in h]
+    if ranks:
+        assert ranks[0] > 0 and all(not h.startswith("chapters/9") for h in hrefs[: min(ranks[0], 3)]), hrefs[:8]
+    if query == "all-gather":
+        assert hrefs.index("chapters/02_sharding.html") < hrefs.index("chapters/05_expert_parallel.html"), hrefs[:8]
+    kinds = ["object" if "kind-object" in r["kind"] else "page" for r in results]
+    if "object" in kinds:
+        assert "page" not in kinds[kinds.index("object") :], (
+            f"{query!r}: an API object ranks above a page: {results[:8]}"
+        )
+    for r in results:
+        snippet = r["snippet"]
+        assert "\\" not in snippet and "{" not in snippet, f"TeX in a snippet: {snippet[:200]!r}"
+        assert not re.search(r"(\S{3,})\1\1", snippet), f"a formula repeated in a snippet: {snippet[:200]!r}"
+    page.close()
+
+
+@pytest.mark.parametrize("where", ["page", "dialog"])
+def test_the_search_icon_does_not_cover_the_query(server, browser, where):
+    """The magnifier sits left of the text typed into the search box, on
+    the search page and in the Ctrl+K dialog."""
+    page = browser.new_page()
+    if where == "page":
+        page.goto(f"{server}/search.html", wait_until="networkidle")
+        box = page.locator("main form.bd-search input[name=q]").first
+    else:
+        page.goto(f"{server}/chapters/02_sharding.html", wait_until="networkidle")
+        page.keyboard.press("Control+k")
+        box = page.locator("#pst-search-dialog input[name=q]")
+        box.wait_for(state="visible")
+    box.fill("all-gather")
+    form = box.locator("xpath=ancestor::form[1]")
+    icon = form.locator("i, svg").first.bounding_box()
+    text_left = page.evaluate(
+        "el => el.getBoundingClientRect().left + parseFloat(getComputedStyle(el).paddingLeft)", box.element_handle()
+    )
+    icon_right = icon["x"] + icon["width"]
+    assert icon_right <= text_left + 0.5, f"{where}: the icon ends at {icon_right}, the text starts at {text_left}"
+    page.close()

@@ -203,10 +203,65 @@ def choice_input(options, label=None):
     return {"kind": "choice", "options": options, "label": label}
 
 
-def number_input(label=None, integer=False, step=None):
-    """A live numeric input. Its range is not checked here: the cost model's
-    own ValueError tells the reader what is wrong."""
-    return {"kind": "integer" if integer else "number", "label": label, "step": step or (1 if integer else "any")}
+# the largest integer a browser's number (IEEE double) holds exactly: a live
+# integer input beyond it would be rounded before Python saw it
+MAX_EXACT_INTEGER = 2**53
+
+
+def number_input(label, *, minimum, maximum, unit="", integer=False):
+    """A live numeric input and its domain, declared once: `label` as the
+    reader reads it, `unit` shown after it ("GB", "tokens"; "" for a count),
+    whole numbers only if `integer`, and the closed range [`minimum`,
+    `maximum`]. The live page refuses a value outside it beside the input
+    and keeps its last good numbers (:func:`check_input`); the cost model's
+    own ValueError still refuses what only it can judge (a divisor)."""
+    if not isinstance(label, str) or not label:
+        raise ValueError(f"label: a live input needs a label, got {label!r}")
+    for name, bound in (("minimum", minimum), ("maximum", maximum)):
+        if isinstance(bound, bool) or not isinstance(bound, (int, float)) or not math.isfinite(bound):
+            raise ValueError(f"{name}: must be a finite number, got {bound!r}")
+        if integer and (not float(bound).is_integer() or abs(bound) > MAX_EXACT_INTEGER):
+            raise ValueError(f"{name}: an integer input's bound must be a whole number within ±2**53, got {bound!r}")
+    if not minimum < maximum:
+        raise ValueError(f"minimum: must be below maximum, got {minimum!r} and {maximum!r}")
+    if integer:
+        minimum, maximum = int(minimum), int(maximum)
+    return {
+        "kind": "integer" if integer else "number",
+        "label": label,
+        "unit": unit,
+        "minimum": minimum,
+        "maximum": maximum,
+        "step": 1 if integer else "any",
+    }
+
+
+def _bound_text(value):
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.12g}"
+
+
+def domain_text(spec):
+    """A numeric input's domain in words: "a whole number from 1 to 1,024 nodes"."""
+    kind = "a whole number" if spec["kind"] == "integer" else "a number"
+    unit = f" {spec['unit']}" if spec.get("unit") else ""
+    return f"{kind} from {_bound_text(spec['minimum'])} to {_bound_text(spec['maximum'])}{unit}"
+
+
+def check_input(spec, value):
+    """`value` if it lies in the live input `spec`'s domain, else a
+    ValueError naming the input (its label) and the domain."""
+    label = spec.get("label") or "input"
+    if spec["kind"] == "choice":
+        if value not in spec["options"]:
+            raise ValueError(f"{label}: must be one of {', '.join(spec['options'])}, got {value!r}")
+        return value
+    integer = spec["kind"] == "integer"
+    ok = not isinstance(value, bool) and isinstance(value, (int, float))
+    ok = ok and math.isfinite(value) and (not integer or float(value).is_integer())
+    ok = ok and spec["minimum"] <= value <= spec["maximum"]
+    if not ok:
+        raise ValueError(f"{label}: must be {domain_text(spec)}, got {value!r}")
+    return int(value) if integer else value
 
 
 def phrase(text, options):
@@ -246,9 +301,28 @@ def show_phrase(name, text):
     _display({GLUE_PREFIX + "text/plain": repr(text)}, {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}})
 
 
-def evaluate_live(function, arguments):
-    """Call a live function and format every value it returns: {name: text}."""
+def evaluate_live(function, arguments, inputs=None):
+    """Call a live function and format every value it returns: {name: text}.
+    With `inputs` ({name: spec} or the page's list of specs with their
+    names), each argument is first checked against its domain
+    (:func:`check_input`)."""
+    if inputs is not None:
+        specs = inputs if isinstance(inputs, dict) else {spec["name"]: spec for spec in inputs}
+        arguments = {name: check_input(specs[name], v) if name in specs else v for name, v in arguments.items()}
     return _texts(function(**arguments))
+
+
+def _check_printed_inputs(inputs, defaults):
+    """Each input spec is one of ledger's, and each printed input lies in its domain."""
+    for name, spec in inputs.items():
+        if not (isinstance(spec, dict) and spec.get("kind") in ("choice", "integer", "number")):
+            raise ValueError(f"inputs: {name!r} must be ledger.number_input(...) or ledger.choice_input(...)")
+        try:
+            check_input(spec, defaults[name])
+        except ValueError as err:
+            raise ValueError(
+                f"function: the printed input {name}={defaults[name]!r} lies outside its domain ({err})"
+            ) from None
 
 
 def live(function, **inputs):
@@ -274,6 +348,7 @@ def live(function, **inputs):
     if extra:
         raise ValueError(f"inputs: {sorted(extra)} are not parameters of {function.__name__}")
     defaults = {name: p.default for name, p in params.items()}
+    _check_printed_inputs(inputs, defaults)
     results = function(**defaults)
     for name, v in results.items():
         if not (isinstance(v, dict) and ("value" in v or _is_phrase(v))):
@@ -308,6 +383,8 @@ def _widgets(function, inputs, defaults):
     controls = {}
     for name, spec in inputs.items():
         label = spec.get("label") or name
+        if spec.get("unit"):
+            label = f"{label} ({spec['unit']})"
         if spec["kind"] == "choice":
             controls[name] = ipywidgets.Dropdown(options=spec["options"], value=defaults[name], description=label)
         elif spec["kind"] == "integer":
@@ -317,7 +394,7 @@ def _widgets(function, inputs, defaults):
 
     def show_values(**arguments):
         try:
-            for name, text in evaluate_live(function, arguments).items():
+            for name, text in evaluate_live(function, arguments, inputs).items():
                 print(f"{name}: {text}")
         except ValueError as err:
             print(f"refused: {err}")

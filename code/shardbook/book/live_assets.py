@@ -81,7 +81,18 @@ def copy_live_assets(app):
     (out / "pyodide" / "sizes.json").write_text(json.dumps(sizes))
 
 
+PLANNER_PAGE = "chapters/99_planner"
+
+
+def _planner_script(app, pagename, templatename, context, doctree):
+    """The planner page's script (its form, run with the live mode's
+    loader), on that page only."""
+    if pagename == PLANNER_PAGE:
+        app.add_js_file("shardbook-planner.js", defer="defer")
+
+
 def setup(app):
     _keyed_glue_role()
     app.add_js_file("shardbook-live.js", defer="defer")
+    app.connect("html-page-context", _planner_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

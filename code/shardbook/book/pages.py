@@ -19,9 +19,25 @@ MODE_JS = "shardbook-mode.js"
 # It also marks the page as scripted (html.shardbook-js), so that the
 # stylesheet can fold the answer dropdowns before sphinx-togglebutton does
 # (which would otherwise move the page as it loads); without scripts they stay open.
+# And it mends the sidebar drawers: pydata-sphinx-theme (and sphinx-book-theme's
+# wide-screen toggle) bind their handlers to the *first* .primary-toggle and
+# .secondary-toggle in the page, pydata's header icons, which sphinx-book-theme
+# hides; the buttons a reader sees got no handler, and on a phone or a tablet
+# neither the chapter list nor the page contents opened. A click on any other
+# copy of the button is passed to the first one, whose handlers open the drawer.
 MODE_SOURCE = (
     'if (!document.documentElement.dataset.mode) { document.documentElement.dataset.mode = "auto"; }\n'
     'document.documentElement.classList.add("shardbook-js");\n'
+    'document.addEventListener("DOMContentLoaded", function () {\n'
+    '  [".primary-toggle", ".secondary-toggle"].forEach(function (selector) {\n'
+    "    var all = document.querySelectorAll(selector);\n"
+    "    [].slice.call(all, 1).forEach(function (button) {\n"
+    '      button.addEventListener("click", function (event) {\n'
+    "        event.preventDefault(); event.stopPropagation(); all[0].click();\n"
+    "      });\n"
+    "    });\n"
+    "  });\n"
+    "});\n"
 )
 
 
@@ -62,6 +78,45 @@ PAGE_FIXES = (
         r'\1 role="region" aria-label="Book navigation"',
     ),
 )
+
+
+# pydata-sphinx-theme loads Sphinx's search tools and the whole search index
+# (about 100 kB) on every page, render-blocking, for a search-as-you-type
+# dialog this book does not turn on: its Ctrl+K dialog sends the query to
+# search.html, which loads them itself. Every other page drops them.
+_SEARCH_ASSETS = re.compile(
+    r'\s*<script src="[^"]*(?:_static/searchtools\.js|_static/language_data\.js|searchindex\.js)"></script>'
+)
+# Scripts in <head> that block the first paint and need not: deferred, they
+# still run in order, before DOMContentLoaded, which is when they act.
+_DEFERRABLE = (
+    "documentation_options.js",
+    "doctools.js",
+    "sphinx_highlight.js",
+    "clipboard.min.js",
+    "copybutton.js",
+    "sphinx-book-theme.js",
+    "togglebutton.js",
+    "design-tabs.js",
+)
+_BLOCKING_SCRIPT = re.compile(
+    r'<script((?:(?! defer| async)[^>])*) src="([^"]*/(?:'
+    + "|".join(re.escape(n) for n in _DEFERRABLE)
+    + r')(?:\?[^"]*)?)"'
+)
+
+
+def lighter_head(text, pagename):
+    """A page's HTML without the search assets it does not use (every page
+    but search.html) and with its deferrable head scripts deferred."""
+    if pagename == "search.html":
+        return text
+    head_end = text.find("</head>")
+    if head_end < 0:
+        return text
+    head = _SEARCH_ASSETS.sub("", text[:head_end])
+    head = _BLOCKING_SCRIPT.sub(r'<script\1 defer src="\2"', head)
+    return head + text[head_end:]
 
 
 _LIVE_DATA = re.compile(r'<script(?=[^>]*\bclass="shardbook-live")[^>]*>')
@@ -125,6 +180,7 @@ def rewrite_pages(outdir):
         )
         for pattern, replacement in PAGE_FIXES:
             fixed = pattern.sub(replacement, fixed)
+        fixed = lighter_head(fixed, page.name)
         # attributes in any order: sphinx-codeautolink re-serializes a page's body
         if _LIVE_DATA.search(fixed) and 'div class="shardbook-live"' not in fixed:
             fixed = _ARTICLE_TITLE_END.sub(lambda m: m.group(1) + "\n" + LIVE_BOX, fixed, count=1)

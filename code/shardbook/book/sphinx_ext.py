@@ -8,7 +8,8 @@ in the order they need:
 - `theme_assets`: the theme's icons, icon fonts and stylesheets cut down to
   what the pages use, and sphinx-thebe's assets left out;
 - `live_assets`: the live pages' glue role and the files the browser loads;
-- `reference` and `glossary`: the package reference and the glossary.
+- `reference` and `glossary`: the package reference and the glossary;
+- `search`: the search page's ranking and snippets.
 
 Here: the fingerprint of a finished HTML build (which the tests and `make
 serve` check), the single-page builder's share of the HTML visitors, the
@@ -203,6 +204,7 @@ def setup(app):
     _cache_pybtex_plugin_lookups()
     app.setup_extension("shardbook.book.reference")  # autodoc, and no public name without a docstring
     app.setup_extension("shardbook.book.glossary")
+    app.setup_extension("shardbook.book.search")  # ranking and snippets
     app.add_css_file("shardbook.css")  # live panel, full-size links, narrow screens
     app.setup_extension("shardbook.book.live_assets")
     app.setup_extension("shardbook.book.theme_assets")

@@ -1,15 +1,20 @@
 """Step 6 of the planner: the command line, `python -m shardbook.explorer
-MODEL ACCELERATOR N_DEVICES TOKENS [options]`, and the ranked table.
+MODEL ACCELERATOR N_DEVICES BATCH [options]`, and the ranked table.
+MODEL may be the path of a Hugging Face config.json (or `--config PATH`),
+ACCELERATOR the path of an accelerator file (or `--accelerator-file PATH`),
+BATCH tokens (4194304, 4M) or `--batch-seqs N`; `--explain` with `--mesh`
+prints one mesh's breakdown.
 
 Bad input is one line on stderr and exit code 2, never a traceback.
 """
 
 import argparse
 import json
+import re
 import sys
 
 from .. import _validate, hardware, models
-from . import memory_plan
+from . import inputs, memory_plan
 from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
 
@@ -29,6 +34,7 @@ def format_table(candidates, top=None):
         "memory / HBM GB",
         "expected step ms",
         "expected MFU",
+        "bound step ms",
         "bound MFU",
         "micro",
         "recompute",
@@ -45,6 +51,7 @@ def format_table(candidates, top=None):
                 f"{cand.memory_bytes_per_device / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.0f}",
                 f"{cand.expected_step_s * 1e3:,.0f}",
                 f"{cand.expected_mfu:.1%}",
+                f"{cand.step_s * 1e3:,.0f}",
                 f"{cand.mfu:.1%}",
                 str(cand.micro_batch_seqs),
                 cand.recompute,
@@ -149,12 +156,28 @@ def _parser():
         description="Rank the meshes of a model on a number of accelerators with the book's planner: "
         "memory per device, a calibrated expected step time, and the optimistic bound.",
     )
-    parser.add_argument("model", help=f"a model preset: {', '.join(models.names())}")
-    parser.add_argument("accelerator", help=f"an accelerator preset: {', '.join(hardware.names())}")
-    parser.add_argument("n_devices", help="number of devices")
-    parser.add_argument("tokens", help="global batch in tokens")
+    parser.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="MODEL ACCELERATOR N_DEVICES BATCH",
+        help=f"MODEL: a preset ({', '.join(models.names())}) or the path of a Hugging Face config.json "
+        "(or --config); ACCELERATOR: a preset "
+        f"({', '.join(hardware.names())}) or the path of an accelerator file, .toml or .json "
+        "(or --accelerator-file); N_DEVICES; BATCH: the global batch in tokens (4194304, 4M: K, M, G are "
+        "2**10, 2**20, 2**30), or --batch-seqs",
+    )
+    parser.add_argument("--config", default=None, help="a Hugging Face config.json (MODEL is then left out)")
+    parser.add_argument(
+        "--accelerator-file", default=None, help="an accelerator file, .toml or .json (ACCELERATOR is then left out)"
+    )
+    parser.add_argument("--batch-seqs", default=None, help="the global batch in sequences (BATCH is then left out)")
+    parser.add_argument(
+        "--explain",
+        action="store_true",
+        help="with --mesh: per axis where its groups sit, bytes, time and how much hides; time and memory by component",
+    )
     parser.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
-    parser.add_argument("--seq-len", type=int, default=4096, help="sequence length (default 4096)")
+    parser.add_argument("--seq-len", default="4096", help="sequence length in tokens (default 4096)")
     parser.add_argument(
         "--axes",
         default="fsdp,tp,ep,pp",
@@ -199,40 +222,79 @@ def _parser():
     return parser
 
 
-def _number(name, text, integer):
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{name}: must be a number, got {text!r}") from None
-    if value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{name}: must be a finite number, got {text!r}")
-    if integer:
-        if value != int(value) or value < 1:
-            raise ValueError(f"{name}: must be a whole number >= 1, got {text!r}")
-        if value > 2**53:
-            raise ValueError(f"{name}: at most 2**53 devices, got {text!r}")
-        return int(value)
-    if value > 1e30:
-        raise ValueError(f"{name}: at most 1e30 tokens, got {text!r}")
-    return value
+def _positionals(args):
+    """MODEL, ACCELERATOR, N_DEVICES and BATCH from the positionals and the
+    flags that stand for some of them."""
+    names = [
+        n
+        for n, flag in (
+            ("MODEL", args.config),
+            ("ACCELERATOR", args.accelerator_file),
+            ("N_DEVICES", None),
+            ("BATCH", args.batch_seqs),
+        )
+        if flag is None
+    ]
+    if len(args.inputs) != len(names):
+        raise ValueError(
+            f"arguments: expected {' '.join(names)} ({len(names)} values), got {len(args.inputs)}: "
+            f"{' '.join(repr(a) for a in args.inputs) or 'none'}"
+        )
+    given = dict(zip(names, args.inputs, strict=True))
+    model = inputs.read_model(given["MODEL"]) if "MODEL" in given else inputs.read_model(_json_path(args.config))
+    if "ACCELERATOR" in given:
+        accelerator = inputs.read_accelerator(given["ACCELERATOR"])
+    else:
+        accelerator = inputs.read_accelerator(args.accelerator_file)
+        if not args.accelerator_file.lower().endswith((".toml", ".json")):
+            raise ValueError(f"--accelerator-file: must end in .toml or .json, got {args.accelerator_file!r}")
+    n_devices = inputs.parse_count("n_devices", given["N_DEVICES"], unit="devices")
+    tokens = inputs.batch_tokens(args.seq_len, given.get("BATCH"), args.batch_seqs)
+    return model, accelerator, n_devices, tokens
+
+
+def _negative_sizes(argv):
+    """A negative size argparse would take for an option ('-4M', '-1e6'):
+    written with a minus sign (U+2212), so that it reaches the field it was
+    given for and is refused there, by name."""
+    plain_negative = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as numbers already
+    return ["\u2212" + a[1:] if re.match(r"^-\.?\d", a) and not plain_negative.match(a) else a for a in argv]
+
+
+def _print_json(found, explained):
+    if explained is not None:
+        cand, rows, parts, _ = explained
+        print(json.dumps({**_as_json(cand), "axes": rows, "time_parts_s": parts}, indent=1))
+    else:
+        print(json.dumps([_as_json(c) for c in found], indent=1))
+    return 0
+
+
+def _json_path(path):
+    if not path.lower().endswith(".json"):
+        raise ValueError(f"--config: must be the path of a config.json, got {path!r}")
+    return path
 
 
 def main(argv=None):
-    """`python -m shardbook.explorer MODEL ACCELERATOR N_DEVICES TOKENS`:
-    print the ranked meshes (or one, with --mesh); bad input is one line on
-    stderr and exit code 2."""
+    """`python -m shardbook.explorer MODEL ACCELERATOR N_DEVICES BATCH`:
+    print the ranked meshes (or one, with --mesh; its breakdown with
+    --explain); bad input is one line on stderr and exit code 2."""
     from .candidate import TooFewSequences, evaluate
+    from .explain import explain, format_explain
     from .search import explore
 
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(_negative_sizes(sys.argv[1:] if argv is None else list(argv)))
     try:
-        n_devices = _number("n_devices", args.n_devices, True)
-        tokens = _number("tokens", args.tokens, False)
+        model, accelerator, n_devices, tokens = _positionals(args)
+        seq_len = inputs.parse_count("seq_len", args.seq_len)
         _validate.count("--top", args.top)
         if tokens < n_devices:
             raise ValueError(f"tokens: {tokens:g} is below one token per device ({n_devices} devices)")
+        if args.explain and args.mesh is None:
+            raise ValueError("--explain: name the mesh to explain with --mesh (e.g. --mesh fsdp=32,tp=8)")
         options = dict(
-            seq_len=args.seq_len,
+            seq_len=seq_len,
             micro_batch_seqs=args.micro_batch,
             schedule=args.schedule,
             n_virtual=args.n_virtual,
@@ -252,34 +314,40 @@ def main(argv=None):
             precision=args.precision,
         )
         target = _parse_mesh(args.rank) if args.rank is not None else None
+        axes = _parse_axes(args.axes)
+        explained = None
         if args.mesh is not None:
             mesh = _parse_mesh(args.mesh)
             options["micro_batch_seqs"] = args.micro_batch or 1
-            found = [evaluate(args.model, args.accelerator, mesh, tokens, n_devices=n_devices, **options)]
+            if args.explain:
+                explained = explain(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
+                found = [explained[0]]
+            else:
+                found = [evaluate(model, accelerator, mesh, tokens, n_devices=n_devices, **options)]
         else:
-            axes = _parse_axes(args.axes)
-            found = explore(args.model, args.accelerator, n_devices, tokens, axes=axes, **options)
+            found = explore(model, accelerator, n_devices, tokens, axes=axes, **options)
+            if not found:
+                raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options))
     except TooFewSequences as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except (ValueError, TypeError) as error:
         print(f"error: {str(error).splitlines()[0][:500]}", file=sys.stderr)
         return 2
-    if not found:
-        print(
-            f"error: no mesh of {n_devices} devices can run {args.model} with a batch of {tokens:g} tokens "
-            f"(each data-parallel rank needs at least one sequence of {args.seq_len}, and every degree must "
-            f"divide what it splits)",
-            file=sys.stderr,
-        )
-        return 2
     if args.json:
-        print(json.dumps([_as_json(c) for c in found[: args.top]], indent=1))
-        return 0
+        return _print_json(found[: args.top], explained)
     print(
-        f"{args.model} on {n_devices} × {args.accelerator}, {tokens:,.0f} tokens per step, "
-        f"sequences of {args.seq_len}: {len(found)} mesh{'' if len(found) == 1 else 'es'}\n"
+        f"{model.name} on {n_devices} × {accelerator.name} ({accelerator.hbm_bytes / 1e9:,.0f} GB HBM each), "
+        f"{tokens:,.0f} tokens per step ({tokens // seq_len:,} sequences of {seq_len:,}): "
+        f"{len(found)} mesh{'' if len(found) == 1 else 'es'}"
     )
+    print(inputs.model_line(model))
+    if inputs.accelerator_note(accelerator):
+        print(inputs.accelerator_note(accelerator))
+    print()
+    if explained is not None:
+        print(format_explain(*explained))
+        return 0
     print(format_table(found, args.top))
     if target is not None:
         print("\n" + rank_line(found, target))

@@ -20,50 +20,114 @@
 
   function megabytes(n) { return (n / 1e6).toFixed(1); }
 
+  // Pyodide's two large files (the WebAssembly runtime and the standard
+  // library) are fetched once per visit: kept in the browser's Cache Storage
+  // under the Pyodide version (a page made live later reads them there, whatever
+  // the HTTP cache keeps: a cache too small for a 9.6 MB file, or a host that
+  // forbids caching, made the browser download the runtime twice), and handed
+  // from memory to Pyodide's loader, which would otherwise fetch them again.
+  // (Asking the HTTP cache first, with cache: "only-if-cached", logs an error
+  // in the reader's console on every miss.)
+  var HELD = ["pyodide.asm.wasm", "python_stdlib.zip"];
+  var TYPES = { wasm: "application/wasm", zip: "application/zip", mjs: "text/javascript" };
+
+  async function openCache(version) {
+    if (typeof caches === "undefined") { return null; }  // not a secure context (file://)
+    try {
+      var name = "shardbook-pyodide-" + version;
+      (await caches.keys()).forEach(function (k) { if (k.indexOf("shardbook-pyodide-") === 0 && k !== name) { caches.delete(k); } });
+      return await caches.open(name);
+    } catch (err) { return null; }
+  }
+
   async function prefetch(names, button, box) {
     var base = root() + "_static/pyodide/";
     // sizes written by the build: a compressing host's Content-Length is the
     // compressed size, while the reader counts decompressed bytes
     var sizes = await (await fetch(base + "sizes.json")).json();
+    var cache = await openCache(sizes.version || "unversioned");
     var total = names.reduce(function (a, n) { return a + (sizes[n] || 0); }, 0);
-    var loaded = 0;
+    var loaded = 0, fromCache = 0, held = {};
+    function show() {
+      button.textContent = "Loading Python… " + megabytes(loaded) + " of " + megabytes(total) + " MB" + (fromCache ? " (from this visit's cache)" : "");
+    }
     for (var i = 0; i < names.length; i++) {
-      var response = await fetch(base + names[i]);
-      var reader = response.body.getReader();
-      for (;;) {
-        var chunk = await reader.read();
-        if (chunk.done) { break; }
-        loaded += chunk.value.length;
-        button.textContent = "Loading Python… " + megabytes(loaded) + " of " + megabytes(total) + " MB";
+      var url = new URL(base + names[i], location.href).href;
+      var kept = cache && HELD.indexOf(names[i]) >= 0 ? await cache.match(url) : null;
+      var bytes;
+      if (kept) {
+        bytes = new Uint8Array(await kept.arrayBuffer());
+        loaded += bytes.length; fromCache += bytes.length; show();
+      } else {
+        var response = await fetch(url);
+        if (!response.ok) { throw new Error("could not load " + names[i] + " (HTTP " + response.status + ")"); }
+        var reader = response.body.getReader(), chunks = [], n = 0;
+        for (;;) {
+          var chunk = await reader.read();
+          if (chunk.done) { break; }
+          chunks.push(chunk.value); n += chunk.value.length; loaded += chunk.value.length; show();
+        }
+        bytes = new Uint8Array(n);
+        chunks.reduce(function (at, c) { bytes.set(c, at); return at + c.length; }, 0);
+        if (cache && HELD.indexOf(names[i]) >= 0) {
+          var type = TYPES[names[i].split(".").pop()] || "application/octet-stream";
+          try { await cache.put(url, new Response(bytes, { headers: { "Content-Type": type } })); } catch (err) { /* full or refused: this page still has the bytes */ }
+        }
       }
+      if (HELD.indexOf(names[i]) >= 0) { held[url] = bytes; }
     }
     box.dataset.loadedBytes = String(loaded);
+    box.dataset.cachedBytes = String(fromCache);
     button.textContent = "Starting Python…";
+    return held;
   }
+
+  // While Pyodide loads, its fetches of the held files are answered from memory.
+  async function withHeldFiles(held, load) {
+    var original = window.fetch;
+    window.fetch = function (resource, options) {
+      var url = new URL(typeof resource === "string" || resource instanceof URL ? resource : resource.url, location.href).href;
+      if (held[url]) {
+        var type = TYPES[url.split(".").pop()] || "application/octet-stream";
+        return Promise.resolve(new Response(held[url], { headers: { "Content-Type": type } }));
+      }
+      return original.apply(this, arguments);
+    };
+    try { return await load(); } finally { window.fetch = original; }
+  }
+
+  // Pyodide with shardbook's browser modules on its path (and `json` and the
+  // ledger imported): what a live page and the planner page
+  // (shardbook-planner.js, through window.shardbookLive.loadPython) both run.
+  async function loadPython(button, box) {
+    // fetch the package's sources while Pyodide starts
+    var sources = fetch(root() + "_static/shardbook/manifest.json").then(function (r) { return r.json(); }).then(function (names) {
+      return Promise.all(names.map(function (name) {
+        return fetch(root() + "_static/shardbook/" + name).then(function (r) { return r.text(); }).then(function (text) { return [name, text]; });
+      }));
+    });
+    // fetch Pyodide's large files first, counting bytes for the reader; the
+    // loader then finds them in the browser's cache
+    var held = await prefetch(["pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs"], button, box);
+    await loadScript(root() + "_static/pyodide/pyodide.js");
+    var py = await withHeldFiles(held, function () { return loadPyodide({ indexURL: root() + "_static/pyodide/" }); });
+    py.FS.mkdirTree("/home/pyodide/shardbook");
+    (await sources).forEach(function (pair) {
+      var slash = pair[0].lastIndexOf("/");  // a subpackage's file: make its folder first
+      if (slash > 0) { py.FS.mkdirTree("/home/pyodide/shardbook/" + pair[0].slice(0, slash)); }
+      py.FS.writeFile("/home/pyodide/shardbook/" + pair[0], pair[1]);
+    });
+    py.runPython("import sys\nsys.path.insert(0, '/home/pyodide')\nimport json\nfrom shardbook import ledger");
+    return py;
+  }
+  window.shardbookLive = { loadPython: loadPython, lastLine: lastLine };
 
   async function start(specs, box, button) {
     var t0 = performance.now();
     button.disabled = true;
     button.textContent = "Loading Python…";
     try {
-      // fetch the package's sources while Pyodide starts
-      var sources = fetch(root() + "_static/shardbook/manifest.json").then(function (r) { return r.json(); }).then(function (names) {
-        return Promise.all(names.map(function (name) {
-          return fetch(root() + "_static/shardbook/" + name).then(function (r) { return r.text(); }).then(function (text) { return [name, text]; });
-        }));
-      });
-      // fetch Pyodide's large files first, counting bytes for the reader; the
-      // loader then finds them in the browser's cache
-      await prefetch(["pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs"], button, box);
-      await loadScript(root() + "_static/pyodide/pyodide.js");
-      var py = await loadPyodide({ indexURL: root() + "_static/pyodide/" });
-      py.FS.mkdirTree("/home/pyodide/shardbook");
-      (await sources).forEach(function (pair) {
-        var slash = pair[0].lastIndexOf("/");  // a subpackage's file: make its folder first
-        if (slash > 0) { py.FS.mkdirTree("/home/pyodide/shardbook/" + pair[0].slice(0, slash)); }
-        py.FS.writeFile("/home/pyodide/shardbook/" + pair[0], pair[1]);
-      });
-      py.runPython("import sys\nsys.path.insert(0, '/home/pyodide')\nimport json\nfrom shardbook import ledger");
+      var py = await loadPython(button, box);
       specs.forEach(function (spec) { py.runPython(spec.source); });
     } catch (err) {
       button.textContent = "Live mode failed: " + lastLine(err);
@@ -74,6 +138,27 @@
     var panel = document.createElement("form");
     panel.className = "shardbook-live-panel";
     panel.addEventListener("submit", function (e) { e.preventDefault(); });
+    // on a small screen the sticky panel folds to one line while the reader
+    // reads (scrolling folds it, unless a field has the focus); the bar opens it
+    var toggle = document.createElement("button");
+    toggle.type = "button";
+    toggle.className = "shardbook-live-toggle";
+    function setFolded(folded) {
+      panel.classList.toggle("shardbook-live-folded", folded);
+      toggle.setAttribute("aria-expanded", String(!folded));
+      var n = Number((panel.querySelector(".shardbook-live-changed") || {}).dataset && panel.querySelector(".shardbook-live-changed").dataset.count || 0);
+      toggle.textContent = folded ? "Live inputs" + (n ? " · " + n + " changed" : "") + " ▸" : "Hide live inputs ▾";
+    }
+    toggle.addEventListener("click", function () { setFolded(!panel.classList.contains("shardbook-live-folded")); });
+    panel.appendChild(toggle);
+    var small = window.matchMedia("(max-width: 767.98px)");
+    var lastY = window.scrollY;
+    window.addEventListener("scroll", function () {
+      var moved = Math.abs(window.scrollY - lastY) > 40;
+      if (!moved) { return; }
+      lastY = window.scrollY;
+      if (small.matches && !panel.contains(document.activeElement) && !panel.classList.contains("shardbook-live-folded")) { setFolded(true); }
+    }, { passive: true });
     function markStale() {
       // while any field is refused, the numbers on the page belong to the last good inputs
       var bad = [].some.call(panel.querySelectorAll(".shardbook-live-error"), function (e) { return e.textContent !== ""; });
@@ -95,7 +180,7 @@
         var row = document.createElement("label");
         row.className = "shardbook-live-input";
         var caption = document.createElement("span");
-        caption.textContent = label;
+        caption.textContent = input.unit ? label + " (" + input.unit + ")" : label;
         var field;
         if (input.kind === "choice") {
           field = document.createElement("select");
@@ -104,6 +189,7 @@
           field = document.createElement("input");
           field.type = "text";
           field.inputMode = input.kind === "integer" ? "numeric" : "decimal";
+          if (input.minimum !== undefined) { field.title = "Accepts " + domainText(input); }
         }
         field.name = input.name;
         field.value = input.default;
@@ -164,23 +250,42 @@
       "Everything else, compiled HLO, local shapes from a real compile, and measured data, stays as printed.";
     panel.appendChild(note);
     box.appendChild(panel);
+    setFolded(false);
     var ms = Math.round(performance.now() - t0);
     box.dataset.readyMs = String(ms);
     box.dataset.state = "ready";
   }
 
-  // Strict parsing: an integer field takes digits only (no 1e3, no 2.7), a
-  // number field a plain decimal; nothing is silently rounded or truncated.
+  // Strict parsing against the input's declared domain (ledger.number_input):
+  // an integer field takes digits only (no 1e3, no 2.7) and nothing beyond
+  // 2**53 (a browser's number would round it), a number field a plain
+  // decimal; a value outside [minimum, maximum] is refused, never clamped.
+  var MAX_EXACT = BigInt(2) ** BigInt(53);
+  function grouped(n) { return Number(n).toLocaleString("en-US", { maximumFractionDigits: 12 }); }
+  function domainText(input) {
+    return (input.kind === "integer" ? "a whole number" : "a number") + " from " + grouped(input.minimum) + " to " +
+      grouped(input.maximum) + (input.unit ? " " + input.unit : "");
+  }
   function parseField(input, raw) {
     var text = String(raw).trim();
-    if (input.kind === "choice") { return { value: text }; }
+    if (input.kind === "choice") {
+      if (input.options.indexOf(text) < 0) { return { error: "must be one of the listed options, got \"" + text + "\"" }; }
+      return { value: text };
+    }
+    var value;
     if (input.kind === "integer") {
       if (!/^[+-]?\d+$/.test(text)) { return { error: "must be a whole number (digits only), got \"" + text + "\"" }; }
-      return { value: parseInt(text, 10) };
+      var big = BigInt(text);
+      if (big > MAX_EXACT || big < -MAX_EXACT) { return { error: "must be " + domainText(input) + ", got " + text + " (beyond 2**53, which a browser cannot hold exactly)" }; }
+      value = Number(big);
+    } else {
+      if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) { return { error: "must be a number, got \"" + text + "\"" }; }
+      value = Number(text);
+      if (!isFinite(value)) { return { error: "must be a finite number, got \"" + text + "\"" }; }
     }
-    if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) { return { error: "must be a number, got \"" + text + "\"" }; }
-    var value = Number(text);
-    if (!isFinite(value)) { return { error: "must be a finite number, got \"" + text + "\"" }; }
+    if (input.minimum !== undefined && input.minimum !== null && (value < input.minimum || value > input.maximum)) {
+      return { error: "must be " + domainText(input) + ", got " + text };
+    }
     return { value: value };
   }
 
@@ -213,7 +318,8 @@
   function recompute(py, spec, args) {
     try {
       py.globals.set("__live_args", JSON.stringify(args));
-      var out = JSON.parse(py.runPython("json.dumps(ledger.evaluate_live(" + spec.function + ", json.loads(__live_args)))"));
+      py.globals.set("__live_inputs", JSON.stringify(spec.inputs));
+      var out = JSON.parse(py.runPython("json.dumps(ledger.evaluate_live(" + spec.function + ", json.loads(__live_args), json.loads(__live_inputs)))"));
       Object.keys(out).forEach(function (name) {
         [].forEach.call(spansOf(name), function (s) {
           if (s.textContent !== out[name]) { s.textContent = out[name]; s.classList.add("live-changed"); }

@@ -1,0 +1,194 @@
+"""What a reader gives the planner, read and checked: a model (a preset, a
+Hugging Face config.json as a path or as text), an accelerator (a preset,
+an accelerator file as a path or as text), a batch (tokens, with K/M/G
+suffixes, or sequences), and the published size of a model read from a
+config, where its release publishes one. The command line and the planner
+page call the same functions, so a refusal reads the same in both: one
+ValueError naming the field and the rule.
+
+Ref: hf-transformers; the published totals name their sources below.
+"""
+
+import dataclasses
+import json
+import os
+
+from .. import _validate, accelerator_file, hardware, hf_config, models
+
+# K, M, G as powers of two: a "4M-token batch" is 4,194,304 tokens (2,048 sequences of 2,048)
+BATCH_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+# Published totals of releases whose config.json the planner reads, keyed by the
+# dimensions that tell them apart: (d_model, n_layers, d_ff, vocab_size, n_experts).
+# The same figures tests/test_hf_config.py asserts, with the same sources.
+PUBLISHED_SIZES = {
+    (4096, 32, 14336, 128256, 1): ("Meta-Llama-3-8B", 8_030_261_248, "dubey2024llama3"),
+    (4096, 32, 14336, 32000, 1): ("Mistral-7B-v0.1", 7_241_732_096, "jiang2023mistral"),
+    (4096, 32, 14336, 32000, 8): ("Mixtral-8x7B-v0.1", 46_702_792_704, "jiang2024mixtral"),
+    (3584, 28, 18944, 152064, 1): ("Qwen2.5-7B", 7_615_616_512, "qwen2024qwen25"),
+    (4096, 36, 12288, 151936, 1): ("Qwen3-8B", 8.2e9, "qwen2025qwen3"),
+    (2048, 48, 768, 151936, 128): ("Qwen3-30B-A3B", 30.5e9, "qwen2025qwen3"),
+    (2048, 24, 1408, 151936, 60): ("Qwen1.5-MoE-A2.7B", 14.3e9, "qwen2024moe"),
+    (7168, 61, 2048, 129280, 256): ("DeepSeek-V3", 671e9, "deepseek2024v3"),
+    (2048, 27, 1408, 102400, 64): ("DeepSeek-V2-Lite", 15.7e9, "deepseek2024v2"),
+}
+
+
+def published_size(model):
+    """(release, published total parameters, references.bib key) for a Model
+    whose dimensions match a release in PUBLISHED_SIZES, else None."""
+    m = models.get(model)
+    return PUBLISHED_SIZES.get((m.d_model, m.n_layers, m.d_ff, m.vocab_size, m.n_experts))
+
+
+def read_model(text):
+    """A model preset by name, or a Model from the path of a config.json
+    (anything ending in .json)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"model: give a preset ({', '.join(models.names())}) or the path of a config.json")
+    if text.lower().endswith(".json"):
+        m = hf_config.from_hf_config(text)
+        if m.name.endswith(" config"):  # no _name_or_path: name it after its file
+            m = dataclasses.replace(m, name=f"{m.name} ({os.path.basename(text)})")
+        return m
+    return models.get(text)
+
+
+def read_model_text(text):
+    """A Model from the text of a config.json (pasted on the planner page)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"config: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"config: must hold a JSON object, got {type(data).__name__}")
+    return hf_config.from_hf_config(data)
+
+
+def read_accelerator(text):
+    """An accelerator preset by name, or an Accelerator from the path of an
+    accelerator file (anything ending in .toml or .json)."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"accelerator: give a preset ({', '.join(hardware.names())}) or the path of a .toml file")
+    if text.lower().endswith((".toml", ".json")):
+        return accelerator_file.from_file(text)
+    return hardware.get(text)
+
+
+def read_accelerator_text(text):
+    """An Accelerator from the text of an accelerator file (TOML, or JSON
+    when it starts with '{'), pasted on the planner page."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("accelerator file: is empty; paste a TOML or JSON accelerator file")
+    fmt = "json" if text.lstrip().startswith("{") else "toml"
+    return accelerator_file.from_text(text, fmt, "accelerator file")
+
+
+def parse_count(name, text, maximum=2**53, unit=""):
+    """A whole number >= 1 from text ('4096', '4M' = 4·2**20, '1.5K' = 1536,
+    '1e15'), at most `maximum`; a negative, fractional, non-finite or
+    unparsable size is a ValueError naming `name` and the rule."""
+    at_most = f"{name}: at most {'2**53' if maximum == 2**53 else f'{maximum:g}'.replace('e+', 'e')}{' ' + unit if unit else ''}"
+    if isinstance(text, bool):
+        raise ValueError(f"{name}: must be a whole number >= 1, got {text!r}")
+    if isinstance(text, int):
+        value = text
+    else:
+        raw = str(text).strip().replace(",", "").replace("_", "")
+        if raw.startswith(("-", "\u2212")):
+            raise ValueError(f"{name}: must be a whole number >= 1, got {text.replace(chr(0x2212), '-')!r}")
+        scale = BATCH_SUFFIXES.get(raw[-1:].upper(), 1) if raw else 1
+        digits = raw[:-1] if scale != 1 else raw
+        try:
+            number = float(digits)
+        except ValueError:
+            raise ValueError(
+                f"{name}: must be a whole number (digits, or with K, M, G = 2**10, 2**20, 2**30), got {text!r}"
+            ) from None
+        if number != number or number in (float("inf"), float("-inf")):
+            raise ValueError(f"{name}: must be a finite number, got {text!r}")
+        if number * scale > maximum:
+            raise ValueError(f"{at_most}, got {text!r}")
+        if number * scale != int(number * scale) or number * scale < 1:
+            raise ValueError(f"{name}: must be a whole number >= 1, got {text!r}")
+        value = int(number * scale)
+    if value < 1:
+        raise ValueError(f"{name}: must be a whole number >= 1, got {text!r}")
+    if value > maximum:
+        raise ValueError(f"{at_most}, got {text!r}")
+    return value
+
+
+def batch_tokens(seq_len, tokens=None, seqs=None):
+    """The global batch in tokens, from `tokens` (text or int, at most 1e30)
+    or `seqs` sequences of `seq_len` (exactly one of the two); it must be a
+    whole number of sequences."""
+    seq_len = parse_count("seq_len", seq_len)
+    if (tokens is None) == (seqs is None):
+        raise ValueError("tokens: give the batch in tokens or in sequences (--batch-seqs), not both or neither")
+    if seqs is not None:
+        return parse_count("batch_seqs", seqs) * seq_len
+    value = parse_count("tokens", tokens, maximum=1e30, unit="tokens")
+    if value < seq_len:
+        raise ValueError(f"tokens: {value:,} is below one sequence of {seq_len:,} tokens")
+    if value % seq_len:
+        raise ValueError(
+            f"tokens: {value:,} is not a whole number of sequences of {seq_len:,} "
+            f"(use {value // seq_len * seq_len:,} or {(value // seq_len + 1) * seq_len:,})"
+        )
+    return value
+
+
+def model_line(model):
+    """The model's parameter count, with its published total beside it when
+    its release publishes one."""
+    m = models.get(model)
+    count = models.param_count(m)
+    text = f"{m.name}: {count / 1e9:,.2f} B parameters"
+    if m.is_moe:
+        text += f" ({models.active_param_count(m) / 1e9:,.2f} B active per token)"
+    found = published_size(m)
+    if found:
+        release, total, source = found
+        text += f"; published for {release}: {total / 1e9:,.2f} B [{source}]"
+    return text
+
+
+def accelerator_note(accelerator):
+    """For an accelerator that is not a preset (read from a file): one line
+    saying what the planner then lacks. planner.calibrate keys by preset
+    name the sustained efficiencies, the HBM bandwidth (the weight-streaming
+    floor and the elementwise work), in-switch all-reduce (NVLink SHARP) and
+    the FP8 peak; none is an Accelerator field."""
+    acc = hardware.get(accelerator)
+    if acc.name in hardware.names():
+        return ""
+    return (
+        f"{acc.name} is not a preset: the planner has no calibration for it (planner.calibrate keys by preset "
+        "name): default sustained efficiencies, no HBM-bandwidth floor, no in-switch all-reduce, no FP8 peak; "
+        "memory per device does not depend on these"
+    )
+
+
+def no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options):
+    """Why `explore` found no mesh: the batch (fewer sequences than the
+    data-parallel ranks of every mesh) or the device count (no mesh of it
+    divides the model), as one line naming the field and the rule."""
+    from .search import explore
+
+    m = models.get(model)
+    n_seqs = tokens // seq_len
+    roomy = explore(m, accelerator, n_devices, n_devices * seq_len * 64, axes=axes, **options)
+    if roomy:
+        return (
+            f"tokens: {n_seqs:,} sequence{'s' if n_seqs != 1 else ''} of {seq_len:,} cannot give every "
+            f"data-parallel rank the same whole number (at least one) on any mesh of {n_devices:,} devices "
+            f"over {','.join(axes)}"
+        )
+    return (
+        f"n_devices: no mesh of {n_devices:,} devices over {','.join(axes)} divides {m.name} "
+        f"(each degree must divide what it splits: heads, layers, experts, the batch)"
+    )
+
+
+_validate.guard_module(globals())

@@ -1,0 +1,100 @@
+"""The planner page's one call: the form's fields in, the ranked meshes and
+their breakdowns out (as JSON-ready dicts), or one sentence saying why not.
+The page runs this module in the reader's browser (Pyodide), the same code
+the command line runs (planner.inputs, search.explore, explain).
+
+Ref: as planner.search and planner.explain.
+"""
+
+import json
+
+from .. import hardware, models
+from . import inputs
+from .explain import explain
+from .search import explore
+
+TOP = 5  # candidates drawn on the page
+
+
+def plan(form):
+    """`form` (a dict, or its JSON): model (a preset name) or config (the
+    text of a config.json), accelerator (a preset) or accelerator_file (the
+    text of a TOML or JSON accelerator file), n_devices, batch (tokens,
+    '4M' or digits) or batch_seqs, seq_len. Returns {"ok": True, ...} with
+    the model's line, the table's rows and, for the top candidates, memory
+    and expected time by component; or {"ok": False, "error": one line}."""
+    try:
+        if isinstance(form, str):
+            form = json.loads(form)
+        return _plan(form)
+    except (ValueError, TypeError) as error:
+        return {"ok": False, "error": str(error).splitlines()[0][:500]}
+
+
+def _plan(form):
+    if (form.get("config") or "").strip():
+        model = inputs.read_model_text(form["config"])
+    else:
+        model = models.get(form.get("model"))
+    if (form.get("accelerator_file") or "").strip():
+        accelerator = inputs.read_accelerator_text(form["accelerator_file"])
+    else:
+        accelerator = hardware.get(form.get("accelerator"))
+    n_devices = inputs.parse_count("n_devices", form.get("n_devices"), unit="devices")
+    seq_len = inputs.parse_count("seq_len", form.get("seq_len"))
+    seqs = (form.get("batch_seqs") or "").strip() or None
+    tokens = inputs.batch_tokens(seq_len, None if seqs else form.get("batch"), seqs)
+    axes = ("fsdp", "tp", "ep", "pp")
+    found = explore(model, accelerator, n_devices, tokens, seq_len=seq_len, axes=axes)
+    if not found:
+        raise ValueError(
+            inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, {"seq_len": seq_len})
+        )
+    top = []
+    for cand in found[:TOP]:
+        _, rows, parts, memory = explain(
+            model,
+            accelerator,
+            cand.mesh,
+            tokens,
+            seq_len=seq_len,
+            n_devices=n_devices,
+            micro_batch_seqs=cand.micro_batch_seqs,
+            recompute=cand.recompute,
+        )
+        top.append(
+            {
+                "label": cand.label,
+                "fits": cand.fits,
+                "memory_bytes": {k: v for k, v in memory.items() if k != "headroom"},
+                "hbm_bytes": cand.hbm_bytes,
+                "time_s": parts,
+                "expected_step_s": cand.expected_step_s,
+                "step_s": cand.step_s,
+                "expected_mfu": cand.expected_mfu,
+                "mfu": cand.mfu,
+                "micro_batch_seqs": cand.micro_batch_seqs,
+                "recompute": cand.recompute,
+                "axes": rows,
+            }
+        )
+    fitting = sum(c.fits for c in found)
+    note = ""
+    if not fitting:
+        best = min(found, key=lambda c: c.memory_bytes_per_device)
+        note = (
+            f"No mesh fits: the smallest need, {best.label}, holds "
+            f"{best.memory_bytes_per_device / 1e9:,.1f} GB per device against {best.hbm_bytes / 1e9:,.0f} GB of HBM; "
+            "add devices, shorten the sequences or pick a larger accelerator."
+        )
+    return {
+        "ok": True,
+        "title": (
+            f"{model.name} on {n_devices:,} × {accelerator.name}, {tokens:,} tokens per step "
+            f"({tokens // seq_len:,} sequences of {seq_len:,}): {len(found)} meshes, {fitting} fit"
+        ),
+        "model": inputs.model_line(model),
+        "accelerator_note": inputs.accelerator_note(accelerator),
+        "note": note,
+        "top": top,
+    }

@@ -1,0 +1,88 @@
+"""Issue 33 item 4: the planner page in the browser. Its first visit loads
+no Python and stays within the page budget; pressing Plan loads Pyodide
+from the site (nothing off 127.0.0.1) and runs the book's planner on a
+pasted config.json: the ranked meshes, and the two stacked bars, equal to
+what CPython's planner.page.plan gives for the same form; a config that is
+not JSON is refused in one sentence. Screenshots at 390 and 1280 px go to
+_build/screenshots/planner-*.png."""
+
+import json
+from pathlib import Path
+
+from conftest import BUILD, HTML
+from shardbook.book import site
+from shardbook.planner import page as planner_page
+from test_site import FIRST_VISIT_BUDGET_BYTES, _visit, server  # noqa: F401  (shared fixtures)
+
+CONFIG = Path(__file__).parent / "data" / "hf_configs" / "mixtral-8x7b-v0.1.json"
+REL = "chapters/99_planner.html"
+
+
+def _plan(tab, form):
+    for name, value in form.items():
+        field = f".shardbook-planner [name='{name}']"
+        if name in ("model", "accelerator"):
+            tab.select_option(field, value)
+        else:
+            tab.fill(field, value)
+    tab.click("button.shardbook-planner-run")
+    tab.wait_for_function(
+        "['ready', 'refused', 'failed'].includes(document.querySelector('div.shardbook-planner').dataset.state)"
+        " && !document.querySelector('button.shardbook-planner-run').disabled",
+        timeout=180_000,
+    )
+    return tab.eval_on_selector("div.shardbook-planner", "b => b.dataset.state")
+
+
+def test_the_planner_page_runs_a_pasted_config(built_book, server, browser):  # noqa: F811
+    assert (HTML / REL).exists(), "the planner page was not built"
+    tab, log = _visit(browser, f"{server}/{REL}")
+    raw, _ = site.loaded_bytes(tab, HTML)
+    assert raw <= FIRST_VISIT_BUDGET_BYTES, raw
+    assert not any("/_static/pyodide/" in p for p in log["paths"]), "Pyodide loaded before it was asked for"
+    assert any(p.endswith("shardbook-planner.js") for p in log["paths"])
+    shots = BUILD / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+
+    form = {"model": "LLaMA-3 8B", "config": CONFIG.read_text(), "accelerator": "H100", "n_devices": "64",
+            "batch": "4M", "batch_seqs": "", "seq_len": "4096"}  # fmt: skip
+    assert _plan(tab, form) == "ready"
+    want = planner_page.plan(json.dumps(form))
+    rows = tab.eval_on_selector_all(
+        ".shardbook-planner-output table tr", "rs => rs.slice(1).map(r => r.cells[1].textContent)"
+    )
+    assert rows == [c["label"] for c in want["top"]]
+    text = tab.inner_text(".shardbook-planner-output")
+    assert want["model"] in text and "published for Mixtral-8x7B-v0.1" in text
+    charts = tab.eval_on_selector_all(
+        "svg.shardbook-planner-chart",
+        "ss => ss.map(s => [s.getAttribute('aria-label'), s.querySelectorAll('rect').length, s.querySelectorAll('line').length])",
+    )
+    assert [c[0] for c in charts] == ["Memory per device by component", "Expected step time by component"]
+    assert charts[0][1] > len(want["top"]) and charts[0][2] == 1  # stacked segments and the HBM line
+    assert charts[1][1] > len(want["top"])
+    tab.locator("div.shardbook-planner").screenshot(path=str(shots / "planner-1280.png"))
+    # on a phone: planned again at 390 px, the bars drawn at the width they are shown at
+    tab.set_viewport_size({"width": 390, "height": 844})
+    tab.wait_for_timeout(500)
+    assert _plan(tab, form) == "ready"
+    tab.locator("div.shardbook-planner").screenshot(path=str(shots / "planner-390.png"))
+    width = tab.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the page scrolls sideways at 390 px ({width} px)"
+    sizes = tab.eval_on_selector_all(
+        "svg.shardbook-planner-chart text",
+        "ts => ts.map(t => t.getBoundingClientRect().height).filter(h => h > 0)",
+    )
+    assert min(sizes) >= 10, f"chart text {min(sizes):.1f} px high at 390 px"
+    tab.set_viewport_size({"width": 1280, "height": 900})
+
+    assert _plan(tab, {**form, "config": "{not json"}) == "refused"
+    error = tab.inner_text(".shardbook-planner-error")
+    assert (
+        error
+        == "The planner cannot run this: " + planner_page.plan(json.dumps({**form, "config": "{not json"}))["error"]
+    )
+    assert _plan(tab, {**form, "config": "", "n_devices": "-8"}) == "refused"
+    assert "n_devices: must be a whole number >= 1" in tab.inner_text(".shardbook-planner-error")
+    assert not log["console"] and not log["offsite"], log
+    tab.close()
