@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from shardbook import accelerator_file, models
-from shardbook.planner import inputs, page
+from shardbook.planner import calibrate, inputs, page
 
 CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
@@ -81,13 +81,23 @@ def test_an_accelerator_file_in_place_of_a_preset(tmp_path):
     # calibration is per preset: a renamed accelerator has none, said in one line; the memory does not depend on it
     assert by_file.stdout.splitlines()[2].startswith("My H100 is not a preset: the planner has no calibration for it")
 
-    def columns(out):  # mesh: (fits, memory / HBM, bound step ms) of every mesh
+    def columns(out):  # mesh: ((fits, memory GB, HBM GB), bound step ms) of every mesh
         rows = [r.split() for r in out.split("\n\n")[1].splitlines()[2:]]
-        return {" ".join(r[:-13]): (r[-13:-9], float(r[-7].replace(",", ""))) for r in rows}
+        return {
+            " ".join(r[:-13]): ((r[-13], float(r[-12]), float(r[-10])), float(r[-7].replace(",", ""))) for r in rows
+        }
 
     mine, theirs = columns(by_file.stdout), columns(preset.stdout)
     assert mine.keys() == theirs.keys()
-    assert all(mine[k][0] == theirs[k][0] for k in mine)  # fits, memory per device, HBM
+    # memory per device does not depend on the calibration
+    assert all(mine[k][0][1] == theirs[k][0][1] for k in mine)
+    # what fits does, through the HBM a device reports to the framework (calibrate.HBM_CAPACITY_BYTES,
+    # per preset): a renamed H100 offers its datasheet's 80 GB, the H100 preset what NVML reports
+    assert {m[0][2] for m in mine.values()} == {80} and {t[0][2] for t in theirs.values()} == {86}
+    for k in mine:
+        memory_gb = mine[k][0][1]
+        assert mine[k][0][0] == ("yes" if memory_gb <= 80 else "no"), k
+        assert theirs[k][0][0] == ("yes" if memory_gb <= 85.5 else "no"), k
     # the bound moves: what planner.calibrate keys by preset name (the HBM bandwidth's weight-streaming
     # floor, in-switch all-reduce over NVLink SHARP) is not an Accelerator field, so a renamed H100 has neither
     assert any(mine[k][1] != theirs[k][1] for k in mine)
@@ -101,7 +111,9 @@ def test_explain_breaks_one_mesh_down_and_json_carries_it():
     assert text.returncode == 0, text.stderr
     out = text.stdout
     assert "where its groups sit" in out and "16 domains × 1" in out and "inside one domain" in out
-    assert "Expected step by component:" in out and "Memory per device against 80 GB of HBM:" in out
+    assert (
+        "Expected step by component:" in out and "Memory per device against 86 GB of HBM:" in out
+    )  # the 85.5 GB NVML reports (calibrate)
     data = json.loads(_cli(*args, "--json").stdout)
     axes = {r["axis"]: r for r in data["axes"]}
     assert set(axes) == {"fsdp", "tp"}
@@ -159,7 +171,9 @@ def test_the_page_runs_the_same_planner_and_refuses_in_one_sentence():
     assert result["ok"] and "published for Mixtral-8x7B-v0.1: 46.70 B [jiang2024mixtral]" in result["model"]
     best = result["top"][0]
     assert sum(best["time_s"].values()) == pytest.approx(best["expected_step_s"])
-    assert best["hbm_bytes"] == 80e9 and all(v >= 0 for v in best["memory_bytes"].values())
+    assert best["hbm_bytes"] == calibrate.hbm_capacity_bytes("H100") and all(
+        v >= 0 for v in best["memory_bytes"].values()
+    )
     refused = page.plan({**form, "config": "{not json"})
     assert refused == {
         "ok": False,
