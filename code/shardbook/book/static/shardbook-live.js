@@ -110,8 +110,10 @@
       // fetch Pyodide's large files first, counting bytes for the reader; the
       // loader then finds them in the browser's cache
       var held = await prefetch(["pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs"], button, box);
+      box.dataset.fetchedMs = String(Math.round(performance.now() - t0));
       await loadScript(root() + "_static/pyodide/pyodide.js");
       var py = await withHeldFiles(held, function () { return loadPyodide({ indexURL: root() + "_static/pyodide/" }); });
+      box.dataset.pythonMs = String(Math.round(performance.now() - t0));
       py.FS.mkdirTree("/home/pyodide/shardbook");
       (await sources).forEach(function (pair) { py.FS.writeFile("/home/pyodide/shardbook/" + pair[0], pair[1]); });
       py.runPython("import sys\nsys.path.insert(0, '/home/pyodide')\nimport json\nfrom shardbook import ledger");
