@@ -215,8 +215,21 @@ def test_jupyterlab_screenshot_with_a_chapter_open(jupyter, browser):  # noqa: F
     page.locator(".lm-Menu-item", has_text="Jupytext Notebook").last.click()
     page.wait_for_selector(".jp-MarkdownCell .myst", timeout=60_000)
     page.wait_for_timeout(2000)
-    text = page.inner_text(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook")
     printed = lab.printed_texts(Path(CHAPTER).stem)
+    # JupyterLab draws only the cells near the screen: scroll down until the notation's numbers are drawn
+    notebook = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
+    text = ""
+    for _ in range(40):
+        text += page.inner_text(notebook)
+        if printed["intro_params"] in text and printed["intro_d_model"] in text:
+            break
+        page.evaluate(  # the notebook's scroller: JupyterLab 4's windowed panel, or the notebook itself
+            f"[document.querySelector('{notebook} .jp-WindowedPanel-outer'),"
+            f" document.querySelector('{notebook}').closest('.jp-WindowedPanel-outer'),"
+            f" document.querySelector('{notebook}')].filter(e => e)"
+            ".forEach(e => e.scrollBy(0, 500))"
+        )
+        page.wait_for_timeout(150)
     assert printed["intro_params"] in text and printed["intro_d_model"] in text
     assert not re.search(r"\{(glue:text|cite|ref|eval)\}", text), "raw MyST roles in JupyterLab"
     assert "Austin et al., 2025a" in text  # a citation, as a reader sees it

@@ -38,6 +38,18 @@ MODE_SOURCE = (
     "    });\n"
     "  });\n"
     "});\n"
+    # on a phone, the theme's check of which blocks scroll (theme_assets.route_tab_stops)
+    # reads each block's size when it first comes near the screen, not all at load
+    'if (window.matchMedia("(max-width: 767.98px)").matches && "IntersectionObserver" in window) {\n'
+    "  var shardbookTabStops = new IntersectionObserver(function (entries) {\n"
+    "    entries.forEach(function (entry) {\n"
+    "      if (!entry.isIntersecting) { return; }\n"
+    "      var e = entry.target;\n"
+    "      e.tabIndex = e.scrollWidth > e.clientWidth || e.scrollHeight > e.clientHeight ? 0 : -1;\n"
+    "    });\n"
+    '  }, { rootMargin: "200px 0px" });\n'
+    "  window.shardbookTabStop = function (e) { shardbookTabStops.observe(e); };\n"
+    "}\n"
 )
 
 

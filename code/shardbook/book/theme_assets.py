@@ -184,6 +184,35 @@ def purge_stylesheets(app):
             partial.replace(sheet)
 
 
+# pydata-sphinx-theme makes every code block, output and table that scrolls
+# focusable (tabIndex 0) by reading the size of each one when the page loads
+# and whenever the page changes: on a phone that lays out the whole chapter,
+# the sections content-visibility leaves for later included (Lighthouse: the
+# theme's script held the main thread 300 ms on chapter 7). The check is
+# routed through window.shardbookTabStop where the page defines it (pages.py:
+# on a phone, each element is checked when it first comes near the screen).
+THEME_TAB_STOP = "forEach(e=>{e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1})"
+THEME_TAB_STOP_ROUTED = (
+    "forEach(window.shardbookTabStop||"
+    "(e=>{e.tabIndex=e.scrollWidth>e.clientWidth||e.scrollHeight>e.clientHeight?0:-1}))"
+)
+
+
+def route_tab_stops(app):
+    """Route the theme script's tab-stop check through window.shardbookTabStop
+    (THEME_TAB_STOP); False if the theme's script no longer has that code."""
+    script = Path(app.outdir) / "_static" / "scripts" / "pydata-sphinx-theme.js"
+    if not script.exists():
+        return False
+    text = script.read_text()
+    if THEME_TAB_STOP_ROUTED in text:
+        return True
+    if text.count(THEME_TAB_STOP) != 1:
+        return False
+    script.write_text(text.replace(THEME_TAB_STOP, THEME_TAB_STOP_ROUTED))
+    return True
+
+
 THEBE_ASSETS = ("sphinx-thebe.js", "sphinx-thebe.css")
 
 

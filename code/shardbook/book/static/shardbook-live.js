@@ -99,7 +99,10 @@
   // Pyodide with shardbook's browser modules on its path (and `json` and the
   // ledger imported): what a live page and the planner page
   // (shardbook-planner.js, through window.shardbookLive.loadPython) both run.
-  async function loadPython(button, box) {
+  // t0: when the reader asked (performance.now()); the box records how long
+  // the files and the start of Python took from then
+  async function loadPython(button, box, t0) {
+    if (t0 === undefined) { t0 = performance.now(); }
     // fetch the package's sources while Pyodide starts
     var sources = fetch(root() + "_static/shardbook/manifest.json").then(function (r) { return r.json(); }).then(function (names) {
       return Promise.all(names.map(function (name) {
@@ -109,8 +112,10 @@
     // fetch Pyodide's large files first, counting bytes for the reader; the
     // loader then finds them in the browser's cache
     var held = await prefetch(["pyodide.asm.wasm", "python_stdlib.zip", "pyodide.asm.mjs"], button, box);
+    box.dataset.fetchedMs = String(Math.round(performance.now() - t0));
     await loadScript(root() + "_static/pyodide/pyodide.js");
     var py = await withHeldFiles(held, function () { return loadPyodide({ indexURL: root() + "_static/pyodide/" }); });
+    box.dataset.pythonMs = String(Math.round(performance.now() - t0));
     py.FS.mkdirTree("/home/pyodide/shardbook");
     (await sources).forEach(function (pair) {
       var slash = pair[0].lastIndexOf("/");  // a subpackage's file: make its folder first
@@ -127,7 +132,7 @@
     button.disabled = true;
     button.textContent = "Loading Python…";
     try {
-      var py = await loadPython(button, box);
+      var py = await loadPython(button, box, t0);
       specs.forEach(function (spec) { py.runPython(spec.source); });
     } catch (err) {
       button.textContent = "Live mode failed: " + lastLine(err);
