@@ -570,6 +570,7 @@ def test_a_chapter_edited_while_the_build_runs_leaves_a_stale_record(book, monke
                         "trim_icons",
                         "subset_icon_fonts",
                         "purge_stylesheets",
+                        "route_tab_stops",
                         "copy_live_assets",
                         "copy_katex_assets",
                         "rewrite_pages",
