@@ -132,7 +132,7 @@ $(1)
 endef
 
 book:
-	@$(call in_tree_lock,$(MAKE) --no-print-directory book-in-lock)
+	+@$(call in_tree_lock,$(MAKE) --no-print-directory book-in-lock)
 
 book-in-lock: train-in-background setup buildcheck _build/.cache-stamp
 	@echo "==> building the book (execution cached in _build/.jupyter_cache)"
@@ -212,7 +212,7 @@ bench: setup
 # The whole book as one PDF: Jupyter Book's single-page build (execution
 # cached), printed by Chromium with page numbers and bookmarks.
 pdf:
-	@$(call in_tree_lock,$(MAKE) --no-print-directory pdf-in-lock)
+	+@$(call in_tree_lock,$(MAKE) --no-print-directory pdf-in-lock)
 
 pdf-in-lock: setup chromium buildcheck _build/.cache-stamp
 	@echo "==> building the single-page book (execution cached in _build/.jupyter_cache)"

@@ -302,6 +302,8 @@ def test_dark_mode_keeps_figures_readable(server, browser, chapter):
     assert figures
     for img in figures:
         img.scroll_into_view_if_needed()
+        # figures after a page's first load lazily: read the figure, not the empty box before it
+        page.wait_for_function("i => i.complete && i.naturalWidth > 0", arg=img)
         shot = Image.open(BytesIO(img.screenshot())).convert("L")
         w, h = shot.size
         inner = shot.crop((w // 10, h // 10, w - w // 10, h - h // 10))

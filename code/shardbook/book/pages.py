@@ -82,7 +82,11 @@ PAGE_FIXES = (
     # the same for the "Show code cell output" toggles, labelled "Toggle hidden content"
     (re.compile(r'<summary aria-label="Toggle hidden content">'), "<summary>"),
     # a role="list" whose children are citations and back-links is not a list
-    (re.compile(r'<div role="list" class="citation-list">'), '<div class="citation-list">'),
+    # (docutils writes the two attributes in either order)
+    (
+        re.compile(r'<div (?:role="list" class="citation-list"|class="citation-list" role="list")>'),
+        '<div class="citation-list">',
+    ),
     (re.compile(r' role="doc-biblioentry"'), ""),
     # the sidebar's title and search sit outside any landmark: name the sidebar
     (

@@ -134,9 +134,35 @@ def _names_only_in_search(app, doctree):
         app.env.metadata[REFERENCE_DOCNAME]["nosearch"] = True
 
 
+# a module-level value longer than this is not printed beside its name: the
+# data tables (measured.PUBLISHED_RUNS, memory.RECOMPUTE, ...) are shown in the
+# chapters that use them, and printed whole they made the reference page pass
+# the 1 MB first-visit budget
+LONGEST_VALUE_SHOWN = 200
+
+
+def _short_value_documenter():
+    from sphinx.ext.autodoc import DataDocumenter
+    from sphinx.util.inspect import object_description
+
+    class ShortValueDataDocumenter(DataDocumenter):
+        """A module-level name with its value when the value is short."""
+
+        def should_suppress_value_header(self):
+            if super().should_suppress_value_header():
+                return True
+            try:
+                return len(object_description(self.object)) > LONGEST_VALUE_SHOWN
+            except ValueError:
+                return False
+
+    return ShortValueDataDocumenter
+
+
 def setup(app):
     # also listed in _config.yml; loaded here too for a project that lists only the book's extension
     app.setup_extension("sphinx.ext.autodoc")
+    app.add_autodocumenter(_short_value_documenter(), override=True)
     app.setup_extension("sphinx_codeautolink")
     _untitled_sections_kept_apart()
     app.connect("doctree-read", _names_only_in_search)

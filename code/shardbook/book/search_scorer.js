@@ -45,8 +45,9 @@ var Scorer = {
   Search.htmlToText = function (htmlString, anchor) {
     var doc = new DOMParser().parseFromString(htmlString, "text/html");
     // the hidden copies of each formula; the page's title and its contents
-    // lists (a snippet from them only repeats the result's title)
-    doc.querySelectorAll(".katex-mathml, annotation, [role='main'] h1, .toctree-wrapper, nav, .shardbook-live")
+    // lists (a snippet from them only repeats the result's title); a cell's
+    // printed output (a command's table, rules of dashes), which is no prose
+    doc.querySelectorAll(".katex-mathml, annotation, [role='main'] h1, .toctree-wrapper, nav, .shardbook-live, .cell_output pre")
       .forEach(function (el) { el.remove(); });
     // a space between a formula and the words around it, as a reader sees them
     doc.querySelectorAll(".katex").forEach(function (el) { el.textContent = " " + el.textContent.replace(/\s+/g, "") + " "; });
