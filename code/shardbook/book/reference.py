@@ -159,10 +159,30 @@ def _short_value_documenter():
     return ShortValueDataDocumenter
 
 
+def _fieldless_class_documenter():
+    import dataclasses
+
+    from sphinx.ext.autodoc import ClassDocumenter
+
+    class FieldlessClassDocumenter(ClassDocumenter):
+        """A class; a dataclass without an entry per field: its signature
+        lists the fields and its docstring says what they hold (263 bare
+        `name: type = default` entries pushed the page past 1 MB)."""
+
+        def filter_members(self, members, want_all):
+            if dataclasses.is_dataclass(self.object):
+                fields = {f.name for f in dataclasses.fields(self.object)}
+                members = [m for m in members if m.__name__ not in fields]
+            return super().filter_members(members, want_all)
+
+    return FieldlessClassDocumenter
+
+
 def setup(app):
     # also listed in _config.yml; loaded here too for a project that lists only the book's extension
     app.setup_extension("sphinx.ext.autodoc")
     app.add_autodocumenter(_short_value_documenter(), override=True)
+    app.add_autodocumenter(_fieldless_class_documenter(), override=True)
     app.setup_extension("sphinx_codeautolink")
     _untitled_sections_kept_apart()
     app.connect("doctree-read", _names_only_in_search)
