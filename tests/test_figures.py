@@ -8,6 +8,7 @@ numbers the cost model computes (each compared here with the function the
 prose uses).
 """
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -343,6 +344,37 @@ def test_animated_figures_fall_back_to_their_final_frame(tmp_path):
 
     assert shown(still) == shown(animated)
     assert not (images / "b.still.svg").exists()
+
+
+def test_figures_are_framed_at_the_width_their_text_needs(tmp_path):
+    """Issue 32: each SVG figure's frame keeps it at least as wide as its
+    smallest text needs to be 10 px (a diagram's 12 px text at 640 px: 534 px;
+    a graphviz graph's 10 pt text: its width in pt), with the image's own
+    width and height so that the page does not move when it loads; a second
+    pass changes nothing."""
+    from shardbook.book import pages
+
+    images = tmp_path / "_images"
+    images.mkdir()
+    diagram = DIAGRAMS["tp_mlp"]()
+    (images / "d.svg").write_text(diagram.svg())
+    graph = (ROOT / "hlo_artifacts" / "tp_matmul" / "after_partitioning.svg").read_text()
+    (images / "g.svg").write_text(graph)
+    (images / "a.svg").write_text(ANIMATIONS["ring_all_gather"]().svg())
+    figure = '<figure class="f">\n<img alt="{0}" src="_images/{0}.svg" />\n</figure>'
+    (tmp_path / "p.html").write_text("".join(figure.format(k) for k in "dga"))
+    pages.rewrite_pages(tmp_path)
+    text = (tmp_path / "p.html").read_text()
+    pages.rewrite_pages(tmp_path)
+    assert (tmp_path / "p.html").read_text() == text
+    frames = re.findall(r'--shardbook-min-width:([0-9]+)px">(?:<picture>.*?)?<img ([^>]*)>', text)
+    assert len(frames) == 3
+    assert int(frames[0][0]) == math.ceil(diagram.width * MIN_PX / svg.min_font_px(diagram.svg()))
+    assert f'width="{diagram.width}"' in frames[0][1] and f'height="{round(diagram.height)}"' in frames[0][1]
+    view_w = float(ET.fromstring(graph).get("viewBox").split()[2])
+    assert int(frames[1][0]) == math.ceil(view_w)  # 10 pt text is 10 px at 0.75 of its 4/3 px per pt
+    assert text.count('<div class="shardbook-figure-frame">') == 3 and text.count("<picture>") == 1
+    assert text.count("Open full size") == 3
 
 
 # a figure's image on a built page, inside its frame (pages.rewrite_pages) and,

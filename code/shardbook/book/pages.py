@@ -22,16 +22,18 @@ from pathlib import Path
 FRAME_SOURCE = (
     'addEventListener("DOMContentLoaded", () => {\n'
     '  const frames = document.querySelectorAll(".shardbook-figure-scroll");\n'
-    "  const mark = () => frames.forEach(f => {\n"
-    "    const wide = f.scrollWidth > f.clientWidth + 1;\n"
-    '    f.parentNode.classList.toggle("shardbook-wide", wide);\n'
-    '    f.parentNode.classList.toggle("shardbook-scrolled", f.scrollLeft + f.clientWidth >= f.scrollWidth - 1);\n'
-    '    if (wide) { f.tabIndex = 0; } else { f.removeAttribute("tabindex"); }\n'
-    "  });\n"
-    '  mark(); addEventListener("resize", mark);\n'
-    '  frames.forEach(f => f.addEventListener("scroll", mark, {passive: true}));\n'
+    "  const mark = f => {\n"
+    "    const over = f.scrollWidth - f.clientWidth;\n"
+    '    f.parentNode.classList.toggle("shardbook-wide", over > 1);\n'
+    '    f.parentNode.classList.toggle("shardbook-scrolled", f.scrollLeft >= over - 1);\n'
+    '    if (over > 0) { f.tabIndex = 0; } else { f.removeAttribute("tabindex"); }\n'
+    "  };\n"
+    "  // a frame's width follows the column, which the theme's own styles and scripts may still change\n"
+    "  const resized = new ResizeObserver(entries => entries.forEach(e => mark(e.target)));\n"
+    '  frames.forEach(f => { resized.observe(f); f.addEventListener("scroll", () => mark(f), {passive: true}); });\n'
     "});\n"
 )
+
 
 # pydata-sphinx-theme reads the colour mode from localStorage and, on a
 # reader's first visit, finds "" and logs a console error; start from "auto".
