@@ -420,7 +420,7 @@ def test_every_figure_opens_full_size(built_book):
     for page in sorted(HTML.glob("chapters/*.html")):
         text = page.read_text()
         images = re.findall(
-            r'<figure\b[^>]*>\s*(?:<div class="shardbook-figure-frame"><div [^>]*>)?(?:<picture><source [^>]*>)?'
+            r'<figure\b[^>]*>\s*(?:<div class="shardbook-figure-frame[^"]*"><div [^>]*>)?(?:<picture><source [^>]*>)?'
             r'<img\b[^>]*?\bsrc="([^"]+)"',
             text,
         )

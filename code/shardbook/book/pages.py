@@ -15,18 +15,21 @@ import re
 from pathlib import Path
 
 # A figure wider than its column at a size that keeps its text readable
-# scrolls sideways inside a frame (see frame_figures); the frame is marked
-# when it does (a cue drawn over it, so nothing moves) and, only then, joins
-# the tab order so that a keyboard scrolls it; the cue goes once the reader
-# has scrolled to its end.
+# scrolls sideways inside a frame (see _framed; a very tall one, a compiler
+# graph wider than the desktop's column, also downwards, inside a window at
+# most 80 % of the screen high);
+# the frame is marked when it does (a cue that takes no room, so nothing
+# moves) and, only then, joins the tab order so that a keyboard scrolls it;
+# the edge's shade goes once the reader has scrolled to its end.
 FRAME_SOURCE = (
     'addEventListener("DOMContentLoaded", () => {\n'
     '  const frames = document.querySelectorAll(".shardbook-figure-scroll");\n'
     "  const mark = f => {\n"
-    "    const over = f.scrollWidth - f.clientWidth;\n"
+    "    const over = f.scrollWidth - f.clientWidth, down = f.scrollHeight - f.clientHeight;\n"
     '    f.parentNode.classList.toggle("shardbook-wide", over > 1);\n'
+    '    f.parentNode.classList.toggle("shardbook-tall", down > 1);\n'
     '    f.parentNode.classList.toggle("shardbook-scrolled", f.scrollLeft >= over - 1);\n'
-    '    if (over > 0) { f.tabIndex = 0; } else { f.removeAttribute("tabindex"); }\n'
+    '    if (over > 0 || down > 0) { f.tabIndex = 0; } else { f.removeAttribute("tabindex"); }\n'
     "  };\n"
     "  // a frame's width follows the column, which the theme's own styles and scripts may still change\n"
     "  const resized = new ResizeObserver(entries => entries.forEach(e => mark(e.target)));\n"
@@ -157,6 +160,8 @@ def _framed(m, page):
     the column is narrower, scrolls sideways (shardbook.css, FRAME_SOURCE):
     a phone gets the same drawing, never text under MIN_TEXT_PX. The image
     gets its width and height, so the page keeps its place before it loads."""
+    from . import svg
+
     image = m.group(2)
     src = re.search(r'<img\b[^>]*?\bsrc="([^"]+)"', image).group(1)
     target = page.parent / src
@@ -170,8 +175,10 @@ def _framed(m, page):
         image = re.sub(r"<img\b", f'<img width="{round(size[0])}" height="{round(size[1])}"', image, count=1)
     alt = re.search(r'<img\b[^>]*?\balt="([^"]*)"', image)
     label = (alt.group(1) if alt else "Figure") or "Figure"
+    # wider than the desktop's column: panned in a window (shardbook.css), not laid along the page
+    pan = " shardbook-figure-pan" if need > svg.TEXT_COLUMN_PX else ""
     return (
-        f'{m.group(1)}<div class="shardbook-figure-frame"><div class="shardbook-figure-scroll" role="group" '
+        f'{m.group(1)}<div class="shardbook-figure-frame{pan}"><div class="shardbook-figure-scroll" role="group" '
         f'aria-label="{label}" style="--shardbook-min-width:{math.ceil(need)}px">{image}</div></div>'
     )
 
