@@ -31,6 +31,9 @@ FRAME_SOURCE = (
     '    f.parentNode.classList.toggle("shardbook-scrolled", f.scrollLeft >= over - 1);\n'
     '    if (over > 0 || down > 0) { f.tabIndex = 0; } else { f.removeAttribute("tabindex"); }\n'
     "  };\n"
+    "  // a panned graph opens on its middle, where graphviz centres the graph's first nodes\n"
+    '  frames.forEach(f => { if (f.parentNode.classList.contains("shardbook-figure-pan")) {\n'
+    "    f.scrollLeft = (f.scrollWidth - f.clientWidth) / 2; } });\n"
     "  // a frame's width follows the column, which the theme's own styles and scripts may still change\n"
     "  const resized = new ResizeObserver(entries => entries.forEach(e => mark(e.target)));\n"
     '  frames.forEach(f => { resized.observe(f); f.addEventListener("scroll", () => mark(f), {passive: true}); });\n'
