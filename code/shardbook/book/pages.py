@@ -4,6 +4,9 @@
   converted by jupytext, as a reader's Jupyter would open it (the theme shows
   an ipynb button when the page context names `ipynb_source`);
 - the colour-mode script, a description for search engines;
+- each SVG figure in a frame that keeps it wide enough for its text to be
+  at least 10 px and scrolls sideways where the column is narrower (a
+  phone; the compiler's graphs everywhere);
 - under each figure, a link to it full size; the accessibility fixes of
   PAGE_FIXES; on a live page, the live button's box under the title;
 - on a page with a table, the first paint held until its opening section is
