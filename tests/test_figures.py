@@ -8,6 +8,7 @@ numbers the cost model computes (each compared here with the function the
 prose uses).
 """
 
+import math
 import re
 import xml.etree.ElementTree as ET
 
@@ -345,19 +346,138 @@ def test_animated_figures_fall_back_to_their_final_frame(tmp_path):
     assert not (images / "b.still.svg").exists()
 
 
+def test_figures_are_framed_at_the_width_their_text_needs(tmp_path):
+    """Issue 32: each SVG figure's frame keeps it at least as wide as its
+    smallest text needs to be 10 px (a diagram's 12 px text at 640 px: 534 px;
+    a graphviz graph's 10 pt text: its width in pt), with the image's own
+    width and height so that the page does not move when it loads; a second
+    pass changes nothing."""
+    from shardbook.book import pages
+
+    images = tmp_path / "_images"
+    images.mkdir()
+    diagram = DIAGRAMS["tp_mlp"]()
+    (images / "d.svg").write_text(diagram.svg())
+    graph = (ROOT / "hlo_artifacts" / "tp_matmul" / "after_partitioning.svg").read_text()
+    (images / "g.svg").write_text(graph)
+    (images / "a.svg").write_text(ANIMATIONS["ring_all_gather"]().svg())
+    figure = '<figure class="f">\n<img alt="{0}" src="_images/{0}.svg" />\n</figure>'
+    (tmp_path / "p.html").write_text("".join(figure.format(k) for k in "dga"))
+    pages.rewrite_pages(tmp_path)
+    text = (tmp_path / "p.html").read_text()
+    pages.rewrite_pages(tmp_path)
+    assert (tmp_path / "p.html").read_text() == text
+    frames = re.findall(r'--shardbook-min-width:([0-9]+)px">(?:<picture>.*?)?<img ([^>]*)>', text)
+    assert len(frames) == 3
+    assert int(frames[0][0]) == math.ceil(diagram.width * MIN_PX / svg.min_font_px(diagram.svg()))
+    assert f'width="{diagram.width}"' in frames[0][1] and f'height="{round(diagram.height)}"' in frames[0][1]
+    view_w = float(ET.fromstring(graph).get("viewBox").split()[2])
+    assert int(frames[1][0]) == math.ceil(view_w)  # 10 pt text is 10 px at 0.75 of its 4/3 px per pt
+    # the graph, wider than the desktop's column, is panned in a window; the diagrams are not
+    assert re.findall(r'<div class="shardbook-figure-frame([^"]*)">', text) == ["", " shardbook-figure-pan", ""]
+    assert text.count("<picture>") == 1
+    assert text.count("Open full size") == 3
+
+
+# a figure's image on a built page, inside its frame (pages.rewrite_pages) and,
+# when animated, its <picture>: (the frame's minimum width, the image's src)
+BUILT_FIGURE = re.compile(
+    r'<figure\b[^>]*>\s*(?:<div class="shardbook-figure-frame[^"]*"><div [^>]*?--shardbook-min-width:([0-9]+)px[^>]*>)?'
+    r'(?:<picture><source [^>]*>)?<img\b[^>]*?\bsrc="([^"]+)"'
+)
+PHONE_COLUMN_PX = 350  # at most, the text column of a 390 px screen (the browser test measures it)
+
+
+def _text_per_width(path):
+    """The smallest text of an SVG per CSS px of its rendered width."""
+    from shardbook.book import pages
+
+    text = path.read_text()
+    width = pages.svg_size_px(text)[0]
+    return svg.min_font_px(text, column_px=float("inf")) / width
+
+
+def _built_figures():
+    """(page, src, frame's minimum width or None, the SVG's own width, text per px of width)
+    for every figure of every built page."""
+    from shardbook.book import pages
+
+    found = []
+    for page in sorted([HTML / "index.html", *HTML.glob("chapters/*.html")]):
+        for frame, src in BUILT_FIGURE.findall(page.read_text()):
+            path = (page.parent / src).resolve()
+            own = pages.svg_size_px(path.read_text())[0] if src.endswith(".svg") else None
+            ratio = _text_per_width(path) if src.endswith(".svg") else None
+            found.append((page, src, int(frame) if frame else None, own, ratio))
+    return found
+
+
 def test_built_figures_keep_their_text_readable(built_book):
-    """Issue 32: text in every figure at least 10 px at the text column's
-    width (688 px at 1280 px): every SVG a chapter's figure shows, drawn at
-    its own width or scaled down to the column. The compiler's graphs
-    (hlo_artifacts, rendered by graphviz with an "Open full size" link) are
-    listed apart: their node text is set by the committed artifacts."""
-    small, graphs = [], []
-    for page in sorted(HTML.glob("chapters/*.html")):
-        for src in re.findall(
-            r'<figure\b[^>]*>\s*(?:<picture>[^<]*<source [^>]*>)?<img\b[^>]*?\bsrc="([^"]+\.svg)"', page.read_text()
-        ):
-            size = svg.min_font_px((page.parent / src).resolve().read_text())
-            if size is not None and size < MIN_PX:
-                (graphs if "after_partitioning" in src else small).append(f"{page.stem}: {src} {size:.1f} px")
-    print("compiler graphs (open full size) with text under 10 px:", *graphs, sep="\n  ")
+    """Issue 32: text in every figure at least 10 px at the page's width, at
+    1280 px (a 688 px column) and on a phone (a column of at most 350 px):
+    every figure is an SVG whose frame keeps it at least as wide as its
+    smallest text needs (the compiler's graphs included; they scroll
+    sideways inside their frame where the column is narrower)."""
+    small = []
+    figures = _built_figures()
+    assert figures, "no figure found on the built pages"
+    for page, src, frame, own, ratio in figures:
+        if ratio is None:
+            small.append(f"{page.stem}: {src} is not an SVG whose text can be measured")
+            continue
+        if frame is None:
+            small.append(f"{page.stem}: {src} has no frame that keeps its text readable")
+            continue
+        for column in (svg.TEXT_COLUMN_PX, PHONE_COLUMN_PX):
+            shown = max(min(own, column), frame)
+            if ratio * shown < MIN_PX - 0.05:
+                small.append(f"{page.stem}: {src} {ratio * shown:.1f} px in a {column} px column")
     assert not small, "figure text under 10 px:\n" + "\n".join(small)
+
+
+@pytest.mark.parametrize("width,height", [(390, 844), (1280, 900)])
+def test_figure_text_as_a_reader_sees_it(built_book, browser, width, height, capsys):
+    """Issue 32, in Chromium: at a phone's and a desktop's width, every
+    figure's smallest text as drawn (the image's rendered width times its
+    smallest text per px of width) is at least 10 px; a figure wider than
+    its column scrolls inside its frame, which shows the cue and is
+    reachable by keyboard, and the page itself does not scroll sideways."""
+    from shardbook.book import site
+
+    ratios = {}
+    problems, report = [], []
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": height})
+    pages_ = sorted({p.relative_to(HTML).as_posix() for p, *_ in _built_figures()})
+    with site.serve(HTML) as base:
+        for rel in pages_:
+            page.goto(f"{base}/{rel}", wait_until="networkidle")
+            page.wait_for_function("document.readyState === 'complete'")
+            shown = page.evaluate(
+                "[...document.querySelectorAll('main figure img')].map(i => { const f = i.closest("
+                "'.shardbook-figure-scroll'); return [i.getAttribute('src'), i.getBoundingClientRect().width,"
+                " f ? f.scrollWidth > f.clientWidth + 1 : false,"
+                " f ? f.parentNode.classList.contains('shardbook-wide') && f.tabIndex === 0 : false]; })"
+            )
+            smallest = None
+            for src, rendered, scrolls, cued in shown:
+                path = (HTML / rel).parent / src
+                if src not in ratios:
+                    ratios[src] = _text_per_width(path.resolve()) if src.endswith(".svg") else None
+                if ratios[src] is None:
+                    problems.append(f"{rel}: {src} is not an SVG whose text can be measured")
+                    continue
+                size = ratios[src] * rendered
+                smallest = size if smallest is None else min(smallest, size)
+                if size < MIN_PX - 0.05:
+                    problems.append(f"{rel}: {src} text {size:.1f} px at {width} px")
+                if scrolls and not cued:
+                    problems.append(f"{rel}: {src} scrolls sideways without the cue or keyboard access")
+            overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+            if overflow > 1:
+                problems.append(f"{rel}: the page is {overflow}px wider than the screen")
+            report.append(f"{rel}: {len(shown)} figures, smallest text {smallest:.1f} px" if shown else f"{rel}: none")
+    page.close()
+    with capsys.disabled():
+        print(f"\nsmallest figure text at {width} px:", *report, sep="\n  ")
+    assert not problems, "\n".join(problems)

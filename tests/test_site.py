@@ -421,7 +421,11 @@ def test_every_figure_opens_full_size(built_book):
     figure's image has an "Open full size" link to the image itself."""
     for page in sorted(HTML.glob("chapters/*.html")):
         text = page.read_text()
-        images = re.findall(r'<figure\b[^>]*>\s*(?:<picture><source [^>]*>)?<img\b[^>]*?\bsrc="([^"]+)"', text)
+        images = re.findall(
+            r'<figure\b[^>]*>\s*(?:<div class="shardbook-figure-frame[^"]*"><div [^>]*>)?(?:<picture><source [^>]*>)?'
+            r'<img\b[^>]*?\bsrc="([^"]+)"',
+            text,
+        )
         links = re.findall(r'<a class="shardbook-full-size" href="([^"]+)">Open full size</a>', text)
         assert images == links, f"{page.name}: figures {images} but full-size links {links}"
         for src in links:

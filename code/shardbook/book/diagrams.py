@@ -206,33 +206,53 @@ def device_mesh(shape, axis_names, title, device_ids=None, alt=None):
     return fig
 
 
+HBARS_WIDTH_PX = 400  # narrow enough for a phone's column (about 350 px) to keep 12 px text above 10 px
+
+
+def _wrap(text, chars):
+    """`text` in lines of at most about `chars` characters, broken between words."""
+    lines, line = [], ""
+    for word in str(text).split():
+        if line and len(line) + 1 + len(word) > chars:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line] if line else lines
+
+
 def hbars(labels, values, unit, title, alt, highlight=(), digits=1, limit=None, limit_label=""):
     """Horizontal bars with their values (already in `unit`), the bars
     named in `highlight` red; an optional dashed `limit` line (a device's
-    memory, a budget). The caller computes `values` with the cost model."""
+    memory, a budget). The caller computes `values` with the cost model.
+    Each bar's name is above it, so the figure is HBARS_WIDTH_PX wide and a
+    phone shows it whole with its text at least 10 px."""
     if len(labels) != len(values):
         raise ValueError(f"values: one per label ({len(labels)}), got {len(values)}")
-    bar_h = 26
-    left = 12 + max(len(str(lab)) for lab in labels) * 7.2
-    left = min(left, 300)
-    # room on the right for the longest value label (about 7 px a character at 12 px)
-    widest = max(len(f"{v:,.{digits}f} {unit}") for v in values)
-    right = min(560, 640 - 8 - widest * 7.2)
-    top = 40
-    fig = Figure(640, top + bar_h * len(labels) + (44 if limit else 20), alt,
+    width = HBARS_WIDTH_PX
+    row_h = 38
+    left = 12
+    texts = [f"{v:,.{digits}f} {unit}" for v in values]
+    right = width - 12 - max(len(s) for s in texts) * 7.2
+    title_lines = _wrap(title, 46)
+    top = 12 + 17 * len(title_lines)
+    fig = Figure(width, top + row_h * len(labels) + (34 if limit else 8), alt,
                  numbers={"values": dict(zip(labels, values, strict=False))})  # fmt: skip
-    fig.text(320, 22, title, size=13, anchor="middle", weight="bold")
+    for k, line in enumerate(title_lines):
+        fig.text(width / 2, 20 + 17 * k, line, size=13, anchor="middle", weight="bold")
     vmax = max(max(values), limit or 0) or 1
     scale = (right - left) / vmax
-    for k, (lab, v) in enumerate(zip(labels, values, strict=False)):
-        y = top + k * bar_h
-        fig.text(left - 6, y + 17, lab, size=12, anchor="end")
-        fig.rect(left, y + 3, max(v * scale, 1), bar_h - 6, fill=ACCENT2 if lab in highlight else ACCENT)
-        fig.text(left + v * scale + 4, y + 17, f"{v:,.{digits}f} {unit}", size=12)
+    for k, (lab, v, text) in enumerate(zip(labels, values, texts, strict=False)):
+        y = top + k * row_h
+        fig.text(left, y + 14, lab, size=12)
+        fig.rect(left, y + 19, max(v * scale, 1), 14, fill=ACCENT2 if lab in highlight else ACCENT)
+        fig.text(left + v * scale + 4, y + 31, text, size=12)
     if limit:
         x = left + limit * scale
-        fig.line(x, top - 4, x, top + bar_h * len(labels) + 4, stroke=MUTED, stroke_dasharray="5 3", stroke_width=1.4)
-        fig.text(x, top + bar_h * len(labels) + 20, limit_label, size=12, anchor="middle", fill=INK)
+        bottom = top + row_h * len(labels)
+        fig.line(x, top + 2, x, bottom + 2, stroke=MUTED, stroke_dasharray="5 3", stroke_width=1.4)
+        anchor = "end" if x > width * 0.6 else ("start" if x < width * 0.3 else "middle")
+        fig.text(x, bottom + 20, limit_label, size=12, anchor=anchor, fill=INK)
     return fig
 
 

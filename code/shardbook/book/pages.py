@@ -4,14 +4,45 @@
   converted by jupytext, as a reader's Jupyter would open it (the theme shows
   an ipynb button when the page context names `ipynb_source`);
 - the colour-mode script, a description for search engines;
+- each SVG figure in a frame that keeps it wide enough for its text to be
+  at least 10 px and scrolls sideways where the column is narrower (a
+  phone; the compiler's graphs everywhere);
 - under each figure, a link to it full size; the accessibility fixes of
   PAGE_FIXES; on a live page, the live button's box under the title;
 - on a page with a table, the first paint held until its opening section is
   parsed, so that a table streaming in does not push the text below it around.
 """
 
+import math
 import re
 from pathlib import Path
+
+# A figure wider than its column at a size that keeps its text readable
+# scrolls sideways inside a frame (see _framed; a very tall one, a compiler
+# graph wider than the desktop's column, also downwards, inside a window at
+# most 80 % of the screen high);
+# the frame is marked when it does (a cue that takes no room, so nothing
+# moves) and, only then, joins the tab order so that a keyboard scrolls it;
+# the edge's shade goes once the reader has scrolled to its end.
+FRAME_SOURCE = (
+    'addEventListener("DOMContentLoaded", () => {\n'
+    '  const frames = document.querySelectorAll(".shardbook-figure-scroll");\n'
+    "  const mark = f => {\n"
+    "    const over = f.scrollWidth - f.clientWidth, down = f.scrollHeight - f.clientHeight;\n"
+    '    f.parentNode.classList.toggle("shardbook-wide", over > 1);\n'
+    '    f.parentNode.classList.toggle("shardbook-tall", down > 1);\n'
+    '    f.parentNode.classList.toggle("shardbook-scrolled", f.scrollLeft >= over - 1);\n'
+    '    if (over > 0 || down > 0) { f.tabIndex = 0; } else { f.removeAttribute("tabindex"); }\n'
+    "  };\n"
+    "  // a panned graph opens on its middle, where graphviz centres the graph's first nodes\n"
+    '  frames.forEach(f => { if (f.parentNode.classList.contains("shardbook-figure-pan")) {\n'
+    "    f.scrollLeft = (f.scrollWidth - f.clientWidth) / 2; } });\n"
+    "  // a frame's width follows the column, which the theme's own styles and scripts may still change\n"
+    "  const resized = new ResizeObserver(entries => entries.forEach(e => mark(e.target)));\n"
+    '  frames.forEach(f => { resized.observe(f); f.addEventListener("scroll", () => mark(f), {passive: true}); });\n'
+    "});\n"
+)
+
 
 # pydata-sphinx-theme reads the colour mode from localStorage and, on a
 # reader's first visit, finds "" and logs a console error; start from "auto".
@@ -49,7 +80,7 @@ MODE_SOURCE = (
     "    });\n"
     '  }, { rootMargin: "200px 0px" });\n'
     "  window.shardbookTabStop = function (e) { shardbookTabStops.observe(e); };\n"
-    "}\n"
+    "}\n" + FRAME_SOURCE
 )
 
 
@@ -164,6 +195,71 @@ def _still_where_asked(image, target, src):
     return f'<picture><source media="{STILL_MEDIA}" srcset="{still_src}" type="image/svg+xml">{image}</picture>'
 
 
+MIN_TEXT_PX = 10  # issue 32: text in every figure at least 10 px as a reader sees it
+
+_FRAMED = re.compile(
+    r'(<figure\b[^>]*>\s*)((?:<picture>(?:(?!</picture>).)*</picture>)|<img\b[^>]*?\bsrc="[^"]+"[^>]*/?>)', re.S
+)
+
+
+def svg_size_px(svg_text):
+    """(width, height) in CSS px at which an SVG draws itself (its width and
+    height attributes, px or pt), or None when it does not say."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(svg_text)
+    units = {"pt": 4 / 3, "px": 1.0, "": 1.0}
+    size = []
+    for name in ("width", "height"):
+        match = re.fullmatch(r"([0-9.]+)(pt|px|)", (root.get(name) or "").strip())
+        if not match:
+            return None
+        size.append(float(match.group(1)) * units[match.group(2)])
+    return tuple(size)
+
+
+def readable_width_px(svg_text, min_text_px=MIN_TEXT_PX):
+    """The narrowest width (CSS px) at which an SVG's smallest text is
+    `min_text_px`: its own width scaled by (min_text_px / its smallest text
+    at its own width). None when it has no sized text or no size."""
+    from . import svg
+
+    size = svg_size_px(svg_text)
+    smallest = svg.min_font_px(svg_text, column_px=float("inf"))
+    if size is None or not smallest:
+        return None
+    return size[0] * min_text_px / smallest
+
+
+def _framed(m, page):
+    """A figure's image (or <picture>) inside a frame that keeps it at least
+    as wide as its text needs to stay readable (readable_width_px) and, where
+    the column is narrower, scrolls sideways (shardbook.css, FRAME_SOURCE):
+    a phone gets the same drawing, never text under MIN_TEXT_PX. The image
+    gets its width and height, so the page keeps its place before it loads."""
+    from . import svg
+
+    image = m.group(2)
+    src = re.search(r'<img\b[^>]*?\bsrc="([^"]+)"', image).group(1)
+    target = page.parent / src
+    if not src.endswith(".svg") or not target.is_file():
+        return m.group(0)
+    text = target.read_text()
+    size, need = svg_size_px(text), readable_width_px(text)
+    if size is None or need is None:
+        return m.group(0)
+    if " width=" not in image.split("<img", 1)[1].split(">", 1)[0]:
+        image = re.sub(r"<img\b", f'<img width="{round(size[0])}" height="{round(size[1])}"', image, count=1)
+    alt = re.search(r'<img\b[^>]*?\balt="([^"]*)"', image)
+    label = (alt.group(1) if alt else "Figure") or "Figure"
+    # wider than the desktop's column: panned in a window (shardbook.css), not laid along the page
+    pan = " shardbook-figure-pan" if need > svg.TEXT_COLUMN_PX else ""
+    return (
+        f'{m.group(1)}<div class="shardbook-figure-frame{pan}"><div class="shardbook-figure-scroll" role="group" '
+        f'aria-label="{label}" style="--shardbook-min-width:{math.ceil(need)}px">{image}</div></div>'
+    )
+
+
 def rewrite_pages(outdir):
     """Every page: under each figure's image, a link that opens it full size
     (HLO graphs and wide plots are unreadable on a phone at page width), and
@@ -194,6 +290,9 @@ def rewrite_pages(outdir):
             lambda m, page=page: m.group(1) + _still_where_asked(m.group(2), page.parent / m.group(3), m.group(3)),
             fixed,
         )
+        # and last, each SVG figure in its frame (a framed one is no longer
+        # right after its <figure>, so a second pass leaves it alone)
+        fixed = _FRAMED.sub(lambda m, page=page: _framed(m, page), fixed)
         for pattern, replacement in PAGE_FIXES:
             fixed = pattern.sub(replacement, fixed)
         fixed = lighter_head(fixed, page.name)

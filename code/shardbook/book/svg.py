@@ -12,7 +12,9 @@ page's media, so the built page also offers `final_frame` for those media
 (pages.rewrite_pages, a <picture> source). Every text is at least MIN_FONT_PX in the figure's own units,
 and a figure is at most MAX_WIDTH_PX wide, so it is drawn at its own size in
 the book's text column (688 px at 1280 px) and its text is never under
-10 px there.
+10 px there; on a narrower screen the page keeps every figure at least as
+wide as its smallest text needs (pages.readable_width_px) and lets it scroll
+sideways in its frame.
 
 Not a cost-model module: layer 3, the book's machinery.
 """
