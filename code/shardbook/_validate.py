@@ -70,6 +70,21 @@ def choice(name, value, options):
     return value
 
 
+def read_text(name, path, if_folder):
+    """The UTF-8 text of file `path`, given as argument `name`, or one
+    ValueError naming both: no such file, a folder (`if_folder` says what
+    to give instead), or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ValueError(f"{name}: {path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{name}: {path}: {if_folder}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{name}: {path}: cannot be read ({exc.__class__.__name__})") from None
+
+
 def read_json(path, *, missing, remedy, folder=None):
     """The JSON document in file `path`, or a ValueError naming the file and
     what to do: `missing` when it does not exist, `remedy` when it is not

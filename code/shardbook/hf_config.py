@@ -30,7 +30,7 @@ Ref: hf-transformers, and each family's model card.
 import json
 from pathlib import Path
 
-from . import models
+from . import _validate, models
 
 FAMILIES = (
     "llama",
@@ -55,14 +55,7 @@ def _load(config):
         return config, "config"
     if isinstance(config, (str, Path)):
         path = Path(config)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ValueError(f"config: {path}: no such file") from None
-        except IsADirectoryError:
-            raise ValueError(f"config: {path}: is a folder; give the path of its config.json") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"config: {path}: cannot be read ({exc.__class__.__name__})") from None
+        text = _validate.read_text("config", path, "is a folder; give the path of its config.json")
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
