@@ -27,7 +27,6 @@ expert's gate (Qwen2-MoE): each a few thousand parameters per layer.
 Ref: hf-transformers, and each family's model card.
 """
 
-import json
 from pathlib import Path
 
 from . import _validate, models
@@ -56,13 +55,7 @@ def _load(config):
     if isinstance(config, (str, Path)):
         path = Path(config)
         text = _validate.read_text("config", path, "is a folder; give the path of its config.json")
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"config: {path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"config: {path}: must hold a JSON object, got {type(data).__name__}")
-        return data, str(path)
+        return _validate.json_object(f"config: {path}", text), str(path)
     raise ValueError(f"config: must be a dict or the path of a config.json, got {config!r}")
 
 
