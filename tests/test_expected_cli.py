@@ -557,27 +557,12 @@ def test_a_chapter_edited_while_the_build_runs_leaves_a_stale_record(book, monke
 
     from shardbook.book import sphinx_ext
 
+    class NoStep:  # a module of the site's other steps: each of its functions does nothing
+        def __getattr__(self, name):
+            return lambda *a, **k: None
+
     for step in ("pages", "theme_assets", "live_assets", "katex_math"):  # the site's other steps
-        monkeypatch.setattr(
-            sphinx_ext,
-            step,
-            SimpleNamespace(
-                **{
-                    n: lambda *a, **k: None
-                    for n in (
-                        "write_mode_script",
-                        "icons_used",
-                        "trim_icons",
-                        "subset_icon_fonts",
-                        "purge_stylesheets",
-                        "route_tab_stops",
-                        "copy_live_assets",
-                        "copy_katex_assets",
-                        "rewrite_pages",
-                    )
-                }
-            ),
-        )
+        monkeypatch.setattr(sphinx_ext, step, NoStep())
     app = SimpleNamespace(
         builder=SimpleNamespace(name="html", format="html"),
         outdir=str(book.root / "_build" / "html"),

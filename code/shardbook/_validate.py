@@ -70,6 +70,33 @@ def choice(name, value, options):
     return value
 
 
+def read_text(name, path, if_folder):
+    """The UTF-8 text of file `path`, given as argument `name`, or one
+    ValueError naming both: no such file, a folder (`if_folder` says what
+    to give instead), or unreadable."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise ValueError(f"{name}: {path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{name}: {path}: {if_folder}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{name}: {path}: cannot be read ({exc.__class__.__name__})") from None
+
+
+def json_object(where, text):
+    """The JSON object (a dict) in `text`, or one ValueError starting with
+    `where`: not valid JSON, or a document that is not an object."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: must hold a JSON object, got {type(data).__name__}")
+    return data
+
+
 def read_json(path, *, missing, remedy, folder=None):
     """The JSON document in file `path`, or a ValueError naming the file and
     what to do: `missing` when it does not exist, `remedy` when it is not

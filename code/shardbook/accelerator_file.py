@@ -18,7 +18,7 @@ import re
 import tomllib
 from pathlib import Path
 
-from . import hardware
+from . import _validate, hardware
 
 _UNITS = {
     "flops": {"FLOP/s": 1, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15},
@@ -152,14 +152,7 @@ def from_file(path):
     fmt = path.suffix.lower().lstrip(".")
     if fmt not in ("toml", "json"):
         raise ValueError(f"path: {path}: must end in .toml or .json")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ValueError(f"path: {path}: no such file") from None
-    except IsADirectoryError:
-        raise ValueError(f"path: {path}: is a folder, not an accelerator file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"path: {path}: cannot be read ({exc.__class__.__name__})") from None
+    text = _validate.read_text("path", path, "is a folder, not an accelerator file")
     return from_text(text, fmt, str(path))
 
 

@@ -27,10 +27,9 @@ expert's gate (Qwen2-MoE): each a few thousand parameters per layer.
 Ref: hf-transformers, and each family's model card.
 """
 
-import json
 from pathlib import Path
 
-from . import models
+from . import _validate, models
 
 FAMILIES = (
     "llama",
@@ -55,21 +54,8 @@ def _load(config):
         return config, "config"
     if isinstance(config, (str, Path)):
         path = Path(config)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ValueError(f"config: {path}: no such file") from None
-        except IsADirectoryError:
-            raise ValueError(f"config: {path}: is a folder; give the path of its config.json") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"config: {path}: cannot be read ({exc.__class__.__name__})") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"config: {path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"config: {path}: must hold a JSON object, got {type(data).__name__}")
-        return data, str(path)
+        text = _validate.read_text("config", path, "is a folder; give the path of its config.json")
+        return _validate.json_object(f"config: {path}", text), str(path)
     raise ValueError(f"config: must be a dict or the path of a config.json, got {config!r}")
 
 

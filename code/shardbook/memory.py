@@ -405,9 +405,7 @@ def activation_bytes_per_layer(
     """
     m = models.get(model)
     policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
-    return _layer_bytes(
-        m, seq_len // cp, seq_len, micro_batch_seqs, tp, sequence_parallel, policy, attention, dense_layer
-    )
+    return _kept_bytes(m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, False)
 
 
 def offloaded_activation_bytes_per_layer(
@@ -428,8 +426,17 @@ def offloaded_activation_bytes_per_layer(
     activation_bytes_per_layer. Ref: maxtext."""
     m = models.get(model)
     policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
-    s, b = seq_len // cp, micro_batch_seqs
-    return sum(_named_bytes(m, n, s, b, tp, sequence_parallel, dense_layer) for n in policy.offloads)
+    return _kept_bytes(m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, True)
+
+
+def _kept_bytes(m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, offloaded):
+    """One layer's activation bytes per device, its seq_len/cp local queries
+    attending all seq_len keys: those kept in HBM, or (`offloaded`) those
+    the policy moves to host memory; arguments already checked (_args)."""
+    s = seq_len // cp
+    if offloaded:
+        return sum(_named_bytes(m, n, s, micro_batch_seqs, tp, sequence_parallel, dense_layer) for n in policy.offloads)
+    return _layer_bytes(m, s, seq_len, micro_batch_seqs, tp, sequence_parallel, policy, attention, dense_layer)
 
 
 def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_parallel, policy, attention, dense_layer):
@@ -611,16 +618,10 @@ def _per_device(
     policy = None
     for dense_layer in kinds:
         policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
-    s = seq_len // cp
-    if offloaded:
-        per_layer = max(
-            sum(_named_bytes(m, n, s, micro_batch_seqs, tp, sequence_parallel, d) for n in policy.offloads)
-            for d in kinds
-        )
-    else:
-        per_layer = max(
-            _layer_bytes(m, s, seq_len, micro_batch_seqs, tp, sequence_parallel, policy, attention, d) for d in kinds
-        )
+    per_layer = max(
+        _kept_bytes(m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, d, offloaded)
+        for d in kinds
+    )
     layers = pipeline.deepest_stage_layers(m.n_layers, pp, n_virtual, uneven=uneven_pipeline)
     in_flight = microbatches_in_flight(pp, n_microbatches, schedule, n_virtual) if pp > 1 else 1
     return per_layer * layers * in_flight

@@ -64,18 +64,20 @@ def split(runs=None):
     return out
 
 
-def calibration_runs(runs=None):
-    """The runs of the calibration set, in order."""
+def _runs_in(role, runs):
     runs = measured.VALIDATION_RUNS if runs is None else runs
     sets = split(runs)
-    return [r for r in runs if sets[r.name] == "calibration"]
+    return [r for r in runs if sets[r.name] == role]
+
+
+def calibration_runs(runs=None):
+    """The runs of the calibration set, in order."""
+    return _runs_in("calibration", runs)
 
 
 def validation_runs(runs=None):
     """The runs of the validation set, in order."""
-    runs = measured.VALIDATION_RUNS if runs is None else runs
-    sets = split(runs)
-    return [r for r in runs if sets[r.name] == "validation"]
+    return _runs_in("validation", runs)
 
 
 @dataclass(frozen=True)
@@ -280,10 +282,7 @@ def fitted_efficiencies(digits=2):
     _validate.count("digits", digits, minimum=0)
     if digits > 6:
         raise ValueError(f"digits: at most 6 (the fit's tolerance is 1e-4), got {digits}")
-    accs = []
-    for run in calibration_runs():
-        if run.accelerator not in accs:
-            accs.append(run.accelerator)
+    accs = dict.fromkeys(r.accelerator for r in calibration_runs())  # in order of first appearance
     return {acc: round(fit_matmul_efficiency(acc), digits) for acc in accs}
 
 

@@ -64,6 +64,27 @@ def _device_box(fig, center, box_w, box_h, label):
     return x, y
 
 
+def _caption(fig, y, text, frames):
+    """One centred line of text under a figure, shown in `frames`."""
+    fig.text(320, y, text, size=13, anchor="middle", frames=frames)
+
+
+def _ring_links(fig, pos, box_w, box_h):
+    """The ring's links, faint, in every frame."""
+    for i in range(len(pos)):
+        p, q = _edge_points(pos[i], pos[(i + 1) % len(pos)], box_w / 2, box_h / 2)
+        fig.line(*p, *q, stroke=LIGHT, stroke_width=1)
+
+
+def _ring_arrows(fig, pos, box_w, box_h, step, chunk_of):
+    """Step `step`'s arrows: device i to its right neighbour, coloured by the
+    chunk `chunk_of(i)` it sends, shown in that step's frame only."""
+    n = len(pos)
+    for i in range(n):
+        p, q = _edge_points(pos[i], pos[(i + 1) % n], box_w / 2, box_h / 2)
+        fig.arrow(*p, *q, stroke=CHUNK_COLORS[chunk_of(i) % n % 8], frames=(step, step + 1), width=2.4, head=10)
+
+
 def ring_all_gather(total_bytes, n, link_bytes_per_s, link_label):
     """A ring all-gather of a `total_bytes` buffer over n devices, one frame
     per step: device i starts with chunk i; at step s every device sends the
@@ -94,31 +115,21 @@ def ring_all_gather(total_bytes, n, link_bytes_per_s, link_label):
             if arrives:  # outlined while it is the chunk that just arrived
                 fig.rect(sx - 2, sy - 2, 26, 26, stroke=INK, frames=(arrives, arrives + 1), stroke_width=2.5)
     for s in range(1, n):
-        for i in range(n):
-            p, q = _edge_points(pos[i], pos[(i + 1) % n], bw / 2, bh / 2)
-            fig.arrow(*p, *q, stroke=CHUNK_COLORS[(i - s + 1) % n % 8], frames=(s, s + 1), width=2.4, head=10)
-        fig.text(
-            320,
+        _ring_arrows(fig, pos, bw, bh, s, lambda i, s=s: i - s + 1)
+        _caption(
+            fig,
             392,
             f"step {s} of {steps}: each device sends one chunk, {_size_text(chunk)}, to its right neighbour",
-            size=13,
-            anchor="middle",
-            frames=(s, s + 1),
+            (s, s + 1),
         )
-    for i in range(n):  # the ring's links, faint, in every frame
-        p, q = _edge_points(pos[i], pos[(i + 1) % n], bw / 2, bh / 2)
-        fig.line(*p, *q, stroke=LIGHT, stroke_width=1)
+    _ring_links(fig, pos, bw, bh)
     fig.text(320, 215 - 8, "ring", size=12, anchor="middle", fill=MUTED)
-    fig.text(
-        320, 392, f"start: device i holds chunk i of {_size_text(total_bytes)}", size=13, anchor="middle", frames=(0, 1)
-    )
-    fig.text(
-        320,
+    _caption(fig, 392, f"start: device i holds chunk i of {_size_text(total_bytes)}", (0, 1))
+    _caption(
+        fig,
         392,
         f"done in {steps} steps: each device sent {_size_text(sent)}; {_time_text(seconds)} over one {link_label} link",
-        size=13,
-        anchor="middle",
-        frames=(n, None),
+        (n, None),
     )
     return fig
 
@@ -163,36 +174,21 @@ def ring_reduce_scatter(total_bytes, n, link_bytes_per_s, link_label):
             fig.rect(sx - 2, sy - 2, 26, 26, stroke=INK, frames=(s, s + 1), stroke_width=2.5)
             if full:
                 fig.rect(sx - 2, sy - 2, 26, 26, stroke=INK, frames=(n, None), stroke_width=2.5)
-    for i in range(n):
-        p, q = _edge_points(pos[i], pos[(i + 1) % n], bw / 2, bh / 2)
-        fig.line(*p, *q, stroke=LIGHT, stroke_width=1)
+    _ring_links(fig, pos, bw, bh)
     for s in range(1, n):
-        for i in range(n):
-            p, q = _edge_points(pos[i], pos[(i + 1) % n], bw / 2, bh / 2)
-            fig.arrow(*p, *q, stroke=CHUNK_COLORS[(i - s) % n % 8], frames=(s, s + 1), width=2.4, head=10)
-        fig.text(
-            320,
+        _ring_arrows(fig, pos, bw, bh, s, lambda i, s=s: i - s)
+        _caption(
+            fig,
             392,
             f"step {s} of {steps}: each device sends a running sum, {_size_text(chunk)}, and adds its own",
-            size=13,
-            anchor="middle",
-            frames=(s, s + 1),
+            (s, s + 1),
         )
-    fig.text(
-        320,
-        392,
-        f"start: every device holds its own {_size_text(total_bytes)}",
-        size=13,
-        anchor="middle",
-        frames=(0, 1),
-    )
-    fig.text(
-        320,
+    _caption(fig, 392, f"start: every device holds its own {_size_text(total_bytes)}", (0, 1))
+    _caption(
+        fig,
         392,
         f"done: each device sent {_size_text(sent)}, holds chunk i summed; {_time_text(seconds)} on one {link_label} link",
-        size=13,
-        anchor="middle",
-        frames=(n, None),
+        (n, None),
     )
     return fig
 
@@ -252,22 +248,18 @@ def all_to_all(local_bytes, n, egress_bytes_per_s, egress_label):
             if 2 * k == n:
                 p, q = _offset(p, q, 6)
             fig.arrow(*p, *q, stroke=CHUNK_COLORS[target % 8], frames=(k, k + 1), width=2.2, head=10)
-        fig.text(
-            320,
+        _caption(
+            fig,
             400,
             f"step {k} of {n - 1}: device i sends its chunk for device i+{k} ({_size_text(local_bytes / n)})",
-            size=13,
-            anchor="middle",
-            frames=(k, k + 1),
+            (k, k + 1),
         )
-    fig.text(320, 400, "start: chunk i→j is what device i has for device j", size=13, anchor="middle", frames=(0, 1))
-    fig.text(
-        320,
+    _caption(fig, 400, "start: chunk i→j is what device i has for device j", (0, 1))
+    _caption(
+        fig,
         400,
         f"done: each device sent {_size_text(sent)}; {_time_text(seconds)} at {egress_label} egress",
-        size=13,
-        anchor="middle",
-        frames=(n, None),
+        (n, None),
     )
     return fig
 
@@ -453,21 +445,13 @@ def ring_attention(n_ranks, seq_len, n_kv_heads, head_dim, link_bytes_per_s, byt
             fig.box(rx + 4, y - 11, 34, 22, f"KV{j}", fill=CHUNK_COLORS[j % 8], size=12,
                     frames=(s + 1, s + 2 if s < n - 1 else None))  # fmt: skip
     for s in range(1, n + 1):
-        fig.text(
-            320, gy + n * cell + 66,
+        _caption(
+            fig, gy + n * cell + 66,
             f"step {s} of {n}: each rank computes one block" + (f", then sends its K/V chunk on ({_size_text(hop)})" if s < n else ""),
-            size=13, anchor="middle", frames=(s, s + 1),
+            (s, s + 1),
         )  # fmt: skip
-    fig.text(320, gy + n * cell + 66, f"done after {n} steps: every unmasked block computed", size=13, anchor="middle",
-             frames=(n + 1, None))  # fmt: skip
-    fig.text(
-        320,
-        gy + n * cell + 66,
-        "start: rank i holds query block i and K/V block i",
-        size=13,
-        anchor="middle",
-        frames=(0, 1),
-    )
+    _caption(fig, gy + n * cell + 66, f"done after {n} steps: every unmasked block computed", (n + 1, None))
+    _caption(fig, gy + n * cell + 66, "start: rank i holds query block i and K/V block i", (0, 1))
     fig.text(320, gy + n * cell + 40,
              f"each rank sends {_size_text(total)} in {n - 1} hops; rank i computes i + 1 of {n} blocks",
              size=13, anchor="middle")  # fmt: skip

@@ -10,7 +10,6 @@ Ref: hf-transformers; the published totals name their sources below.
 """
 
 import dataclasses
-import json
 import os
 
 from .. import _validate, accelerator_file, hardware, hf_config, models
@@ -56,13 +55,7 @@ def read_model(text):
 
 def read_model_text(text):
     """A Model from the text of a config.json (pasted on the planner page)."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"config: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"config: must hold a JSON object, got {type(data).__name__}")
-    return hf_config.from_hf_config(data)
+    return hf_config.from_hf_config(_validate.json_object("config", text))
 
 
 def read_accelerator(text):

@@ -130,15 +130,6 @@ def logits_bytes(model, seq_len, micro_batch_seqs, *, tp, cp, loss_logits="fp32_
     return memory.logits_bytes(model, seq_len, micro_batch_seqs, tp=1, loss_logits=loss_logits) / tp / cp
 
 
-def hardware_flops_per_token(model, seq_len, recompute):
-    """FLOPs the devices run per token: the model FLOPs (causal) plus what
-    the recomputation policy runs again (memory.recomputed_flops_per_token;
-    a flash kernel's own recomputation inside its backward is not counted)."""
-    return training.model_flops_per_token(model, seq_len, causal=True) + memory.recomputed_flops_per_token(
-        model, seq_len, recompute, causal=True
-    )
-
-
 def recomputed_forward_fraction(model, seq_len, recompute):
     """The share of the forward's FLOPs a recomputation policy runs again
     in the backward (0 for none, 1 for full): recomputed FLOPs over a

@@ -217,7 +217,7 @@ def math_s(lay, recompute):
     n, pp = lay.n_devices, mesh["pp"]
     peak = acc.bf16_dense_flops_per_s
     ideal = training.model_flops_per_token(m, lay.seq_len, causal=True) * lay.global_tokens / (n * peak)
-    hardware_flops = memory_plan.hardware_flops_per_token(m, lay.seq_len, recompute) * lay.global_tokens
+    hardware_flops = training.hardware_flops_per_token(m, lay.seq_len, recompute, causal=True) * lay.global_tokens
     if m.is_moe and lay.capacity_factor != 1:
         # an MoE layer that drops tokens computes each expert's whole capacity:
         # the routed experts' matmuls (forward and backward) scale by the capacity factor
