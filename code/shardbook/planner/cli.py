@@ -14,7 +14,7 @@ import re
 import sys
 
 from .. import _validate, hardware, models
-from . import inputs, memory_plan
+from . import calibrate, inputs, memory_plan
 from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
 
@@ -336,8 +336,10 @@ def main(argv=None):
         return 2
     if args.json:
         return _print_json(found[: args.top], explained)
+    usable = calibrate.hbm_capacity_bytes(accelerator)
+    reported = "" if usable == accelerator.hbm_bytes else f", {usable / 1e9:,.1f} GB as the device reports it"
     print(
-        f"{model.name} on {n_devices} × {accelerator.name} ({accelerator.hbm_bytes / 1e9:,.0f} GB HBM each), "
+        f"{model.name} on {n_devices} × {accelerator.name} ({accelerator.hbm_bytes / 1e9:,.0f} GB HBM each{reported}), "
         f"{tokens:,.0f} tokens per step ({tokens // seq_len:,} sequences of {seq_len:,}): "
         f"{len(found)} mesh{'' if len(found) == 1 else 'es'}"
     )
