@@ -50,7 +50,7 @@ MATMUL_EFFICIENCY = {
     ),
     "H200": Figure(0.50, "fit", "as H100's fit: same GH100 die and clocks; no H200 run", provisional=True),
     "H800": Figure(
-        0.40,
+        0.41,
         "fit",
         "validation.fit_matmul_efficiency on DeepSeek-V3 (the only H800 run; FP8 matmuls, over the BF16 peak)",
     ),
@@ -62,14 +62,15 @@ MATMUL_EFFICIENCY = {
     ),
     "TPU v5e": Figure(0.67, "parallelize-transformer", "printed approximate (≈)"),
     "TPU v6e": Figure(
-        0.59, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
+        0.61, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
     ),
     "Ironwood": Figure(0.70, "fit", "placeholder until fitted", provisional=True),
     "A100": Figure(
-        0.66,
+        0.69,
         "fit",
         "validation.fit_matmul_efficiency on the A100 calibration runs (SC21 GPT 1.7B, 7.5B, 39.1B, 145.6B, "
-        "529.6B), with their eager attention's HBM traffic counted (timing.eager_scores_hbm_s)",
+        "529.6B; Korthikanti et al.'s full-recomputation runs of 22B, 175B, 530B, 1T), with their eager "
+        "attention's HBM traffic counted (timing.eager_scores_hbm_s)",
     ),
     "MI300X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),
     "MI355X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),
@@ -187,7 +188,7 @@ HBM_BYTES_PER_S = {
 # (narayanan2021megatron Table 1: 44 % of peak at 1.7B, 52 % at 1T;
 # megatron-lm-readme: 41 % MFU at 1.7B, 47-48 % for the largest).
 ELEMENTWISE_PASSES = Figure(
-    2.75,
+    3.09,
     "fit",
     "validation.fit_elementwise_passes on the whole calibration set (every accelerator's η refitted at each trial)",
 )
