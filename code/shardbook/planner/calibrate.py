@@ -14,6 +14,12 @@ Each entry is a :class:`Figure`: its value, a references.bib key (or
 fitted, and ``provisional`` where the value is a placeholder awaiting the
 validation appendix's fit (the ``valid`` helper tunes these; keep one entry
 per line so a change is one line of diff).
+
+The tables are keyed by preset name. An accelerator read from a file
+(shardbook.accelerator_file) is calibrated by its file's [calibration] table,
+registered here under its name (FILE_CALIBRATIONS): each lookup takes the
+file's figure, else the figure of the preset it is ``based_on``, else the
+default (or none); ``provenance`` says which, for the planner's header line.
 """
 
 import math
