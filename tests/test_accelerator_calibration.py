@@ -125,12 +125,18 @@ def test_figures_without_based_on_and_the_ones_left_out():
     ), note
 
 
-def test_a_reported_capacity_is_taken_from_based_on_only_for_the_same_datasheet_capacity():
+def test_based_on_takes_a_reported_capacity_and_in_switch_reduction_only_where_they_apply():
     data = _h100_file("Bigger H100", {"based_on": "H100"})
     data["hbm_bytes"] = {"value": "94 GB", "source": "a 94 GB part"}
     acc = accelerator_file.from_dict(data)
     assert calibrate.hbm_capacity_bytes(acc) == 94e9  # not the 80 GB H100's 85.5 GB
     assert calibrate.hbm_bytes_per_s(acc) == calibrate.hbm_bytes_per_s("H100")
+    # nor in-switch reduction for a fabric without a switch
+    data = _h100_file("Meshed H100", {"based_on": "H100"})
+    data["scale_up_fabric"] = "full_mesh"
+    acc = accelerator_file.from_dict(data)
+    assert calibrate.has_in_switch_reduction("H100") and not calibrate.has_in_switch_reduction(acc)
+    assert "defaults for in-switch all-reduce off" in inputs.accelerator_note(acc)
 
 
 def test_a_file_without_calibration_behaves_as_before_and_says_so():

@@ -419,8 +419,11 @@ def _resolve(key, accelerator):
     if own is not None:
         if own.based_on is not None:
             preset = hardware.PRESETS[own.based_on]
-            # a reported capacity belongs to the datasheet capacity it was reported for
-            if key != "hbm_capacity_bytes" or float(preset.hbm_bytes) == float(acc.hbm_bytes):
+            # a reported capacity belongs to the datasheet capacity it was reported for,
+            # in-switch reduction to a switch fabric
+            if (key != "hbm_capacity_bytes" or float(preset.hbm_bytes) == float(acc.hbm_bytes)) and (
+                key != "in_switch_reduction" or acc.scale_up_fabric == "switch"
+            ):
                 entry = _by_preset(key, own.based_on)
                 if entry is not None:
                     return entry, "based_on"
