@@ -7,7 +7,8 @@ ASSUMPTIONS = """\
 - two step times: the bound (`step_s`, `mfu`) takes peak FLOP/s (the FP8
   peak for precision='fp8'), collectives at line rate with no latency,
   all-reduce inside an NVSwitch domain with NVLink SHARP as in-switch
-  reduction (H100, H200, B200, GB200/GB300 NVL72; not H800), and every
+  reduction (H100, H200, B200, GB200/GB300 NVL72; not H800; an
+  accelerator file's [calibration] says whether its own does), and every
   overlappable collective hidden; no measured run may beat it. The
   expectation (`expected_step_s`, `expected_mfu`) divides the math by a
   sustained efficiency per accelerator, adds the work between the matmuls
@@ -16,7 +17,8 @@ ASSUMPTIONS = """\
   bandwidths with a latency per ring step (per peer message for
   all-to-all), and leaves a calibrated fraction of each hidden collective
   exposed (planner.calibrate: each figure sourced or fitted, none per
-  run); the search ranks fitting meshes by it;
+  run; an accelerator file gives its own in a [calibration] table, else
+  the defaults); the search ranks fitting meshes by it;
 - math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the causal half of
   the attention scores, as MaxText counts them), plus what the
   recomputation policy runs again (a flash kernel's recomputation inside
@@ -66,6 +68,7 @@ ASSUMPTIONS = """\
   stage's last chunk (Llama 3), its peak over every stage; FSDP's gather
   buffers (two layers, or the whole stage when kept); headroom is what is
   left of the HBM the device reports (calibrate.hbm_capacity_bytes: NVML's
-  total for A100, H100, H800, H200; else the datasheet), with no allocator
+  total for A100, H100, H800, H200, or an accelerator file's
+  calibration; else the datasheet), with no allocator
   reserve.
 """
