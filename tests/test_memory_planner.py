@@ -319,25 +319,32 @@ def test_schedule_bad_input():
 
 
 def test_deepseek_v3_recipe_keeps_what_its_report_lists():
-    # deepseek2024v3 §3.2.3: RMSNorm and MLA up-projections recomputed; §3.3.2: the attention
-    # output cached in E5M6 (12 bits), the SwiGLU inputs in FP8 and its output recomputed, the
-    # dispatched inputs in FP8, the combine (expert outputs) in BF16. Per token of one MoE layer
-    # (tp 1): two norm inputs 2·2·h, latents c_q + c_kv and the RoPE key in BF16, the attention
-    # output 1.5 bytes × 128 heads × 128, the FP32 router probabilities over 256 experts, 8 routed
-    # copies of the input (1 byte) and output (2 bytes), the SwiGLU inputs (gate and up, 1 byte)
-    # of 8 routed and 1 shared expert of width 2,048, and FlashAttention's FP32 LSE per head
+    # deepseek2024v3 §3.2.3: RMSNorm and MLA up-projections recomputed; §3.3.3 ("Low-Precision
+    # Activation"): the attention output cached in E5M6 (12 bits), the SwiGLU inputs in FP8 and its
+    # output recomputed; the dispatched inputs in FP8 (the up-projections' inputs, "Low-Precision
+    # Communication"). The report lists no expert output among the cached activations, and none is
+    # needed: the gate's gradient <dy, W2·h> = <W2ᵀ·dy, h> uses the expert's own backward and the
+    # recomputed SwiGLU output (the BF16 "combine" is the communication's precision).
+    assert memory.DEEPSEEK_V3_RECIPE["expert_outputs"] == 0
+    # Per token of one MoE layer (tp 1): two norm inputs 2·2·h, latents c_q + c_kv and the RoPE
+    # key in BF16, the attention output 1.5 bytes × 128 heads × 128, the FP32 router probabilities
+    # over 256 experts, 8 routed copies of the input (1 byte), the SwiGLU inputs (gate and up,
+    # 1 byte) of 8 routed and 1 shared expert of width 2,048, and FlashAttention's FP32 LSE per
+    # head. With h = 7,168: 28,672 + 4,224 + 24,576 + 1,024 + 57,344 + 36,864 + 512.
     m = models.get("DeepSeek-V3")
     h, a = m.d_model, m.mla
+    assert (h, a.q_lora_rank, a.kv_lora_rank, a.qk_rope_head_dim) == (7168, 1536, 512, 64)
+    assert (m.n_heads, a.v_head_dim, m.n_experts, m.top_k, m.n_shared_experts, m.d_ff) == (128, 128, 256, 8, 1, 2048)
     per_token = (
         2 * 2 * h
         + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
         + 1.5 * m.n_heads * a.v_head_dim
         + 4 * m.n_experts
-        + m.top_k * (1 + 2) * h
+        + m.top_k * 1 * h
         + 2 * 1 * (m.top_k + m.n_shared_experts) * m.d_ff
         + 4 * m.n_heads
     )
-    assert per_token == 267_904
+    assert per_token == 28_672 + 4_224 + 24_576 + 1_024 + 57_344 + 36_864 + 512 == 153_216
     got = memory.activation_bytes_per_layer(m, 4096, 1, recompute="deepseek_v3")
     assert got == pytest.approx(4096 * per_token)
     assert got < memory.activation_bytes_per_layer(m, 4096, 1, recompute="selective") / 2

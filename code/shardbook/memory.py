@@ -255,10 +255,10 @@ RECOMPUTE = {
 # What DeepSeek-V3 keeps of a layer for its backward, as its report lists it:
 # §3.2.3 "we recompute all RMSNorm operations and MLA up-projections during back-propagation"
 # (no norm outputs, no Q, K or V: the norm inputs, the MLA latents and the shared RoPE key stay);
-# §3.3.2 the input of the Linear after the attention operator cached in E5M6 (12 bits), the
+# §3.3.3 the input of the Linear after the attention operator cached in E5M6 (12 bits), the
 # inputs of the MoE's SwiGLU cached in FP8 and its output recomputed, the dispatched activations
-# in FP8 (the experts' up-projection inputs); the combine in BF16 (the experts' outputs). Bytes
-# per element of each.
+# in FP8 (the experts' up-projection inputs). Its "combine in BF16" is the precision of the
+# combine's communication, not a cached tensor. Bytes per element of each.
 DEEPSEEK_V3_RECIPE = {
     "norm_inputs": 2,  # the layer input and the attention block's output (residual stream), BF16
     "norm_outputs": 0,  # recomputed
@@ -266,7 +266,10 @@ DEEPSEEK_V3_RECIPE = {
     "qkv": 0,  # MLA up-projections recomputed
     "attention_output": 1.5,  # E5M6, the input of the output projection
     "dispatched_inputs": 1,  # FP8
-    "expert_outputs": 2,  # BF16 combine
+    # The combine y = Σ g_i·E_i(x), E_i(x) = W2_i·h_i, h_i the SwiGLU output. The gate's gradient
+    # dg_i = <dy, E_i(x)> = <W2_iᵀ·dy, h_i>: W2_iᵀ·dy is the expert's own backward (dh_i = g_i·W2_iᵀ·dy)
+    # and h_i is recomputed from the cached SwiGLU inputs, so no expert output is kept (§3.3.3 lists none)
+    "expert_outputs": 0,
     "swiglu_inputs": 1,  # FP8
     "swiglu_output": 0,  # recomputed
 }
@@ -492,8 +495,9 @@ def _recipe_bytes(m, s, b, tp, sequence_parallel, ctx, latent, rope_key, f_token
     """DeepSeek-V3's layer under DEEPSEEK_V3_RECIPE: the two norm inputs,
     the MLA latents and RoPE key, the attention output (E5M6), FlashAttention's
     log-sum-exp, and for an MoE layer the FP32 router probabilities, the
-    dispatched inputs (FP8) and expert outputs (BF16) of the k routed
-    copies, and the SwiGLU inputs (FP8) of the routed and shared experts."""
+    dispatched inputs (FP8) of the k routed copies and the SwiGLU inputs
+    (FP8) of the routed and shared experts (the experts' outputs are not
+    kept: see DEEPSEEK_V3_RECIPE)."""
     r = DEEPSEEK_V3_RECIPE
     if m.mla is None or m.dropout:
         raise ValueError(
