@@ -54,7 +54,8 @@ ASSUMPTIONS = """\
   bytes per parameter (memory.STATE_RECIPES; default bf16_master, 16; megatron
   18; fp32 16; pure_bf16 8; or a memory.StateRecipe) over fsdp (ZeRO-3), tp,
   pp, ep (experts, and dense weights with dense_over_ep) and ZeRO-`zero`
-  over the data-parallel ranks; DualPipe keeps two copies of the weights;
+  over the data-parallel ranks; DualPipe's device runs two stages: their
+  weights and gradients twice, the master weights and optimizer state once;
   activations (memory.activation_bytes_per_layer: flash attention keeps no
   s² probabilities; sequence parallelism with tp > 1; what a remat policy
   offloads to the host is not in HBM) of the deepest stage for the

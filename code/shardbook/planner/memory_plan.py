@@ -4,7 +4,7 @@ The formulas live in `shardbook.memory` (state recipes, ZeRO stages,
 activations per layer under each recomputation policy and attention kernel,
 logits, recomputed FLOPs) and `shardbook.pipeline` (the bubble and the
 microbatches a schedule keeps in flight, the deepest stage of an uneven
-pipeline, DualPipe's two weight copies); this module only assembles them
+pipeline, DualPipe's two stages per device); this module only assembles them
 into the breakdown a Candidate shows: weights, gradients, master weights,
 optimizer state, activations, logits, gathered-weight buffers, headroom.
 Ref: korthikanti2022reducing, narayanan2021megatron, rajbhandari2020zero,
@@ -174,7 +174,8 @@ def deepest_stage_layers(n_layers, n_stages, n_virtual=1, uneven=False):
 
 
 def parameter_copies(schedule):
-    """Copies of a stage's weights a schedule keeps (DualPipe: 2)."""
+    """Stages' weights (and gradient buffers) one device keeps under a
+    schedule (DualPipe: 2; pipeline.schedule_parameter_copies)."""
     return pipeline.schedule_parameter_copies(schedule)
 
 
@@ -183,12 +184,27 @@ WEIGHT_BYTES = 2  # the BF16 compute copy FSDP gathers
 
 
 def _state(lay):
-    """Weights, gradients, master weights and optimizer state of the deepest stage."""
+    """Weights, gradients, master weights and optimizer state of the deepest
+    stage, times the stages a device runs (`parameter_copies`: DualPipe's
+    device i runs stage i and stage p−1−i, so every stage is held twice over
+    the pipeline). The weights and the gradients are per copy, at every ZeRO
+    stage: each copy accumulates its own gradients over the microbatches of
+    its direction (DeepSeek-V3 keeps them in FP32 "for batch size
+    accumulation"), and the pair sums them only at the step's end (DualPipe's
+    example adds one rank's .grad to the other's), so a ZeRO-2/3 shard is
+    held for each of the two stages, never one for the pair. The master
+    weights and the optimizer state are counted once: the summed gradient is
+    the same on both ranks of the pair, which can split the update between
+    them; the report's Table 2 and the DualPipe README give 2× for the
+    parameters and say nothing of the optimizer, so no redundant copy is
+    assumed. Ref: deepseek2024v3 §3.2.2 and §3.3.3, deepseek-dualpipe."""
     state = state_breakdown(lay.dense_local, lay.state_recipe, lay.zero, lay.dense_replicas)
     for key, value in state_breakdown(lay.expert_local, lay.state_recipe, lay.zero, lay.expert_replicas).items():
         state[key] += value
     if lay.mesh["pp"] > 1:
-        state["weights"] *= parameter_copies(lay.schedule)
+        copies = parameter_copies(lay.schedule)
+        state["weights"] *= copies
+        state["gradients"] *= copies
     return state
 
 
