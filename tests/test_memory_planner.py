@@ -216,6 +216,42 @@ def test_moe_and_mla_layers_count_their_own_tensors():
     assert mixtral - dense_like == 4096 * (4 * 8 + 2 * 2 * 2 * 4096 + 3 * 2 * 14336)
 
 
+def test_one_activation_rule_for_dense_and_moe_layers():
+    # DeepSeek-V3 (deepseek2024v3 §4.2): 61 layers, the first 3 dense (F = 18,432), 58 MoE.
+    # One rule (memory.activation_bytes_per_stage_layer), used by memory and the planner: with
+    # pp = 1 the exact sum over the model's layers; with pp > 1 every layer of the deepest stage
+    # at the larger kind (the layers on the peak stage depend on a placement the report omits)
+    from shardbook import explorer
+    from shardbook.planner import memory_plan
+
+    m = models.get("DeepSeek-V3")
+    assert (m.n_layers, m.n_dense_layers) == (61, 3)
+    s, policy = 4096, "deepseek_v3"
+    moe = memory.activation_bytes_per_layer(m, s, 1, recompute=policy)
+    dense = memory.activation_bytes_per_layer(m, s, 1, recompute=policy, dense_layer=True)
+    assert dense < moe
+    exact = 3 * dense + 58 * moe
+    whole = memory.activation_bytes_per_device(m, s, 1, recompute=policy)
+    assert whole == pytest.approx(exact, rel=1e-12)
+    assert whole < 61 * moe  # not every layer at the larger kind
+    assert 61 * memory.activation_bytes_per_stage_layer(m, s, 1, recompute=policy) == pytest.approx(exact, rel=1e-12)
+    # pp 16 under DualPipe: ceil(61/16) = 4 layers, p + 1 = 17 microbatches, each layer at the MoE figure
+    staged = dict(pp=16, recompute=policy, schedule="dualpipe", n_microbatches=32, uneven_pipeline=True)
+    assert memory.activation_bytes_per_stage_layer(m, s, 1, pp=16, recompute=policy) == moe
+    assert memory.activation_bytes_per_device(m, s, 1, **staged) == pytest.approx(moe * 4 * 17, rel=1e-12)
+    # the planner quotes the same rule: its per-layer figure and its breakdown
+    planner_layer = dict(tp=1, cp=1, sequence_parallel=False, recompute=policy, attention="flash")
+    assert memory_plan.activation_bytes_per_layer(m, s, 1, pp=1, **planner_layer) * 61 == pytest.approx(exact)
+    assert memory_plan.activation_bytes_per_layer(m, s, 1, pp=16, **planner_layer) == moe
+    options = dict(seq_len=s, micro_batch_seqs=1, recompute=policy, state_recipe="deepseek_v3", zero=1)
+    run = explorer.evaluate(
+        m, "H800", {"pp": 16, "ep": 64, "dp": 2}, 15360 * s, schedule="dualpipe", uneven_pipeline=True, **options
+    )
+    assert run.memory_breakdown["activations"] == pytest.approx(memory.activation_bytes_per_device(m, s, 1, **staged))
+    flat = explorer.evaluate(m, "H800", {"ep": 64, "dp": 32}, 2048 * s, **options)
+    assert flat.memory_breakdown["activations"] == pytest.approx(exact)
+
+
 def test_logits():
     """Korthikanti et al. §4.3: the cross-entropy keeps FP32 logits, 4sbv/t;
     at the loss the BF16 logits are alive too."""

@@ -13,7 +13,7 @@ dao2022flashattention, deepseek2024v3, maxtext.
 
 import math
 
-from .. import _validate, memory, models, pipeline, training
+from .. import _validate, memory, pipeline, training
 from . import calibrate
 from .shape import check_layout
 
@@ -93,30 +93,27 @@ def check_attention(attention):
     _validate.choice("attention", attention, ATTENTION)
 
 
-def activation_bytes_per_layer(model, seq_len, micro_batch_seqs, *, tp, cp, sequence_parallel, recompute, attention):
+def activation_bytes_per_layer(
+    model, seq_len, micro_batch_seqs, *, pp, tp, cp, sequence_parallel, recompute, attention
+):
     """Bytes one layer keeps in HBM for its backward on one device, for one
-    microbatch (memory.activation_bytes_per_layer); for an MoE model with
-    dense first layers, the average over its layers."""
-    m = models.get(model)
+    microbatch, as a stage of a `pp`-stage pipeline counts it
+    (memory.activation_bytes_per_stage_layer: for an MoE model with dense
+    first layers, the mean over the model's layers with pp = 1, the larger
+    kind with pp > 1)."""
     check_recompute(recompute)
     check_attention(attention)
-
-    def one(dense_layer):
-        return memory.activation_bytes_per_layer(
-            m,
-            seq_len,
-            micro_batch_seqs,
-            tp=tp,
-            cp=cp,
-            sequence_parallel=sequence_parallel,
-            recompute=recompute,
-            attention=attention,
-            dense_layer=dense_layer,
-        )
-
-    if not m.is_moe or not m.n_dense_layers:
-        return one(False)
-    return (m.n_dense_layers * one(True) + (m.n_layers - m.n_dense_layers) * one(False)) / m.n_layers
+    return memory.activation_bytes_per_stage_layer(
+        model,
+        seq_len,
+        micro_batch_seqs,
+        pp=pp,
+        tp=tp,
+        cp=cp,
+        sequence_parallel=sequence_parallel,
+        recompute=recompute,
+        attention=attention,
+    )
 
 
 LOSS_LOGITS = tuple(memory.LOSS_LOGITS)
@@ -224,7 +221,8 @@ def device_memory(lay, recompute=None):
     """(breakdown, policy, fits) for a Layout: `breakdown` maps each of
     BREAKDOWN_KEYS to bytes on the device that holds the most (the first
     stage, whose schedule keeps the most microbatches in flight, or the last,
-    which also holds the logits); `policy` is `recompute`, or with None the
+    which also holds the logits; under DualPipe the first device runs the
+    last stage too, and holds both); `policy` is `recompute`, or with None the
     first of SEARCH_POLICIES that fits."""
 
     check_layout(lay)
@@ -238,6 +236,7 @@ def device_memory(lay, recompute=None):
             m,
             lay.seq_len,
             lay.micro_batch_seqs,
+            pp=mesh["pp"],
             tp=mesh["tp"],
             cp=mesh["cp"],
             sequence_parallel=lay.sequence_parallel,
@@ -257,7 +256,11 @@ def device_memory(lay, recompute=None):
         else:
             first_stage = per_layer * lay.deepest * in_flight
         last_stage = per_layer * lay.deepest + logits  # one microbatch in flight, and its logits
-        if mesh["pp"] > 1 and first_stage >= last_stage:
+        if mesh["pp"] > 1 and lay.schedule == "dualpipe":
+            # DualPipe's first device runs the last stage too (the shallowest and deepest layers
+            # on one rank, deepseek2024v3 §3.2.3): its p + 1 microbatches and the loss's logits
+            activations, kept_logits = first_stage, logits
+        elif mesh["pp"] > 1 and first_stage >= last_stage:
             activations, kept_logits = first_stage, 0.0
         else:
             activations, kept_logits = (first_stage if mesh["pp"] == 1 else per_layer * lay.deepest), logits
