@@ -122,6 +122,11 @@ def test_dualpipe_keeps_two_copies_of_the_weights_and_gradients():
         assert dual["gradients"] == pytest.approx(2 * single["gradients"])
         assert dual["master_weights"] == pytest.approx(single["master_weights"])
         assert dual["optimizer_state"] == pytest.approx(single["optimizer_state"])
+        # DualPipe's first rank runs the last stage too (deepseek2024v3 §3.2.3: the shallowest and
+        # deepest layers on one PP rank), so the rank with p + 1 microbatches also holds the logits;
+        # under 1F1B the first stage's 16 microbatches outweigh the last stage's one and its logits
+        assert dual["logits"] == pytest.approx(memory.logits_bytes("DeepSeek-V3", 4096, 1))
+        assert single["logits"] == 0
         # 1F1B holds each gradient once: 4 bytes (FP32) per 2 of BF16 weight, fewer once ZeRO-2 shards them
         per_weight = single["gradients"] / single["weights"]
         if zero == 1:
