@@ -194,7 +194,7 @@ def _state(lay):
     the same on both ranks of the pair, which can split the update between
     them; the report's Table 2 and the DualPipe README give 2× for the
     parameters and say nothing of the optimizer, so no redundant copy is
-    assumed. Ref: deepseek2024v3 §3.2.2 and §3.3.3, deepseek-dualpipe."""
+    assumed. Ref: deepseek2024v3 §3.2.1 (Table 2) and §3.3.3, deepseek-dualpipe."""
     state = state_breakdown(lay.dense_local, lay.state_recipe, lay.zero, lay.dense_replicas)
     for key, value in state_breakdown(lay.expert_local, lay.state_recipe, lay.zero, lay.expert_replicas).items():
         state[key] += value
