@@ -250,6 +250,8 @@ def test_one_activation_rule_for_dense_and_moe_layers():
     assert run.memory_breakdown["activations"] == pytest.approx(memory.activation_bytes_per_device(m, s, 1, **staged))
     flat = explorer.evaluate(m, "H800", {"ep": 64, "dp": 32}, 2048 * s, **options)
     assert flat.memory_breakdown["activations"] == pytest.approx(exact)
+    with pytest.raises(ValueError, match="pp"):
+        memory.activation_bytes_per_stage_layer(m, s, 1, pp=0)
 
 
 def test_logits():
