@@ -287,22 +287,7 @@ def test_no_run_beats_the_bound(run, table):
     assert row.measured_mfu <= row.bound.mfu <= ceiling + 1e-12
 
 
-# DeepSeek-V3's count stays above what an H800 holds (89.3 against 85.5 GB) under
-# the memory recipe its report describes (deepseek2024v3 §3.2-3.3: recomputed norms
-# and MLA up-projections, FP8 activation caching, BF16 moments): the report leaves
-# out the microbatch, which layers rank 0 holds and whether expert outputs are kept
-# for the gate's gradient (43 % of the counted bytes). A known gap of the memory
-# model, kept visible: strict, so the test fails the day the count fits.
-_KNOWN_MEMORY_GAPS = {"DeepSeek-V3, 2,048 H800"}
-FIT_CASES = [
-    pytest.param(r, marks=pytest.mark.xfail(strict=True, reason="memory model: DeepSeek-V3's count is 4 % over"))
-    if r.name in _KNOWN_MEMORY_GAPS
-    else r
-    for r in RUNS
-]
-
-
-@pytest.mark.parametrize("run", FIT_CASES, ids=lambda r: r.name)
+@pytest.mark.parametrize("run", RUNS, ids=lambda r: r.name)
 def test_the_run_fits_under_its_declared_policy(run, table):
     row = table[run.name]
     assert row.bound.recompute == run.recompute

@@ -56,14 +56,18 @@ ASSUMPTIONS = """\
   bytes per parameter (memory.STATE_RECIPES; default bf16_master, 16; megatron
   18; fp32 16; pure_bf16 8; or a memory.StateRecipe) over fsdp (ZeRO-3), tp,
   pp, ep (experts, and dense weights with dense_over_ep) and ZeRO-`zero`
-  over the data-parallel ranks; DualPipe keeps two copies of the weights;
+  over the data-parallel ranks; DualPipe's device runs two stages: their
+  weights and gradients twice, the master weights and optimizer state once;
   activations (memory.activation_bytes_per_layer: flash attention keeps no
   s² probabilities; sequence parallelism with tp > 1; what a remat policy
   offloads to the host is not in HBM) of the deepest stage for the
-  microbatches the schedule keeps in flight on the first; the logits of one
-  microbatch on the last stage, as the loss keeps them (loss_logits:
-  Megatron's FP32 copy, 6 bytes per logit at the peak, or an XLA-compiled
-  loss's BF16 logits and gradient, 4); an uneven interleaved pipeline
+  microbatches the schedule keeps in flight on the first (an MoE model's
+  dense first layers: the exact sum over the model with pp = 1, every layer
+  at the larger kind with pp > 1, memory.activation_bytes_per_stage_layer);
+  the logits of one microbatch on the last stage (under DualPipe on the
+  first device, which runs the last stage too), as the loss keeps them
+  (loss_logits: Megatron's FP32 copy, 6 bytes per logit at the peak, or an
+  XLA-compiled loss's BF16 logits and gradient, 4); an uneven interleaved pipeline
   takes the missing layers from the first stage's first chunk and the last
   stage's last chunk (Llama 3), its peak over every stage; FSDP's gather
   buffers (two layers, or the whole stage when kept); headroom is what is

@@ -241,6 +241,7 @@ def math_s(lay, recompute):
         m,
         lay.seq_len,
         lay.micro_batch_seqs,
+        pp=pp,
         tp=mesh["tp"],
         cp=mesh["cp"],
         sequence_parallel=lay.sequence_parallel,
