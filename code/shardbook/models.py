@@ -138,6 +138,20 @@ def active_param_count(model):
     return _embedding_params(m) + _layer_counts(m, active=True) + m.d_model
 
 
+def end_param_counts(model):
+    """(input_params, output_params): the parameters outside the
+    transformer layers, by the end of the model they sit at. `input_params`
+    is the input embedding table (V·D); `output_params` the final norm (D)
+    plus the output projection (V·D) when the embeddings are untied, the
+    final norm alone when they are tied (the projection is the input table,
+    counted once here: a pipeline keeps a second copy of it on its last
+    stage, which the planner adds). param_count = input_params +
+    output_params + the layers. Ref: narayanan2021megatron."""
+    m = get(model)
+    table = m.vocab_size * m.d_model
+    return table, (0 if m.tied_embeddings else table) + m.d_model
+
+
 def routed_expert_param_count(model):
     """Parameters of the routed experts over every MoE layer (0 for a dense
     model): the part of param_count that expert parallelism splits."""

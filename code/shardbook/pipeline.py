@@ -245,17 +245,67 @@ def interleaved_peak_layer_microbatches(n_stages, n_microbatches, n_virtual, chu
     equal chunks it is the first device's warm-up plus one forward, the
     closed form of schedule_activation_microbatches times a stage's layers.
     Ref: narayanan2021megatron, dubey2024llama3."""
+    return max(_interleaved_stage_peaks(n_stages, n_microbatches, n_virtual, chunk_layers))
+
+
+def _check_chunk_layers(p, v, chunk_layers):
+    if (
+        not isinstance(chunk_layers, (list, tuple))
+        or len(chunk_layers) != p
+        or any(not isinstance(row, (list, tuple)) or len(row) != v for row in chunk_layers)
+    ):
+        raise ValueError(f"chunk_layers: must give {v} chunk(s) for each of the {p} stages")
+    for row in chunk_layers:
+        for layers in row:
+            _validate.non_negative("chunk_layers", layers)
+
+
+def _interleaved_stage_peaks(n_stages, n_microbatches, n_virtual, chunk_layers):
+    """Per stage, the most layer-microbatches it holds under `_interleaved_order`."""
     _args(n_stages, n_microbatches, n_virtual)
     p, m, v = n_stages, n_microbatches, n_virtual
-    if len(chunk_layers) != p or any(len(row) != v for row in chunk_layers):
-        raise ValueError(f"chunk_layers: must give {v} chunk(s) for each of the {p} stages")
-    peak = 0
+    _check_chunk_layers(p, v, chunk_layers)
+    peaks = []
     for s in range(p):
-        held = 0
+        held = peak = 0
         for phase, c, _ in _interleaved_order(s, p, m, v):
             held += chunk_layers[s][c] if phase == "F" else -chunk_layers[s][c]
             peak = max(peak, held)
-    return float(peak)
+        peaks.append(float(peak))
+    return peaks
+
+
+def stage_activation_layer_microbatches(schedule, n_stages, n_microbatches, n_virtual, chunk_layers):
+    """Activations each stage holds at its peak, [stage], in layer-microbatches
+    (one layer's activations for one microbatch), for a pipeline whose stage
+    s has `chunk_layers[s][c]` layers in chunk c (equal chunks, or
+    uneven_chunk_layers): gpipe m·L_s; 1f1b and zero_bubble (ZB-H1)
+    min(p − s, m)·L_s (stage s warms up with p − s − 1 forwards, then
+    runs one more before its first backward); interleaved the issue order
+    of `_interleaved_order` (a chunk's forward adds its layers, its
+    backward frees them; for equal chunks of L/v layers the closed form
+    min(((v−1)·g + 2(p−s−1) + 1)/v, m)·L, g as in
+    schedule_activation_microbatches); one stage (p = 1) one microbatch.
+    Stage 0's entry with equal stages is schedule_activation_microbatches
+    times its layers. DualPipe pairs stages on a device and is counted per
+    device by schedule_activation_microbatches (a ValueError here).
+    Ref: narayanan2021megatron, qi2024zerobubble, dubey2024llama3."""
+    _planner_args(schedule, n_stages, n_microbatches, n_virtual)
+    p, m, v = n_stages, n_microbatches, n_virtual
+    if schedule == "dualpipe":
+        raise ValueError("schedule: 'dualpipe' runs two stages per device; count it per device")
+    _check_chunk_layers(p, v, chunk_layers)
+    layers = [sum(row) for row in chunk_layers]
+    if p == 1:
+        return [float(layers[0])]
+    if schedule == "gpipe":
+        return [float(m * n) for n in layers]
+    if schedule in ("1f1b", "zero_bubble"):
+        return [float(min(p - s, m) * n) for s, n in enumerate(layers)]
+    if any(len(set(row)) > 1 for row in chunk_layers):
+        return _interleaved_stage_peaks(p, m, v, chunk_layers)
+    g = -(-m // max(1, m // p))
+    return [min(((v - 1) * g + 2 * (p - s - 1) + 1) / v, m) * n for s, n in enumerate(layers)]
 
 
 # --- schedule timelines --------------------------------------------------------

@@ -1,12 +1,13 @@
 """The shape of one training step on one mesh, which every step of the
 planner reads: the model and accelerator, the mesh and where its axes sit,
 the options it runs under, the microbatches, and the parameters one
-device holds (dense and routed-expert, for the deepest pipeline stage).
+device holds (dense and routed-expert: per layer, the embedding and the
+output layer, and the deepest pipeline stage's share by layer count).
 """
 
 import math
 
-from .. import _validate, hardware, models
+from .. import _validate, hardware, models, pipeline
 from . import memory_plan
 from .placement import DEFAULT_ORDER, check_mesh, normalize_mesh, place
 from .shape import Layout, check_layout
@@ -101,6 +102,19 @@ def layout(
     dense_params = models.param_count(m) - expert_params
     stage_share = deepest / m.n_layers  # the deepest stage's share of the layers
     dense_shard = fsdp * (ep if dense_over_ep else 1)
+    dense_split = tp * dense_shard  # the embedding and output layer are vocabulary-parallel over tp
+    # the input embedding sits on the first stage, the output layer (final norm and projection)
+    # on the last; with tied embeddings and pp > 1 the last stage keeps its own copy of the
+    # table (Megatron-LM; its gradient is all-reduced between the two): narayanan2021megatron
+    input_params, output_params = models.end_param_counts(m)
+    layer_dense_params = dense_params - input_params - output_params
+    if m.tied_embeddings and pp > 1:
+        output_params += input_params
+    if pp > 1 and uneven_pipeline:
+        chunk_layers = pipeline.uneven_chunk_layers(m.n_layers, pp, n_virtual)
+    else:
+        chunk = deepest // (n_virtual if pp > 1 else 1)
+        chunk_layers = [[chunk] * (n_virtual if pp > 1 else 1) for _ in range(pp)]
     return Layout(
         model=m,
         accelerator=acc,
@@ -128,6 +142,11 @@ def layout(
         tp_comm_overlap=tp_comm_overlap,
         n_micro=seqs_per_replica / micro_batch_seqs,
         deepest=deepest,
+        chunk_layers=tuple(tuple(row) for row in chunk_layers),
+        dense_layer_local=layer_dense_params / m.n_layers / dense_split,
+        expert_layer_local=expert_params / m.n_layers / (tp * fsdp * ep),
+        embedding_local=input_params / dense_split,
+        head_local=output_params / dense_split,
         dense_local=dense_params * stage_share / (tp * dense_shard),
         expert_local=expert_params * stage_share / (tp * fsdp * ep),
         dense_shard=dense_shard,

@@ -180,9 +180,10 @@ def parameter_copies(schedule):
 WEIGHT_BYTES = 2  # the BF16 compute copy FSDP gathers
 
 
-def _state(lay):
-    """Weights, gradients, master weights and optimizer state of the deepest
-    stage, times the stages a device runs (`parameter_copies`: DualPipe's
+def _state(lay, dense, expert, copies):
+    """Weights, gradients, master weights and optimizer state of one device
+    holding `dense` and `expert` parameters (per device, every stage it runs
+    together), which runs `copies` stages (`parameter_copies`: DualPipe's
     device i runs stage i and stage p−1−i, so every stage is held twice over
     the pipeline). The weights and the gradients are per copy, at every ZeRO
     stage: each copy accumulates its own gradients over the microbatches of
@@ -192,82 +193,141 @@ def _state(lay):
     held for each of the two stages, never one for the pair. The master
     weights and the optimizer state are counted once: the summed gradient is
     the same on both ranks of the pair, which can split the update between
-    them; the report's Table 2 and the DualPipe README give 2× for the
-    parameters and say nothing of the optimizer, so no redundant copy is
-    assumed. Ref: deepseek2024v3 §3.2.1 (Table 2) and §3.3.3, deepseek-dualpipe."""
-    state = state_breakdown(lay.dense_local, lay.state_recipe, lay.zero, lay.dense_replicas)
-    for key, value in state_breakdown(lay.expert_local, lay.state_recipe, lay.zero, lay.expert_replicas).items():
+    them (half of the pair's parameters each); the report's Table 2 and the
+    DualPipe README give 2× for the parameters and say nothing of the
+    optimizer, so no redundant copy is assumed. Ref: deepseek2024v3 §3.2.1
+    (Table 2) and §3.3.3, deepseek-dualpipe."""
+    state = state_breakdown(dense / copies, lay.state_recipe, lay.zero, lay.dense_replicas)
+    for key, value in state_breakdown(expert / copies, lay.state_recipe, lay.zero, lay.expert_replicas).items():
         state[key] += value
-    if lay.mesh["pp"] > 1:
-        copies = parameter_copies(lay.schedule)
-        state["weights"] *= copies
-        state["gradients"] *= copies
+    state["weights"] *= copies
+    state["gradients"] *= copies
     return state
 
 
-def _gathered(lay):
-    """FSDP's buffers: the layer being computed and the next one being
-    gathered, or (kept) the whole stage's BF16 weights."""
-    dense_full = lay.dense_local * lay.dense_shard
-    expert_full = lay.expert_local * lay.mesh["fsdp"]
+def _gathered(lay, dense, expert, layers):
+    """FSDP's buffers on a device holding `dense` and `expert` parameters in
+    `layers` transformer layers: the layer being computed and the next one
+    being gathered, each the device's mean layer (its weights over its
+    layers, the embedding and output layer it holds included), or (kept)
+    every BF16 weight the device holds."""
     if lay.dense_shard == 1 and lay.mesh["fsdp"] == 1:
         return 0.0
+    full = dense * lay.dense_shard + expert * lay.mesh["fsdp"]
     if lay.keep_gathered_weights:
-        return WEIGHT_BYTES * (dense_full + expert_full)
-    return 2 * WEIGHT_BYTES * (dense_full + expert_full) / lay.deepest
+        return WEIGHT_BYTES * full
+    return 2 * WEIGHT_BYTES * full / max(layers, 1)
+
+
+def devices(lay):
+    """The devices whose memory differs, as {label: (dense, expert, layers,
+    copies, held, logits)}: parameters per device (dense and routed-expert),
+    transformer layers, stages run (parameter_copies), activations held at
+    the peak in layer-microbatches (one layer's activations of one
+    microbatch), and whether the device holds the loss's logits.
+    - pp = 1: the one device (every parameter, one microbatch, the logits).
+    - a pipeline: every stage s, with its layers (pipeline.uneven_chunk_layers
+      for an uneven one), the input embedding on stage 0 and the output layer
+      on stage p−1 (Megatron-LM; with tied embeddings its own copy of the
+      table there), the activations its schedule keeps in flight
+      (pipeline.stage_activation_layer_microbatches: the first stage the
+      most microbatches, the last one) and the logits on the last.
+    - DualPipe: device i runs stages i and p−1−i, so device 0 holds the
+      shallowest layers with the embedding and the deepest with the output
+      layer (deepseek2024v3 §3.2.3), and the logits; each device p + 1
+      microbatches of a stage's layers (Table 2). DeepSeek-V3's MTP module
+      (one more MoE layer beside the output head) is not counted.
+    Ref: narayanan2021megatron, dubey2024llama3, deepseek2024v3."""
+    check_layout(lay)
+    pp, v = lay.mesh["pp"], lay.n_virtual
+    m = math.ceil(lay.n_micro)
+    in_flight = activation_microbatches(lay.schedule, pp, m, v)  # also checks the schedule can run
+    if pp == 1:
+        return {"the device": (lay.dense_local, lay.expert_local, lay.deepest, 1, lay.deepest * in_flight, True)}
+    layers = [sum(row) for row in lay.chunk_layers]
+    out = {}
+    if lay.schedule == "dualpipe":
+        copies = parameter_copies(lay.schedule)
+        for i in range(pp // 2):
+            here = layers[i] + layers[pp - 1 - i]
+            ends = lay.embedding_local + lay.head_local if i == 0 else 0.0
+            dense = lay.dense_layer_local * here + ends
+            out[f"device {i} (stages {i} and {pp - 1 - i})"] = (
+                dense,
+                lay.expert_layer_local * here,
+                here,
+                copies,
+                lay.deepest * in_flight,
+                i == 0,
+            )
+        return out
+    held = _schedule(pipeline.stage_activation_layer_microbatches, lay.schedule, pp, m, v, lay.chunk_layers)
+    for stage, here in enumerate(layers):
+        ends = (lay.embedding_local if stage == 0 else 0.0) + (lay.head_local if stage == pp - 1 else 0.0)
+        out[f"stage {stage}"] = (
+            lay.dense_layer_local * here + ends,
+            lay.expert_layer_local * here,
+            here,
+            1,
+            held[stage],
+            stage == pp - 1,
+        )
+    return out
+
+
+def device_breakdowns(lay, recompute):
+    """{label: breakdown} for every device of `devices(lay)` under the
+    recomputation policy `recompute`: bytes of each of BREAKDOWN_KEYS."""
+    check_layout(lay)
+    check_recompute(recompute)
+    m, mesh = lay.model, lay.mesh
+    hbm = calibrate.hbm_capacity_bytes(lay.accelerator)
+    per_layer = activation_bytes_per_layer(
+        m,
+        lay.seq_len,
+        lay.micro_batch_seqs,
+        pp=mesh["pp"],
+        tp=mesh["tp"],
+        cp=mesh["cp"],
+        sequence_parallel=lay.sequence_parallel,
+        recompute=recompute,
+        attention=lay.attention,
+    )
+    logits = logits_bytes(
+        m, lay.seq_len, lay.micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], loss_logits=lay.loss_logits
+    )
+    out = {}
+    for label, (dense, expert, layers, copies, held, has_logits) in devices(lay).items():
+        breakdown = dict(
+            _state(lay, dense, expert, copies),
+            activations=per_layer * held,
+            logits=logits if has_logits else 0.0,
+            gathered_weight_buffers=_gathered(lay, dense, expert, layers),
+        )
+        breakdown["headroom"] = hbm - sum(breakdown.values())
+        out[label] = breakdown
+    return out
+
+
+def peak_device(lay, recompute):
+    """(label, breakdown) of the device that holds the most under `recompute`
+    (the first such in `devices` order on a tie)."""
+    breakdowns = device_breakdowns(lay, recompute)
+    label = min(breakdowns, key=lambda k: breakdowns[k]["headroom"])
+    return label, breakdowns[label]
 
 
 def device_memory(lay, recompute=None):
     """(breakdown, policy, fits) for a Layout: `breakdown` maps each of
-    BREAKDOWN_KEYS to bytes on the device that holds the most (the first
-    stage, whose schedule keeps the most microbatches in flight, or the last,
-    which also holds the logits; under DualPipe the first device runs the
-    last stage too, and holds both); `policy` is `recompute`, or with None the
+    BREAKDOWN_KEYS to bytes on the device that holds the most (`peak_device`
+    over `devices`: with a pipeline, the stage whose layers, embedding or
+    output layer, activations in flight and logits add up to the most; under
+    DualPipe the device pairs); `policy` is `recompute`, or with None the
     first of SEARCH_POLICIES that fits."""
-
     check_layout(lay)
-    m, mesh = lay.model, lay.mesh
-    state = _state(lay)
-    gathered = _gathered(lay)
-    in_flight = activation_microbatches(lay.schedule, mesh["pp"], math.ceil(lay.n_micro), lay.n_virtual)
-    hbm = calibrate.hbm_capacity_bytes(lay.accelerator)
     for policy in SEARCH_POLICIES if recompute is None else (recompute,):
-        per_layer = activation_bytes_per_layer(
-            m,
-            lay.seq_len,
-            lay.micro_batch_seqs,
-            pp=mesh["pp"],
-            tp=mesh["tp"],
-            cp=mesh["cp"],
-            sequence_parallel=lay.sequence_parallel,
-            recompute=policy,
-            attention=lay.attention,
-        )
-        logits = logits_bytes(
-            m, lay.seq_len, lay.micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], loss_logits=lay.loss_logits
-        )
-        if lay.schedule == "interleaved" and lay.uneven_pipeline and mesh["pp"] > 1:
-            # the layers the pipeline lacks come out of the first stage's first chunk and the
-            # last stage's last chunk (Llama 3): the device that holds most may be the second
-            chunks = pipeline.uneven_chunk_layers(m.n_layers, mesh["pp"], lay.n_virtual)
-            first_stage = per_layer * pipeline.interleaved_peak_layer_microbatches(
-                mesh["pp"], math.ceil(lay.n_micro), lay.n_virtual, chunks
-            )
-        else:
-            first_stage = per_layer * lay.deepest * in_flight
-        last_stage = per_layer * lay.deepest + logits  # one microbatch in flight, and its logits
-        if mesh["pp"] > 1 and lay.schedule == "dualpipe":
-            # DualPipe's first device runs the last stage too (the shallowest and deepest layers
-            # on one rank, deepseek2024v3 §3.2.3): its p + 1 microbatches and the loss's logits
-            activations, kept_logits = first_stage, logits
-        elif mesh["pp"] > 1 and first_stage >= last_stage:
-            activations, kept_logits = first_stage, 0.0
-        else:
-            activations, kept_logits = (first_stage if mesh["pp"] == 1 else per_layer * lay.deepest), logits
-        breakdown = dict(state, activations=activations, logits=kept_logits, gathered_weight_buffers=gathered)
-        used = sum(breakdown.values())
-        breakdown["headroom"] = hbm - used
-        if used <= hbm:
+        breakdown = peak_device(lay, policy)[1]
+        if breakdown["headroom"] >= 0:
             return breakdown, policy, True
     return breakdown, policy, False
 

@@ -11,10 +11,20 @@ from dataclasses import dataclass
 class Layout:
     """One step's shape. Counts: `n_micro` microbatches per data-parallel
     rank (fractional when the batch does not divide), `deepest` layers on
-    the deepest stage; parameters per device (not bytes): `dense_local`
-    and `expert_local`, sharded over `dense_shard` (fsdp, and ep when
-    dense_over_ep) and fsdp·ep; `dense_replicas` and `expert_replicas`:
-    the data-parallel ranks that reduce their gradients."""
+    the deepest stage, `chunk_layers[stage][chunk]` the layers of every
+    stage's chunks (pipeline.uneven_chunk_layers with uneven_pipeline).
+    Parameters per device (not bytes), dense ones sharded over tp and
+    `dense_shard` (fsdp, and ep when dense_over_ep), routed experts over
+    tp·fsdp·ep: `dense_layer_local` and `expert_layer_local` for one
+    transformer layer (the model's mean layer); `embedding_local` the
+    input embedding (on the first stage) and `head_local` the output layer
+    (on the last: the final norm, and the output projection, or with tied
+    embeddings and pp > 1 the last stage's copy of the table), both
+    vocabulary-parallel over tp; `dense_local` and `expert_local` the
+    deepest stage's share of every parameter by layer count (the pace of
+    a stage, which the timing reads; memory_plan places the embedding and
+    the output layer). `dense_replicas` and `expert_replicas`: the
+    data-parallel ranks that reduce their gradients."""
 
     model: object
     accelerator: object
@@ -42,6 +52,11 @@ class Layout:
     loss_logits: str
     n_micro: float
     deepest: int
+    chunk_layers: tuple
+    dense_layer_local: float
+    expert_layer_local: float
+    embedding_local: float
+    head_local: float
     dense_local: float
     expert_local: float
     dense_shard: int
