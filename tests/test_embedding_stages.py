@@ -151,12 +151,12 @@ def test_the_peak_device_is_the_stage_that_holds_the_most():
     label, breakdown = memory_plan.peak_device(lay, "none")
     assert label == "stage 0" and breakdown == small["stage 0"] and breakdown["logits"] == 0
     assert small["stage 0"]["activations"] == pytest.approx(2 * small["stage 1"]["activations"], rel=1e-12)
-    assert memory_plan.device_memory(lay, "none")[0] == breakdown
+    assert memory_plan.device_memory(lay, "none") == (breakdown, "none", True, "stage 0")
     lay, large = _stages(False, vocab=200_000)
     label, breakdown = memory_plan.peak_device(lay, "full")
     assert label == "stage 1" and breakdown["logits"] > 0
     assert breakdown["headroom"] == min(b["headroom"] for b in large.values())
-    assert memory_plan.device_memory(lay, "full")[0] == breakdown
+    assert memory_plan.device_memory(lay, "full") == (breakdown, "full", True, "stage 1")
 
 
 def test_uneven_pipelines_take_the_layers_from_the_ends():
@@ -195,3 +195,19 @@ def test_stage_activations_follow_the_schedule(schedule):
         pipeline.stage_activation_layer_microbatches(schedule, p, m, v, chunks[:-1])
     with pytest.raises(ValueError, match="schedule"):
         pipeline.stage_activation_layer_microbatches("dualpipe", p, m, 1, [[2]] * p)
+
+
+def test_published_pipelines_report_the_device_that_holds_the_most():
+    # deepseek2024v3 §3.2.3: DualPipe's rank 0 holds the shallowest layers with the embedding and
+    # the deepest with the output head, and the loss's logits; Narayanan et al.'s 1T GPT (SC21
+    # Table 1, tied embeddings, 2 layers a stage) holds the most on its first stage: the table and
+    # 8 microbatches in flight (narayanan2021megatron)
+    from shardbook import measured
+
+    deepseek = planner.bound_for_run(measured.run_named("DeepSeek-V3, 2,048 H800"))
+    assert deepseek.memory_device == "device 0 (stages 0 and 15)"
+    assert deepseek.memory_breakdown["logits"] > 0
+    gpt = planner.bound_for_run(measured.run_named("Megatron GPT 1008.0B, 3,072 A100"))
+    assert gpt.memory_device == "stage 0" and gpt.memory_breakdown["logits"] == 0
+    single = planner.bound_for_run(measured.run_named("Megatron GPT 1.7B, 32 A100"))
+    assert single.memory_device == "the device"

@@ -21,7 +21,9 @@ __all__ = ["Candidate", "TooFewSequences", "evaluate"]
 @dataclass(frozen=True)
 class Candidate:
     """One mesh the planner priced: its degrees per scheme, what a device
-    keeps (`memory_breakdown`, bytes) and whether it fits, the time of each
+    keeps (`memory_breakdown`, bytes, on `memory_device`, the device that
+    holds the most: "stage 0", "device 0 (stages 0 and 15)" under DualPipe,
+    "the device" without a pipeline) and whether it fits, the time of each
     part of a step at the bound (math at peak, each scheme's collectives at
     line rate, the pipeline bubble), the bound's step time and MFU
     (`step_s`, `mfu`), the calibrated expectation (`expected_step_s`,
@@ -62,6 +64,7 @@ class Candidate:
     zero: int = 0
     attention: str = "flash"
     precision: str = "bf16"
+    memory_device: str = "the device"
 
     @property
     def mesh(self):
@@ -135,8 +138,9 @@ def evaluate(
       ranks (dp × cp, and ep for dense weights it does not shard); the fsdp
       axis is ZeRO-3 in itself.
     - `uneven_pipeline`: pp need not divide the layers (Llama 3: 126 on
-      16); memory counts the deepest stage, the bound the balanced
-      average, the expectation the deepest stage.
+      16); memory compares every stage (the first and last one layer
+      short, with the embedding and the output layer), the bound takes the
+      balanced average, the expectation the deepest stage.
     - `keep_gathered_weights`: FSDP gathers each weight once per step and
       keeps it instead of gathering it forward and backward for every
       microbatch (gradients are reduce-scattered per microbatch either way).
@@ -195,7 +199,7 @@ def evaluate(
     acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 
     # memory: what the device that holds the most keeps
-    breakdown, policy, fits = memory_plan.device_memory(lay, recompute)
+    breakdown, policy, fits, device = memory_plan.device_memory(lay, recompute)
 
     # math: at peak for the bound; sustained, at the deepest stage's pace, for the expectation
     ideal_s, math_s, math_expected, elementwise_s = timing.math_s(lay, policy)
@@ -250,6 +254,7 @@ def evaluate(
         zero=zero,
         attention=attention,
         precision=precision,
+        memory_device=device,
     )
 
 

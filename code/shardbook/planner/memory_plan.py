@@ -318,18 +318,18 @@ def peak_device(lay, recompute):
 
 
 def device_memory(lay, recompute=None):
-    """(breakdown, policy, fits) for a Layout: `breakdown` maps each of
-    BREAKDOWN_KEYS to bytes on the device that holds the most (`peak_device`
-    over `devices`: with a pipeline, the stage whose layers, embedding or
-    output layer, activations in flight and logits add up to the most; under
-    DualPipe the device pairs); `policy` is `recompute`, or with None the
-    first of SEARCH_POLICIES that fits."""
+    """(breakdown, policy, fits, device) for a Layout: `breakdown` maps each
+    of BREAKDOWN_KEYS to bytes on the device that holds the most
+    (`peak_device` over `devices`: with a pipeline, the stage whose layers,
+    embedding or output layer, activations in flight and logits add up to
+    the most; under DualPipe the device pairs), `device` its label; `policy`
+    is `recompute`, or with None the first of SEARCH_POLICIES that fits."""
     check_layout(lay)
     for policy in SEARCH_POLICIES if recompute is None else (recompute,):
-        breakdown = peak_device(lay, policy)[1]
+        device, breakdown = peak_device(lay, policy)
         if breakdown["headroom"] >= 0:
-            return breakdown, policy, True
-    return breakdown, policy, False
+            return breakdown, policy, True, device
+    return breakdown, policy, False, device
 
 
 _validate.guard_module(globals())
