@@ -57,30 +57,31 @@ ASSUMPTIONS = """\
   compared): the state recipe's bytes per parameter (memory.STATE_RECIPES;
   default bf16_master, 16; megatron 18; fp32 16; pure_bf16 8; or a
   memory.StateRecipe) over fsdp (ZeRO-3), tp, ep (experts, and dense
-  weights with dense_over_ep) and ZeRO-`zero` over the data-parallel ranks,
-  for the stage's own layers (an uneven pipeline takes the missing layers
-  from the first stage's first chunk and the last stage's last chunk, as
-  Llama 3 does), the input embedding on the first stage and the output
-  layer (final norm and projection; with tied embeddings and pp > 1 a copy
-  of the table, as Megatron-LM keeps one) on the last, both
-  vocabulary-parallel over tp; DualPipe's device i runs stages i and
-  p−1−i (device 0 holds both ends): their weights and gradients each, the
-  master weights and optimizer state of half the pair's (DeepSeek-V3's MTP
-  module is not counted); activations (memory.activation_bytes_per_layer:
-  flash attention keeps no s² probabilities; sequence parallelism with
-  tp > 1; what a remat policy offloads to the host is not in HBM) of the
-  stage's layers for the microbatches its schedule keeps in flight
-  (pipeline.stage_activation_layer_microbatches: 1F1B and ZB-H1 min(p − s, m) on
-  stage s, interleaved its warm-up plus one chunk, GPipe all; DualPipe p + 1
-  of the deepest stage on every device; an MoE model's dense first layers:
-  the exact sum over the model with pp = 1, every layer at the larger kind
-  with pp > 1, memory.activation_bytes_per_stage_layer); the logits of one
-  microbatch on the last stage (under DualPipe on device 0, which runs the
-  last stage too), as the loss keeps them (loss_logits: Megatron's FP32
-  copy, 6 bytes per logit at the peak, or an XLA-compiled loss's BF16
-  logits and gradient, 4); FSDP's gather buffers (two of the device's mean
-  layer, its embedding or output layer included, or every weight it holds
-  when kept); headroom is what is left of the HBM the device reports
+  weights with dense_over_ep) and ZeRO-`zero` over the data-parallel
+  ranks, for the stage's own layers (an uneven pipeline takes the missing
+  layers from the first stage's first chunk and the last stage's last
+  chunk, as Llama 3 does), the input embedding on the first stage and the
+  output layer (final norm and projection; with tied embeddings and pp > 1
+  a copy of the table, as Megatron-LM keeps one) on the last, both
+  vocabulary-parallel over tp; DualPipe's device i runs stages i and p−1−i
+  (device 0 holds both ends): their weights and gradients each, the master
+  weights and optimizer state of half the pair's (DeepSeek-V3's MTP module
+  is not counted); activations (memory.activation_bytes_per_layer: flash
+  attention keeps no s² probabilities; sequence parallelism with tp > 1;
+  what a remat policy offloads to the host is not in HBM) of the stage's
+  layers for the microbatches its schedule keeps in flight
+  (pipeline.stage_activation_layer_microbatches: 1F1B and ZB-H1 p−s on
+  stage s (at most m), interleaved its warm-up plus one chunk, GPipe all;
+  DualPipe p + 1 of the deepest stage on every device; an MoE model's
+  dense first layers: the exact sum over the model with pp = 1, every
+  layer at the larger kind with pp > 1,
+  memory.activation_bytes_per_stage_layer); the logits of one microbatch
+  on the last stage (under DualPipe on device 0, which runs the last stage
+  too), as the loss keeps them (loss_logits: Megatron's FP32 copy, 6 bytes
+  per logit at the peak, or an XLA-compiled loss's BF16 logits and
+  gradient, 4); FSDP's gather buffers (two of the device's mean layer, its
+  embedding or output layer included, or every weight it holds when kept);
+  headroom is what is left of the HBM the device reports
   (calibrate.hbm_capacity_bytes: NVML's total for A100, H100, H800, H200,
   or an accelerator file's calibration; else the datasheet), with no
   allocator reserve.
