@@ -211,3 +211,18 @@ def test_published_pipelines_report_the_device_that_holds_the_most():
     assert gpt.memory_device == "stage 0" and gpt.memory_breakdown["logits"] == 0
     single = planner.bound_for_run(measured.run_named("Megatron GPT 1.7B, 32 A100"))
     assert single.memory_device == "the device"
+
+
+def test_a_pipeline_nearly_as_deep_as_the_model_takes_layers_inward():
+    # 61 layers on 48 stages: the first and last stages cannot give up the 35 missing layers, so
+    # the stages next in give them up too, each keeping one layer; the deepest keep ceil(61/48)
+    chunks = layout.stage_chunk_layers(61, 48, 1, True)
+    layers = [sum(row) for row in chunks]
+    assert sum(layers) == 61 and max(layers) == 2 and min(layers) == 1
+    assert layers[0] == layers[-1] == 1
+    assert layout.stage_chunk_layers(61, 16, 1, True) == pipeline.uneven_chunk_layers(61, 16, 1)
+    cand = planner.evaluate("DeepSeek-V3", "H800", {"pp": 48}, 48 * 4096 * 96, recompute="full", uneven_pipeline=True)
+    assert cand.memory_device.startswith("stage ")
+    # with virtual stages the chunks cannot shrink that far: the mesh is unusable, with the reason
+    with pytest.raises(memory_plan.Unusable, match="n_layers"):
+        layout.stage_chunk_layers(7, 6, 2, True)

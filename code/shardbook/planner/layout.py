@@ -12,7 +12,7 @@ from . import memory_plan
 from .placement import DEFAULT_ORDER, check_mesh, normalize_mesh, place
 from .shape import Layout, check_layout
 
-__all__ = ["Layout", "TooFewSequences", "check_layout", "check_options", "layout"]
+__all__ = ["Layout", "TooFewSequences", "check_layout", "check_options", "layout", "stage_chunk_layers"]
 
 PRECISIONS = ("bf16", "fp8")
 
@@ -37,6 +37,33 @@ def check_options(schedule, n_virtual, recompute, attention, state_recipe, zero,
     memory_plan.check_zero(zero)
     if schedule == "dualpipe" and pp > 1 and pp % 2:
         raise ValueError(f"schedule: 'dualpipe' needs an even number of stages, got pp={pp}")
+
+
+def stage_chunk_layers(n_layers, pp, n_virtual, uneven_pipeline):
+    """Layers in each chunk of each stage, [stage][chunk]: equal stages, or
+    with `uneven_pipeline` pipeline.uneven_chunk_layers (the missing layers
+    from the first stage's first chunks and the last stage's last ones, as
+    Llama 3 takes them). Where those two stages cannot give up enough
+    layers (a pipeline nearly as deep as the model), one chunk per stage
+    takes them from the stages next in from either end, alternately, each
+    keeping one layer; with virtual stages such a mesh is Unusable."""
+    deepest = pipeline.deepest_stage_layers(n_layers, pp, n_virtual, uneven_pipeline)
+    if pp == 1 or not uneven_pipeline or pp * deepest == n_layers:
+        return [[deepest // n_virtual] * n_virtual for _ in range(pp)]
+    try:
+        return pipeline.uneven_chunk_layers(n_layers, pp, n_virtual)
+    except ValueError as error:
+        if n_virtual > 1:
+            raise memory_plan.Unusable(str(error)) from None
+    layers = [deepest] * pp
+    missing = pp * deepest - n_layers  # at most pp·(deepest − 1), since pp <= n_layers
+    inward = [s for pair in zip(range(pp), reversed(range(pp)), strict=True) for s in pair][:pp]
+    while missing:
+        for stage in inward:
+            if missing and layers[stage] > 1:
+                layers[stage] -= 1
+                missing -= 1
+    return [[n] for n in layers]
 
 
 def layout(
@@ -110,11 +137,7 @@ def layout(
     layer_dense_params = dense_params - input_params - output_params
     if m.tied_embeddings and pp > 1:
         output_params += input_params
-    if pp > 1 and uneven_pipeline:
-        chunk_layers = pipeline.uneven_chunk_layers(m.n_layers, pp, n_virtual)
-    else:
-        chunk = deepest // (n_virtual if pp > 1 else 1)
-        chunk_layers = [[chunk] * (n_virtual if pp > 1 else 1) for _ in range(pp)]
+    chunk_layers = stage_chunk_layers(m.n_layers, pp, n_virtual if pp > 1 else 1, uneven_pipeline)
     return Layout(
         model=m,
         accelerator=acc,
