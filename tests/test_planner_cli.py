@@ -188,3 +188,14 @@ def test_the_page_runs_the_same_planner_and_refuses_in_one_sentence():
     assert page.plan({**form, "n_devices": "-3"})["error"] == "n_devices: must be a whole number >= 1, got '-3'"
     too_big = page.plan({**form, "config": "", "model": "LLaMA-3 405B", "n_devices": "8", "batch": "64K"})
     assert too_big["ok"] and too_big["note"].startswith("No mesh fits: the smallest need")
+
+
+def test_explain_names_the_pipeline_stage_that_holds_the_most():
+    # a pipeline's devices differ: the explanation says whose memory it shows (the first stage
+    # holds the embedding and keeps the most microbatches in flight; narayanan2021megatron)
+    args = ("LLaMA-3 70B", "H100", "128", "4M", "--seq-len", "8192", "--mesh", "fsdp=4,tp=8,pp=4", "--explain")
+    text = _cli(*args)
+    assert text.returncode == 0, text.stderr
+    data = json.loads(_cli(*args, "--json").stdout)
+    assert data["memory_device"].startswith("stage ")
+    assert f"HBM ({data['memory_device']}, the device that holds the most):" in text.stdout

@@ -96,6 +96,7 @@ def _as_json(cand):
         "mesh": cand.mesh,
         "fits": cand.fits,
         "memory_breakdown_bytes": cand.memory_breakdown,
+        "memory_device": cand.memory_device,
         "hbm_bytes": cand.hbm_bytes,
         "expected_step_s": cand.expected_step_s,
         "expected_mfu": cand.expected_mfu,

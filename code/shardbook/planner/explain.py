@@ -176,7 +176,8 @@ def format_explain(cand, rows, parts, memory):
         + [(k, f"{v * 1e3:,.1f}", f"{v / total:.1%}") for k, v in parts.items() if v > 0]
         + [("total", f"{total * 1e3:,.1f}", "")]
     )
-    lines += ["", f"Memory per device against {cand.hbm_bytes / 1e9:,.0f} GB of HBM:"]
+    where = f" ({cand.memory_device}, the device that holds the most)" if cand.pp > 1 else ""
+    lines += ["", f"Memory per device against {cand.hbm_bytes / 1e9:,.0f} GB of HBM{where}:"]
     used = {k: v for k, v in memory.items() if k != "headroom"}
     lines += _columns(
         [("component", "GB", "of HBM")]
