@@ -6,8 +6,9 @@ read them without importing the package that imports it."""
 ASSUMPTIONS = """\
 - two step times: the bound (`step_s`, `mfu`) takes peak FLOP/s (the FP8
   peak for precision='fp8'), collectives at line rate with no latency,
-  all-reduce inside an NVSwitch domain with NVLink SHARP as in-switch
-  reduction (H100, H200, B200, GB200/GB300 NVL72; not H800), and every
+  all-reduce inside an NVSwitch domain with NVLink SHARP (H100, H200,
+  B200, GB200/GB300 NVL72; not H800) as the cheaper of in-switch
+  reduction ((n+1)/n of the buffer each way) and the ring, and every
   overlappable collective hidden; no measured run may beat it. The
   expectation (`expected_step_s`, `expected_mfu`) divides the math by a
   sustained efficiency per accelerator, adds the work between the matmuls

@@ -8,7 +8,8 @@ Bubbles: the schedule's own (`memory_plan.bubble_overhead`).
 
 - The bound (`calibrated=False`): peak FLOP/s, collectives at line rate
   with no latency, an all-reduce inside an NVSwitch domain that has NVLink
-  SHARP priced as in-switch reduction (calibrate.NVLS_PRESETS), every
+  SHARP (calibrate.NVLS_PRESETS) priced as the cheaper of in-switch
+  reduction (collectives.in_switch_all_reduce_s) and the ring, every
   overlappable collective hidden behind the math; the step is the longest of
   the math and each hidden collective, plus the collectives that cannot
   hide, plus the bubble.
@@ -19,7 +20,7 @@ Bubbles: the schedule's own (`memory_plan.bubble_overhead`).
   exposed (never less than what the math cannot cover).
 
 Ref: scale-your-model-amd, scaling-book-sharding, narayanan2021megatron,
-deepseek2024v3, nccl-tests-performance.
+deepseek2024v3, nccl-tests-performance, nccl-nvls, nccl-tests-nvls-allreduce.
 """
 
 import dataclasses
@@ -65,13 +66,23 @@ def _latency_steps(kind, placement, in_switch):
     return inside, across
 
 
+def _latency_s(acc, steps):
+    """Seconds of latency for (scale-up steps, scale-out steps)."""
+    up, out = steps
+    return up * calibrate.scale_up_latency_s(acc) + out * calibrate.scale_out_latency_s(acc)
+
+
 def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, calibrated=False, node_limit=None):
     """Seconds for `n_calls` collectives of one kind over an axis's groups.
 
     `bytes_per_call`: the full buffer (all_to_all: each device's payload).
-    Bound: line rate, no latency; an all-reduce inside one NVSwitch domain
-    with NVLink SHARP moves each buffer once ((n-1)/n·V over the egress).
-    Calibrated: achieved rates and the fabric's per-step latency.
+    Bound: line rate, no latency. An all-reduce inside one NVSwitch domain
+    with NVLink SHARP may run in the switch (NCCL's NVLS:
+    collectives.in_switch_all_reduce_s, (n+1)/n·V each way over the
+    egress, 2 latency steps) or as the ring the fabric prices (2(n-1)/n·V,
+    2(n-1) steps); it costs the cheaper, as NCCL's tuner picks (the ring
+    wins at n = 2). Calibrated: achieved rates and the fabric's per-step
+    latency. Ref: nccl-nvls, nccl-tests-nvls-allreduce.
     `node_limit` (all_to_all across domains): each token crosses to at most
     that many domains, one copy per domain (DeepSeek-V3's node-limited
     routing), so the cross-domain bytes scale by node_limit / top_k; give it
@@ -84,15 +95,19 @@ def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, cal
     if d == 1 or bytes_per_call == 0 or n_calls == 0:
         return 0.0
     rates = _achieved(acc) if calibrated else acc
-    in_switch = (
+    if (
         kind == "all_reduce"
         and placement.n_domains == 1
         and acc.scale_up_fabric == "switch"
         and calibrate.has_in_switch_reduction(acc)
-    )
-    if in_switch:
-        seconds = collectives.collective_s("all_gather", bytes_per_call, d, rates.scale_up_egress_bytes_per_s)
-    elif kind == "all_to_all" and node_limit is not None and placement.n_domains > 1 and not placement.torus_span:
+    ):
+        ring = fabric.collective_s(kind, bytes_per_call, rates, d, 1)
+        switch = collectives.in_switch_all_reduce_s(bytes_per_call, d, rates.scale_up_egress_bytes_per_s)
+        if calibrated:
+            ring += _latency_s(acc, _latency_steps(kind, placement, False))
+            switch += _latency_s(acc, _latency_steps(kind, placement, True))
+        return min(ring, switch) * n_calls
+    if kind == "all_to_all" and node_limit is not None and placement.n_domains > 1 and not placement.torus_span:
         m = placement.members_per_domain
         inside = fabric.scale_up_s("all_to_all", bytes_per_call * m / d, rates, m) if m > 1 else 0.0
         across = bytes_per_call * (d - m) / d * node_limit / rates.scale_out_bytes_per_s
@@ -111,8 +126,7 @@ def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, cal
     else:
         seconds = fabric.collective_s(kind, bytes_per_call, rates, d, placement.n_domains)
     if calibrated:
-        up, out = _latency_steps(kind, placement, in_switch)
-        seconds += up * calibrate.scale_up_latency_s(acc) + out * calibrate.scale_out_latency_s(acc)
+        seconds += _latency_s(acc, _latency_steps(kind, placement, False))
     return seconds * n_calls
 
 
