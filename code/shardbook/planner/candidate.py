@@ -247,7 +247,7 @@ def evaluate(
         schedule=schedule,
         n_virtual=n_virtual,
         state_recipe=state_recipe,
-        zero=zero,
+        zero=lay.zero,
         attention=attention,
         precision=precision,
     )

@@ -55,18 +55,11 @@ def check_recipe(state_recipe):
     _validate.choice("state_recipe", state_recipe, STATE_RECIPES)
 
 
-def check_zero(zero):
-    """ValueError unless `zero` is a ZeRO stage 0-3."""
-    if not isinstance(zero, int) or isinstance(zero, bool) or zero not in ZERO_STAGES:
-        raise ValueError(f"zero: must be one of 0, 1, 2, 3 (ZeRO stage over the data-parallel ranks), got {zero!r}")
-
-
 def state_breakdown(params_per_device, state_recipe, zero=0, zero_shards=1):
     """Bytes of weights, gradients, master weights and optimizer state on one
     device holding `params_per_device` parameters, with ZeRO stage `zero`
     over `zero_shards` data-parallel ranks (memory.state_breakdown_bytes)."""
     check_recipe(state_recipe)
-    check_zero(zero)
     return dict(memory.state_breakdown_bytes(params_per_device, state_recipe, zero=zero, zero_shards=zero_shards))
 
 

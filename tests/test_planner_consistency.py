@@ -1,0 +1,57 @@
+"""One rule per fact across the cost model and the planner: the ZeRO stage
+every path accepts (memory.check_zero: the planner, memory's state
+breakdown and the published-run records used three different checks), and
+ZeRO-3 over the data-parallel ranks priced as what it is, FSDP over them.
+Ref: rajbhandari2020zero."""
+
+import dataclasses
+
+import pytest
+
+from shardbook import explorer, measured, memory
+
+MESSAGE = r"zero: must be one of 0, 1, 2, 3 \(the ZeRO stage over the data-parallel ranks, an integer\), got "
+
+
+def _paths(zero):
+    """Every entry point that takes a ZeRO stage, called with `zero`."""
+    run = measured.PUBLISHED_RUNS[0]
+    return {
+        "memory.state_breakdown_bytes": lambda: memory.state_breakdown_bytes(1e9, "megatron", zero=zero, zero_shards=8),
+        "explorer.evaluate": lambda: explorer.evaluate("LLaMA-3 8B", "H100", {"dp": 8}, 2**20, zero=zero),
+        "measured.PublishedRun": lambda: dataclasses.replace(run, zero=zero),
+    }
+
+
+@pytest.mark.parametrize("zero", [True, False, 1.0, 0.0, "1", 4, -1, None, 1.5])
+def test_every_path_rejects_what_is_not_a_stage_with_one_message(zero):
+    """A bool, a float (even 1.0), a string, or a stage outside 0-3 is
+    refused by every path with the same message. Before, memory accepted 1.0
+    (1.0 in (0, 1, 2, 3)) where the planner refused it, and a published-run
+    record accepted True and 1.0; the three messages differed."""
+    for name, call in _paths(zero).items():
+        with pytest.raises(ValueError, match=MESSAGE) as caught:
+            call()
+        assert repr(zero) in str(caught.value), name
+
+
+def test_numpy_integers_are_stages_on_every_path():
+    """A numpy integer (a mesh degree read from an array) is a stage on
+    every path, as _validate.count takes numpy integers; it comes back as an
+    int. Before, the planner refused np.int64(1) while memory accepted it;
+    and memory took numpy's True (np.True_ == 1), which is no stage."""
+    np = pytest.importorskip("numpy")
+    assert memory.check_zero(np.int64(1)) == 1 and type(memory.check_zero(np.int64(1))) is int
+    assert memory.state_breakdown_bytes(1e9, zero=np.int32(2), zero_shards=8) == memory.state_breakdown_bytes(
+        1e9, zero=2, zero_shards=8
+    )
+    as_numpy = explorer.evaluate("LLaMA-3 8B", "H100", {"dp": 8}, 2**20, zero=np.int64(1))
+    as_int = explorer.evaluate("LLaMA-3 8B", "H100", {"dp": 8}, 2**20, zero=1)
+    assert type(as_numpy.zero) is int
+    assert as_numpy.memory_breakdown == as_int.memory_breakdown
+    assert as_numpy.expected_step_s == as_int.expected_step_s
+    assert type(dataclasses.replace(measured.PUBLISHED_RUNS[0], zero=np.int64(1)).zero) is int
+    for name, call in _paths(np.True_).items():
+        with pytest.raises(ValueError, match=MESSAGE):
+            call()
+        assert name
