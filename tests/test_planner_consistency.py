@@ -55,3 +55,22 @@ def test_numpy_integers_are_stages_on_every_path():
         with pytest.raises(ValueError, match=MESSAGE):
             call()
         assert name
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_zero_3_over_dp_is_fsdp_over_the_same_ranks(keep):
+    """ZeRO-3 over eight data-parallel ranks shards the weights, gradients
+    and optimizer state over them and gathers each layer's weights for the
+    forward and the backward: what an fsdp axis of eight does. The planner
+    must count the same memory (gather buffers included: the layer being
+    computed and the next, or the whole stage with keep_gathered_weights)
+    and the same step times. Before, ZeRO-3 over dp kept no gather buffer
+    and re-gathered every microbatch even with keep_gathered_weights."""
+    options = dict(seq_len=8192, micro_batch_seqs=1, recompute="full", keep_gathered_weights=keep)
+    fsdp = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 8}, 2**20, zero=0, **options)
+    zero3 = explorer.evaluate("LLaMA-3 8B", "H100", {"dp": 8}, 2**20, zero=3, **options)
+    assert zero3.memory_breakdown["gathered_weight_buffers"] > 0
+    for key, value in fsdp.memory_breakdown.items():
+        assert zero3.memory_breakdown[key] == pytest.approx(value, rel=1e-12), key
+    assert zero3.step_s == pytest.approx(fsdp.step_s, rel=1e-12)
+    assert zero3.expected_step_s == pytest.approx(fsdp.expected_step_s, rel=1e-12)

@@ -187,14 +187,19 @@ def _state(lay):
 
 def _gathered(lay):
     """FSDP's buffers: the layer being computed and the next one being
-    gathered, or (kept) the whole stage's BF16 weights."""
+    gathered, or (kept) the whole stage's BF16 weights, of the weights a
+    device must gather: sharded over fsdp (dense ones over ep too with
+    dense_over_ep), or over their data-parallel replicas by ZeRO-3, which
+    is FSDP over those ranks."""
+    zero3 = lay.zero == 3
     dense_full = lay.dense_local * lay.dense_shard
     expert_full = lay.expert_local * lay.mesh["fsdp"]
-    if lay.dense_shard == 1 and lay.mesh["fsdp"] == 1:
-        return 0.0
+    dense_gathered = lay.dense_shard > 1 or (zero3 and lay.dense_replicas > 1)
+    expert_gathered = lay.mesh["fsdp"] > 1 or (zero3 and lay.expert_replicas > 1)
+    full = (dense_full if dense_gathered else 0.0) + (expert_full if expert_gathered else 0.0)
     if lay.keep_gathered_weights:
-        return WEIGHT_BYTES * (dense_full + expert_full)
-    return 2 * WEIGHT_BYTES * (dense_full + expert_full) / lay.deepest
+        return WEIGHT_BYTES * full
+    return 2 * WEIGHT_BYTES * full / lay.deepest
 
 
 def device_memory(lay, recompute=None):

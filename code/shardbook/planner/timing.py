@@ -297,8 +297,9 @@ def _dp_s(lay, calibrated):
     """The gradient reduction over the ranks that replicate a weight (dp
     and cp, and ep for dense weights it does not shard): an all-reduce once
     per step (ZeRO-1: reduce-scatter and all-gather of the updated weights;
-    ZeRO-2: a reduce-scatter per microbatch; ZeRO-3: gathers per
-    microbatch too)."""
+    ZeRO-2: a reduce-scatter per microbatch; ZeRO-3, FSDP over these ranks:
+    gathers forward and backward per microbatch too, or once per step with
+    keep_gathered_weights, as _fsdp_s)."""
     acc, where = lay.accelerator, lay.placement
     weight, grad = memory_plan.WEIGHT_BYTES, memory_plan.gradient_bytes_per_param(lay.state_recipe)
     dense_axes = [where["cp"], where["dp"]] + ([] if lay.dense_over_ep else [where["ep"]])
@@ -310,7 +311,7 @@ def _dp_s(lay, calibrated):
             seconds += multi_axis_s(acc, "all_reduce", grad * params, axes, 1, calibrated=calibrated)
             continue
         scatters = lay.n_micro if lay.zero >= 2 else 1
-        gathers = 2 * lay.n_micro if lay.zero == 3 else 1
+        gathers = 2 * lay.n_micro if lay.zero == 3 and not lay.keep_gathered_weights else 1
         seconds += multi_axis_s(acc, "reduce_scatter", grad * params, axes, scatters, calibrated=calibrated)
         seconds += multi_axis_s(acc, "all_gather", weight * params, axes, gathers, calibrated=calibrated)
     return seconds
