@@ -74,3 +74,17 @@ def test_zero_3_over_dp_is_fsdp_over_the_same_ranks(keep):
         assert zero3.memory_breakdown[key] == pytest.approx(value, rel=1e-12), key
     assert zero3.step_s == pytest.approx(fsdp.step_s, rel=1e-12)
     assert zero3.expected_step_s == pytest.approx(fsdp.expected_step_s, rel=1e-12)
+
+
+def test_gather_buffers_hold_only_the_weights_a_device_gathers():
+    """With dense weights sharded over ep (MaxText's rule) and no fsdp axis,
+    a device gathers the dense weights over ep but keeps its own experts:
+    the buffers hold two layers of dense weights (BF16), no expert. Before,
+    any sharding counted the experts' full weights in the buffers too
+    (Mixtral 8x7B over ep 8: 0.905 GB where 0.201 GB is gathered)."""
+    from shardbook import models
+
+    m = models.get("Mixtral 8x7B")
+    dense = models.param_count(m) - models.routed_expert_param_count(m)
+    c = explorer.evaluate("Mixtral 8x7B", "H100", {"ep": 8}, 2**20, seq_len=4096, micro_batch_seqs=1, recompute="full")
+    assert c.memory_breakdown["gathered_weight_buffers"] == pytest.approx(2 * 2 * dense / m.n_layers, rel=1e-12)
