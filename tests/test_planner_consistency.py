@@ -88,3 +88,28 @@ def test_gather_buffers_hold_only_the_weights_a_device_gathers():
     dense = models.param_count(m) - models.routed_expert_param_count(m)
     c = explorer.evaluate("Mixtral 8x7B", "H100", {"ep": 8}, 2**20, seq_len=4096, micro_batch_seqs=1, recompute="full")
     assert c.memory_breakdown["gathered_weight_buffers"] == pytest.approx(2 * 2 * dense / m.n_layers, rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["H100", "H800", "A100", "MI300X"])
+@pytest.mark.parametrize("kind", ["all_reduce", "reduce_scatter", "all_gather"])
+@pytest.mark.parametrize("calibrated", [False, True])
+def test_a_group_split_into_axes_costs_what_the_same_group_costs_as_one_axis(name, kind, calibrated):
+    """Sixteen GPUs, eight in each of two nodes, are one group whether the
+    mesh names them as one axis or as an axis of 8 inside the node times an
+    axis of 2 across (dp over cp, dense weights over ep): the fabric prices
+    it once, its in-node and cross-node phases pipelined
+    (fabric.collective_s). Before, the planner added the axes' phases
+    (1.3-1.9 times the one-axis price on these presets); and four GPUs of a
+    node as 2 × 2 paid a reduce-scatter plus an all-reduce where NVLink
+    SHARP reduces all four at once."""
+    from shardbook import hardware
+    from shardbook.planner import placement, timing
+
+    acc = hardware.get(name)
+    cases = [
+        (placement.Placement(16, 2, 8), [placement.Placement(8, 1, 8), placement.Placement(2, 2, 1)]),
+        (placement.Placement(4, 1, 4), [placement.Placement(2, 1, 2), placement.Placement(2, 1, 2)]),
+    ]
+    for whole, axes in cases:
+        one = timing.collective_s(acc, kind, 1e9, whole, 3, calibrated=calibrated)
+        assert timing.multi_axis_s(acc, kind, 1e9, axes, 3, calibrated=calibrated) == pytest.approx(one, rel=1e-12)

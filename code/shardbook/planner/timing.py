@@ -25,10 +25,12 @@ deepseek2024v3, nccl-tests-performance, nccl-nvls, nccl-tests-nvls-allreduce.
 
 import dataclasses
 import functools
+import math
 
 from .. import _validate, collectives, fabric, hardware, models, training
 from ..hardware import Sourced
 from . import calibrate, memory_plan
+from .placement import Placement
 from .shape import check_layout
 
 COLLECTIVE_KINDS = fabric.COLLECTIVE_KINDS
@@ -132,16 +134,29 @@ def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, cal
 
 def multi_axis_s(accelerator, kind, total_bytes, placements, n_calls=1, *, calibrated=False):
     """A collective over a group made of several mesh axes (innermost
-    first), priced as one phase per axis: a reduce-scatter or all-gather
-    moves total/(product of the axes before it) over each; an all-reduce is
-    a reduce-scatter down the axes, an all-reduce over the last, and the
-    all-gather back."""
+    first). Off a torus the axes' devices form one group of k domains with m
+    members each (k and m the products of the axes'), priced as one axis of
+    that shape (collective_s: the fabric's in-domain and cross-domain phases
+    pipelined, NVLink SHARP inside one domain), so that splitting a group
+    into axes does not change its price. On a torus, one phase per axis: a
+    reduce-scatter or all-gather moves total/(product of the axes before it)
+    over each; an all-reduce is a reduce-scatter down the axes, an
+    all-reduce over the last, and the all-gather back."""
     _validate.choice("kind", kind, ("all_gather", "reduce_scatter", "all_reduce"))
     groups = [p for p in placements if p.degree > 1]
     if not groups:
         return 0.0
     if len(groups) == 1:
         return collective_s(accelerator, kind, total_bytes, groups[0], n_calls, calibrated=calibrated)
+    if not any(p.torus_span for p in groups):
+        # off a torus the devices of the axes together are one group of the fabric: k domains of
+        # m members each, priced as one axis of that shape would be (fabric.collective_s)
+        whole = Placement(
+            math.prod(p.degree for p in groups),
+            math.prod(p.n_domains for p in groups),
+            math.prod(p.members_per_domain for p in groups),
+        )
+        return collective_s(accelerator, kind, total_bytes, whole, n_calls, calibrated=calibrated)
     seconds, size = 0.0, total_bytes
     if kind == "all_reduce":
         for p in groups[:-1]:
