@@ -113,3 +113,43 @@ def test_a_group_split_into_axes_costs_what_the_same_group_costs_as_one_axis(nam
     for whole, axes in cases:
         one = timing.collective_s(acc, kind, 1e9, whole, 3, calibrated=calibrated)
         assert timing.multi_axis_s(acc, kind, 1e9, axes, 3, calibrated=calibrated) == pytest.approx(one, rel=1e-12)
+
+
+def _deepseek(mesh=None, **changes):
+    """The planner on DeepSeek-V3's run (its own options), with `changes`."""
+    run = next(r for r in measured.PUBLISHED_RUNS if r.model == "DeepSeek-V3")
+    options = dict(explorer.run_options(run), ideal_overlap=True, precision="bf16")
+    options = {k: v for k, v in dict(options, **changes).items() if v is not None}
+    return explorer.evaluate(run.model, run.accelerator, mesh or run.mesh, run.global_tokens, **options)
+
+
+def test_the_planner_counts_the_expert_exchange_bytes_as_moe_does():
+    """DeepSeek-V3 dispatches in FP8 and sends the backward's activation
+    gradients (the dispatch direction) in FP8 too, combining in BF16, to at
+    most 4 of its 8 nodes (deepseek2024v3 §3.2, §3.3.3): the bytes that
+    cross the NICs fall to moe.scale_out_exchange_bytes_per_token's share,
+    0.375 (4 of 8 copies, 3 of 4 bytes per element), and the planner's
+    exchange time, linear in those bytes, by the same share. Before, the
+    planner sent only the forward dispatch in FP8 (0.4375), while chapter 5
+    said it prices what moe counts."""
+    from shardbook import models, moe
+
+    ds = models.get("DeepSeek-V3")
+    share = moe.scale_out_exchange_bytes_per_token(
+        ds.d_model, ds.top_k, 8, max_nodes=4, dispatch_bytes_per_element=1
+    ) / moe.scale_out_exchange_bytes_per_token(ds.d_model, ds.top_k, 8)
+    assert share == pytest.approx(0.375)
+    unrestricted = _deepseek(routing_node_limit=None, fp8_dispatch=False)
+    own = _deepseek()
+    assert own.ep_s / unrestricted.ep_s == pytest.approx(share, rel=1e-9)
+
+
+def test_a_node_limit_above_the_node_count_sends_one_copy_per_node():
+    """With expert parallelism over 2 nodes (ep 16 of 8-GPU nodes) a limit
+    of 4 nodes cannot bind: a top-8 token sends one copy to each node its
+    experts sit on, at most 2 (moe: min(top_k, limit, nodes) copies), a
+    quarter of the unrestricted 8. Before, the planner sent 4 of 8."""
+    mesh = {"pp": 16, "ep": 16, "dp": 8}
+    limited = _deepseek(mesh, routing_node_limit=4, fp8_dispatch=False)
+    unrestricted = _deepseek(mesh, routing_node_limit=None, fp8_dispatch=False)
+    assert limited.ep_s / unrestricted.ep_s == pytest.approx(2 / 8, rel=1e-9)

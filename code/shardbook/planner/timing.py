@@ -27,7 +27,7 @@ import dataclasses
 import functools
 import math
 
-from .. import _validate, collectives, fabric, hardware, models, training
+from .. import _validate, collectives, fabric, hardware, models, moe, training
 from ..hardware import Sourced
 from . import calibrate, memory_plan
 from .placement import Placement
@@ -87,8 +87,10 @@ def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, cal
     latency. Ref: nccl-nvls, nccl-tests-nvls-allreduce.
     `node_limit` (all_to_all across domains): each token crosses to at most
     that many domains, one copy per domain (DeepSeek-V3's node-limited
-    routing), so the cross-domain bytes scale by node_limit / top_k; give it
-    as that ratio (<= 1)."""
+    routing), so the cross-domain bytes scale by the copies it sends over
+    top_k (min(top_k, limit, domains) / top_k, as
+    moe.scale_out_exchange_bytes_per_token counts them); give it as that
+    ratio (<= 1)."""
     acc = hardware.get(accelerator)
     _validate.choice("kind", kind, COLLECTIVE_KINDS)
     _validate.non_negative("bytes_per_call", bytes_per_call)
@@ -353,12 +355,22 @@ def communication_s(lay, recompute, calibrated=False):
     out["tp"] = collective_s(
         acc, "all_reduce", tokens_mb * m.d_model * 2, where["tp"], rounds * layers_here * calls, calibrated=calibrated
     )
-    # expert parallelism: dispatch and combine, forward and backward, per MoE layer
+    # expert parallelism: dispatch and combine, forward and backward, per MoE layer, as
+    # moe.scale_out_exchange_bytes_per_token counts them: the two dispatch-direction exchanges
+    # (the forward dispatch, the backward's output gradients) in FP8 with fp8_dispatch, the two
+    # combine-direction ones in BF16; node-limited routing sends min(top_k, limit, nodes) copies
     out["ep"] = 0.0
     if moe_layers_here and mesh["ep"] > 1:
-        routed = tokens_mb / tp * m.top_k * m.d_model
-        limit = None if lay.routing_node_limit is None else min(1.0, lay.routing_node_limit / m.top_k)
-        four = (1 if lay.fp8_dispatch else 2) * routed + 3 * 2 * routed  # bytes of the four all-to-alls
+        dispatch_bytes = 1 if lay.fp8_dispatch else 2
+        four = 2 * sum(
+            moe.routed_bytes_per_device(tokens_mb / tp, m.top_k, m.d_model, element) for element in (dispatch_bytes, 2)
+        )  # bytes of the four all-to-alls
+        limit = None
+        if lay.routing_node_limit is not None and where["ep"].n_domains > 1:
+            nodes = where["ep"].n_domains
+            limit = moe.scale_out_exchange_bytes_per_token(
+                m.d_model, m.top_k, nodes, lay.routing_node_limit
+            ) / moe.scale_out_exchange_bytes_per_token(m.d_model, m.top_k, nodes)
         out["ep"] = collective_s(
             acc,
             "all_to_all",
