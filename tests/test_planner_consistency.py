@@ -153,3 +153,19 @@ def test_a_node_limit_above_the_node_count_sends_one_copy_per_node():
     limited = _deepseek(mesh, routing_node_limit=4, fp8_dispatch=False)
     unrestricted = _deepseek(mesh, routing_node_limit=None, fp8_dispatch=False)
     assert limited.ep_s / unrestricted.ep_s == pytest.approx(2 / 8, rel=1e-9)
+
+
+@pytest.mark.parametrize("name, ratio", [("H100", 14 / 9), ("H800", 1.0)])
+def test_sequence_parallel_tp_pays_the_ring_not_the_in_switch_reduction(name, ratio):
+    """With sequence parallelism Megatron's TP collectives are a
+    reduce-scatter and an all-gather, not an all-reduce
+    (korthikanti2022reducing); NVLink SHARP does not make those faster (an
+    NVLS reduce-scatter sends the whole buffer out: nccl-nvls), so they pay
+    the ring's 2·(n−1)/n·V per all-reduce equivalent, where an all-reduce
+    without sequence parallelism gets the switch's (n+1)/n·V: 14/9 as much
+    on an 8-GPU H100 node. On H800 (no NVLink SHARP) both pay the ring.
+    Before, the planner gave every TP collective the switch's price."""
+    options = dict(seq_len=8192, micro_batch_seqs=1, recompute="selective")
+    with_sp = explorer.evaluate("LLaMA-3 8B", name, {"tp": 8, "dp": 8}, 2**22, sequence_parallel=True, **options)
+    without = explorer.evaluate("LLaMA-3 8B", name, {"tp": 8, "dp": 8}, 2**22, sequence_parallel=False, **options)
+    assert with_sp.tp_s / without.tp_s == pytest.approx(ratio, rel=1e-9)

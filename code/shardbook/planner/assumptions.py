@@ -42,8 +42,9 @@ ASSUMPTIONS = """\
   per layer; these and the pipeline's stage-to-stage sends hide behind the
   math (the expectation exposes the gradient reduction in full when
   grad_reduce_overlap is False). TP (4 all-reduce equivalents of the
-  block's activations per layer, 6 with full recomputation; K and V
-  replicated beyond the KV heads) and EP (dispatch and combine, forward and
+  block's activations per layer, 6 with full recomputation, each a
+  reduce-scatter and an all-gather with sequence parallelism, which NVLink
+  SHARP does not speed up; K and V replicated beyond the KV heads) and EP (dispatch and combine, forward and
   backward; optionally node-limited and with FP8 dispatch) sit on the
   critical path unless tp_comm_overlap or ideal_overlap (collective matmul)
   hides TP, and ideal_overlap or DualPipe hides EP. PP adds its schedule's

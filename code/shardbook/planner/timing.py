@@ -350,11 +350,17 @@ def communication_s(lay, recompute, calibrated=False):
     kv_heads_per_rank = max(m.n_kv_heads, tp) / tp  # K and V replicated when tp exceeds the KV heads
     kv_bytes = tokens_mb * mesh["cp"] * 2 * kv_heads_per_rank * m.head_dim * 2
     out["cp"] = collective_s(acc, "all_gather", kv_bytes, where["cp"], 2 * layers_here * calls, calibrated=calibrated)
-    # tensor parallelism: 4 all-reduce equivalents of the block's activations per layer (6 with full recompute)
+    # tensor parallelism: 4 all-reduce equivalents of the block's activations per layer (6 with
+    # full recompute); with sequence parallelism each is a reduce-scatter and an all-gather
+    # (korthikanti2022reducing), which an in-switch reduction does not speed up (nccl-nvls)
     rounds = 6 if recompute == "full" else 4
-    out["tp"] = collective_s(
-        acc, "all_reduce", tokens_mb * m.d_model * 2, where["tp"], rounds * layers_here * calls, calibrated=calibrated
-    )
+    tp_bytes, tp_calls = tokens_mb * m.d_model * 2, rounds * layers_here * calls
+    if lay.sequence_parallel:
+        out["tp"] = collective_s(
+            acc, "reduce_scatter", tp_bytes, where["tp"], tp_calls, calibrated=calibrated
+        ) + collective_s(acc, "all_gather", tp_bytes, where["tp"], tp_calls, calibrated=calibrated)
+    else:
+        out["tp"] = collective_s(acc, "all_reduce", tp_bytes, where["tp"], tp_calls, calibrated=calibrated)
     # expert parallelism: dispatch and combine, forward and backward, per MoE layer, as
     # moe.scale_out_exchange_bytes_per_token counts them: the two dispatch-direction exchanges
     # (the forward dispatch, the backward's output gradients) in FP8 with fp8_dispatch, the two
