@@ -74,7 +74,9 @@ def _latency_s(acc, steps):
     return up * calibrate.scale_up_latency_s(acc) + out * calibrate.scale_out_latency_s(acc)
 
 
-def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, calibrated=False, node_limit=None):
+def collective_s(
+    accelerator, kind, bytes_per_call, placement, n_calls=1, *, calibrated=False, node_limit=None, in_switch=True
+):
     """Seconds for `n_calls` collectives of one kind over an axis's groups.
 
     `bytes_per_call`: the full buffer (all_to_all: each device's payload).
@@ -83,8 +85,11 @@ def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, cal
     collectives.in_switch_all_reduce_s, (n+1)/n·V each way over the
     egress, 2 latency steps) or as the ring the fabric prices (2(n-1)/n·V,
     2(n-1) steps); it costs the cheaper, as NCCL's tuner picks (the ring
-    wins at n = 2). Calibrated: achieved rates and the fabric's per-step
-    latency. Ref: nccl-nvls, nccl-tests-nvls-allreduce.
+    wins at n = 2). `in_switch=False`: the all-reduce runs as a
+    reduce-scatter and an all-gather (TP with sequence parallelism), which
+    the switch does not speed up, so it pays the ring. Calibrated: achieved
+    rates and the fabric's per-step latency.
+    Ref: nccl-nvls, nccl-tests-nvls-allreduce.
     `node_limit` (all_to_all across domains): each token crosses to at most
     that many domains, one copy per domain (DeepSeek-V3's node-limited
     routing), so the cross-domain bytes scale by the copies it sends over
@@ -101,6 +106,7 @@ def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, cal
     rates = _achieved(acc) if calibrated else acc
     if (
         kind == "all_reduce"
+        and in_switch
         and placement.n_domains == 1
         and acc.scale_up_fabric == "switch"
         and calibrate.has_in_switch_reduction(acc)
@@ -354,13 +360,15 @@ def communication_s(lay, recompute, calibrated=False):
     # full recompute); with sequence parallelism each is a reduce-scatter and an all-gather
     # (korthikanti2022reducing), which an in-switch reduction does not speed up (nccl-nvls)
     rounds = 6 if recompute == "full" else 4
-    tp_bytes, tp_calls = tokens_mb * m.d_model * 2, rounds * layers_here * calls
-    if lay.sequence_parallel:
-        out["tp"] = collective_s(
-            acc, "reduce_scatter", tp_bytes, where["tp"], tp_calls, calibrated=calibrated
-        ) + collective_s(acc, "all_gather", tp_bytes, where["tp"], tp_calls, calibrated=calibrated)
-    else:
-        out["tp"] = collective_s(acc, "all_reduce", tp_bytes, where["tp"], tp_calls, calibrated=calibrated)
+    out["tp"] = collective_s(
+        acc,
+        "all_reduce",
+        tokens_mb * m.d_model * 2,
+        where["tp"],
+        rounds * layers_here * calls,
+        calibrated=calibrated,
+        in_switch=not lay.sequence_parallel,
+    )
     # expert parallelism: dispatch and combine, forward and backward, per MoE layer, as
     # moe.scale_out_exchange_bytes_per_token counts them: the two dispatch-direction exchanges
     # (the forward dispatch, the backward's output gradients) in FP8 with fp8_dispatch, the two
