@@ -169,3 +169,21 @@ def test_sequence_parallel_tp_pays_the_ring_not_the_in_switch_reduction(name, ra
     with_sp = explorer.evaluate("LLaMA-3 8B", name, {"tp": 8, "dp": 8}, 2**22, sequence_parallel=True, **options)
     without = explorer.evaluate("LLaMA-3 8B", name, {"tp": 8, "dp": 8}, 2**22, sequence_parallel=False, **options)
     assert with_sp.tp_s / without.tp_s == pytest.approx(ratio, rel=1e-9)
+
+
+def test_a_group_on_two_torus_dimensions_costs_the_same_as_one_or_two_axes():
+    """On a TPU torus, 64 chips over a wrapped 16-chip dimension and a
+    wrapped 4-chip one drive both dimensions' links at once whether the mesh
+    names them as one axis (fabric.collective_s with torus_extents (16, 4))
+    or as two (fsdp over the first, ep over the second): a collective over
+    several axes uses the links of each (scaling-book-sharding). Before, the
+    planner ran one phase per axis, twice the one-axis price."""
+    from shardbook import fabric, hardware
+    from shardbook.planner import placement, timing
+
+    acc = hardware.get("TPU v5p")
+    first = placement.Placement(16, 1, 16, torus_links=2.0, torus_span=((0, 16, True),))
+    second = placement.Placement(4, 1, 4, torus_links=2.0, torus_span=((1, 4, True),))
+    for kind in ("all_gather", "reduce_scatter", "all_reduce"):
+        one = fabric.collective_s(kind, 1e9, acc, 64, 1, torus_extents=(16, 4), wraparound=True)
+        assert timing.multi_axis_s(acc, kind, 1e9, [first, second]) == pytest.approx(one, rel=1e-12)

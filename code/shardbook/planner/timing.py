@@ -142,27 +142,35 @@ def collective_s(
 
 def multi_axis_s(accelerator, kind, total_bytes, placements, n_calls=1, *, calibrated=False):
     """A collective over a group made of several mesh axes (innermost
-    first). Off a torus the axes' devices form one group of k domains with m
-    members each (k and m the products of the axes'), priced as one axis of
-    that shape (collective_s: the fabric's in-domain and cross-domain phases
-    pipelined, NVLink SHARP inside one domain), so that splitting a group
-    into axes does not change its price. On a torus, one phase per axis: a
+    first). The axes' devices form one group of k domains with m members
+    each (k and m the products of the axes'; on a torus, the union of their
+    dimensions, each with its links), priced as one axis of that shape
+    (collective_s: the fabric's in-domain and cross-domain phases pipelined,
+    NVLink SHARP inside one domain, every torus dimension's links at once),
+    so that splitting a group into axes does not change its price. Where two
+    axes share a torus dimension (groups striding it), one phase per axis: a
     reduce-scatter or all-gather moves total/(product of the axes before it)
     over each; an all-reduce is a reduce-scatter down the axes, an
-    all-reduce over the last, and the all-gather back."""
+    all-reduce over the last, and the all-gather back.
+    Ref: scaling-book-sharding (a collective over several axes uses the
+    links of each)."""
     _validate.choice("kind", kind, ("all_gather", "reduce_scatter", "all_reduce"))
     groups = [p for p in placements if p.degree > 1]
     if not groups:
         return 0.0
     if len(groups) == 1:
         return collective_s(accelerator, kind, total_bytes, groups[0], n_calls, calibrated=calibrated)
-    if not any(p.torus_span for p in groups):
-        # off a torus the devices of the axes together are one group of the fabric: k domains of
-        # m members each, priced as one axis of that shape would be (fabric.collective_s)
+    dims = [dim for p in groups for dim, _, _ in p.torus_span]
+    if len(dims) == len(set(dims)):
+        # off a torus, or on distinct torus dimensions, the devices of the axes together are one
+        # group of the fabric (k domains of m members, on the union of the dimensions with the
+        # links of each), priced as one axis of that shape would be (fabric.collective_s)
         whole = Placement(
             math.prod(p.degree for p in groups),
             math.prod(p.n_domains for p in groups),
             math.prod(p.members_per_domain for p in groups),
+            torus_links=sum(p.torus_links for p in groups),
+            torus_span=tuple(span for p in groups for span in p.torus_span),
         )
         return collective_s(accelerator, kind, total_bytes, whole, n_calls, calibrated=calibrated)
     seconds, size = 0.0, total_bytes
