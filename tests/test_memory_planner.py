@@ -216,6 +216,44 @@ def test_moe_and_mla_layers_count_their_own_tensors():
     assert mixtral - dense_like == 4096 * (4 * 8 + 2 * 2 * 2 * 4096 + 3 * 2 * 14336)
 
 
+def test_one_activation_rule_for_dense_and_moe_layers():
+    # DeepSeek-V3 (deepseek2024v3 §4.2): 61 layers, the first 3 dense (F = 18,432), 58 MoE.
+    # One rule (memory.activation_bytes_per_stage_layer), used by memory and the planner: with
+    # pp = 1 the exact sum over the model's layers; with pp > 1 every layer of the deepest stage
+    # at the larger kind (the layers on the peak stage depend on a placement the report omits)
+    from shardbook import explorer
+    from shardbook.planner import memory_plan
+
+    m = models.get("DeepSeek-V3")
+    assert (m.n_layers, m.n_dense_layers) == (61, 3)
+    s, policy = 4096, "deepseek_v3"
+    moe = memory.activation_bytes_per_layer(m, s, 1, recompute=policy)
+    dense = memory.activation_bytes_per_layer(m, s, 1, recompute=policy, dense_layer=True)
+    assert dense < moe
+    exact = 3 * dense + 58 * moe
+    whole = memory.activation_bytes_per_device(m, s, 1, recompute=policy)
+    assert whole == pytest.approx(exact, rel=1e-12)
+    assert whole < 61 * moe  # not every layer at the larger kind
+    assert 61 * memory.activation_bytes_per_stage_layer(m, s, 1, recompute=policy) == pytest.approx(exact, rel=1e-12)
+    # pp 16 under DualPipe: ceil(61/16) = 4 layers, p + 1 = 17 microbatches, each layer at the MoE figure
+    staged = dict(pp=16, recompute=policy, schedule="dualpipe", n_microbatches=32, uneven_pipeline=True)
+    assert memory.activation_bytes_per_stage_layer(m, s, 1, pp=16, recompute=policy) == moe
+    assert memory.activation_bytes_per_device(m, s, 1, **staged) == pytest.approx(moe * 4 * 17, rel=1e-12)
+    # the planner quotes the same rule: its per-layer figure and its breakdown
+    planner_layer = dict(tp=1, cp=1, sequence_parallel=False, recompute=policy, attention="flash")
+    assert memory_plan.activation_bytes_per_layer(m, s, 1, pp=1, **planner_layer) * 61 == pytest.approx(exact)
+    assert memory_plan.activation_bytes_per_layer(m, s, 1, pp=16, **planner_layer) == moe
+    options = dict(seq_len=s, micro_batch_seqs=1, recompute=policy, state_recipe="deepseek_v3", zero=1)
+    run = explorer.evaluate(
+        m, "H800", {"pp": 16, "ep": 64, "dp": 2}, 15360 * s, schedule="dualpipe", uneven_pipeline=True, **options
+    )
+    assert run.memory_breakdown["activations"] == pytest.approx(memory.activation_bytes_per_device(m, s, 1, **staged))
+    flat = explorer.evaluate(m, "H800", {"ep": 64, "dp": 32}, 2048 * s, **options)
+    assert flat.memory_breakdown["activations"] == pytest.approx(exact)
+    with pytest.raises(ValueError, match="pp"):
+        memory.activation_bytes_per_stage_layer(m, s, 1, pp=0)
+
+
 def test_logits():
     """Korthikanti et al. §4.3: the cross-entropy keeps FP32 logits, 4sbv/t;
     at the loss the BF16 logits are alive too."""
@@ -319,25 +357,32 @@ def test_schedule_bad_input():
 
 
 def test_deepseek_v3_recipe_keeps_what_its_report_lists():
-    # deepseek2024v3 §3.2.3: RMSNorm and MLA up-projections recomputed; §3.3.2: the attention
-    # output cached in E5M6 (12 bits), the SwiGLU inputs in FP8 and its output recomputed, the
-    # dispatched inputs in FP8, the combine (expert outputs) in BF16. Per token of one MoE layer
-    # (tp 1): two norm inputs 2·2·h, latents c_q + c_kv and the RoPE key in BF16, the attention
-    # output 1.5 bytes × 128 heads × 128, the FP32 router probabilities over 256 experts, 8 routed
-    # copies of the input (1 byte) and output (2 bytes), the SwiGLU inputs (gate and up, 1 byte)
-    # of 8 routed and 1 shared expert of width 2,048, and FlashAttention's FP32 LSE per head
+    # deepseek2024v3 §3.2.3: RMSNorm and MLA up-projections recomputed; §3.3.3 ("Low-Precision
+    # Activation"): the attention output cached in E5M6 (12 bits), the SwiGLU inputs in FP8 and its
+    # output recomputed; the dispatched inputs in FP8 (the up-projections' inputs, "Low-Precision
+    # Communication"). The report lists no expert output among the cached activations, and none is
+    # needed: the gate's gradient <dy, W2·h> = <W2ᵀ·dy, h> uses the expert's own backward and the
+    # recomputed SwiGLU output (the BF16 "combine" is the communication's precision).
+    assert memory.DEEPSEEK_V3_RECIPE["expert_outputs"] == 0
+    # Per token of one MoE layer (tp 1): two norm inputs 2·2·h, latents c_q + c_kv and the RoPE
+    # key in BF16, the attention output 1.5 bytes × 128 heads × 128, the FP32 router probabilities
+    # over 256 experts, 8 routed copies of the input (1 byte), the SwiGLU inputs (gate and up,
+    # 1 byte) of 8 routed and 1 shared expert of width 2,048, and FlashAttention's FP32 LSE per
+    # head. With h = 7,168: 28,672 + 4,224 + 24,576 + 1,024 + 57,344 + 36,864 + 512.
     m = models.get("DeepSeek-V3")
     h, a = m.d_model, m.mla
+    assert (h, a.q_lora_rank, a.kv_lora_rank, a.qk_rope_head_dim) == (7168, 1536, 512, 64)
+    assert (m.n_heads, a.v_head_dim, m.n_experts, m.top_k, m.n_shared_experts, m.d_ff) == (128, 128, 256, 8, 1, 2048)
     per_token = (
         2 * 2 * h
         + 2 * (a.q_lora_rank + a.kv_lora_rank + a.qk_rope_head_dim)
         + 1.5 * m.n_heads * a.v_head_dim
         + 4 * m.n_experts
-        + m.top_k * (1 + 2) * h
+        + m.top_k * 1 * h
         + 2 * 1 * (m.top_k + m.n_shared_experts) * m.d_ff
         + 4 * m.n_heads
     )
-    assert per_token == 267_904
+    assert per_token == 28_672 + 4_224 + 24_576 + 1_024 + 57_344 + 36_864 + 512 == 153_216
     got = memory.activation_bytes_per_layer(m, 4096, 1, recompute="deepseek_v3")
     assert got == pytest.approx(4096 * per_token)
     assert got < memory.activation_bytes_per_layer(m, 4096, 1, recompute="selective") / 2

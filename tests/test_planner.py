@@ -109,12 +109,30 @@ def test_dense_weights_are_sharded_over_the_expert_axis():
     assert measured.MIXTRAL_8X22B_MI355X[0].fsdp == 4 and measured.MIXTRAL_8X22B_MI355X[0].ep == 2
 
 
-def test_dualpipe_keeps_two_copies_of_the_weights():
-    one = explorer.evaluate(
-        "DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **dict(DEEPSEEK_OPTIONS, schedule="1f1b")
-    )
-    two = explorer.evaluate("DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **DEEPSEEK_OPTIONS)
-    assert two.memory_breakdown["weights"] == pytest.approx(2 * one.memory_breakdown["weights"])
+def test_dualpipe_keeps_two_copies_of_the_weights_and_gradients():
+    # deepseek2024v3 Table 2 and the DualPipe README: "Parameter 2×" (device i runs stages i and
+    # p−1−i); each copy accumulates its own FP32 gradients (§3.3.3) until the pair sums them, so the
+    # gradients are 2× at every ZeRO stage; master weights and moments are counted once
+    for zero in (1, 2):
+        options = dict(DEEPSEEK_OPTIONS, zero=zero, state_recipe="deepseek_v3")
+        one = explorer.evaluate("DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **dict(options, schedule="1f1b"))
+        two = explorer.evaluate("DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **options)
+        single, dual = one.memory_breakdown, two.memory_breakdown
+        assert dual["weights"] == pytest.approx(2 * single["weights"])
+        assert dual["gradients"] == pytest.approx(2 * single["gradients"])
+        assert dual["master_weights"] == pytest.approx(single["master_weights"])
+        assert dual["optimizer_state"] == pytest.approx(single["optimizer_state"])
+        # DualPipe's first rank runs the last stage too (deepseek2024v3 §3.2.3: the shallowest and
+        # deepest layers on one PP rank), so the rank with p + 1 microbatches also holds the logits;
+        # under 1F1B the first stage's 16 microbatches outweigh the last stage's one and its logits
+        assert dual["logits"] == pytest.approx(memory.logits_bytes("DeepSeek-V3", 4096, 1))
+        assert single["logits"] == 0
+        # 1F1B holds each gradient once: 4 bytes (FP32) per 2 of BF16 weight, fewer once ZeRO-2 shards them
+        per_weight = single["gradients"] / single["weights"]
+        if zero == 1:
+            assert per_weight == pytest.approx(2)
+        else:
+            assert per_weight < 2
 
 
 # --- schedules and layouts (W1, W10) ----------------------------------------------------

@@ -10,6 +10,22 @@ unit: "989.5 TFLOP/s", "80 GB", "141 GiB", "450 GB/s", "400 Gb/s" (bits),
 "8" for counts. A field the dataclass gives a default may be left out.
 `to_toml(acc)` writes any Accelerator (a preset, say) in this format: a
 template to edit. Ref: the Accelerator docstring for each field's meaning.
+
+An optional table `[calibration]` gives the planner's calibration for the
+accelerator (planner.calibrate keys its figures by preset name, so without
+it a file's accelerator gets the defaults): `based_on`, a preset of the same
+family whose figures it takes, and any of planner.calibrate.FILE_FIGURES,
+each a table with a `value` and a `source` (and optionally a `note`):
+
+    [calibration]
+    based_on = "H100"
+    matmul_efficiency = { value = 0.55, source = "my GEMM benchmark, 8192^3 BF16" }
+    hbm_bytes_per_s = { value = "3.35 TB/s", source = "vendor datasheet" }
+    in_switch_reduction = { value = true, source = "NCCL_ALGO=NVLS runs" }
+
+Reading a file registers its calibration under the accelerator's name
+(calibrate.register; a file without the table clears it), so the planner's
+expected step time uses it wherever the Accelerator is passed.
 """
 
 import dataclasses
@@ -19,6 +35,7 @@ import tomllib
 from pathlib import Path
 
 from . import _validate, hardware
+from .planner import calibrate
 
 _UNITS = {
     "flops": {"FLOP/s": 1, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15},
@@ -43,10 +60,12 @@ _UNITS = {
         "Gb/s": 1e9 / 8,
         "Tb/s": 1e12 / 8,
     },
+    "time": {"s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9},
     "count": {"": 1},
 }
 _NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
 _FIGURE_KEYS = ("value", "source", "kind", "note")
+_CALIBRATION_FIGURE_KEYS = ("value", "source", "note")
 
 
 def _dimension(field):
@@ -56,6 +75,8 @@ def _dimension(field):
         return "bandwidth"
     if field.endswith("_bytes"):
         return "bytes"
+    if field.endswith("_s"):
+        return "time"
     return "count"
 
 
@@ -105,14 +126,57 @@ def _figure(where, name, raw):
     return hardware.Sourced(_value(where, name, raw["value"]), source, kind, note)
 
 
+def _calibration_figure(where, key, figure):
+    """One figure of a [calibration] table as a calibrate.Figure (its value
+    in SI base units; in_switch_reduction a bool)."""
+    name = f"calibration.{key}"
+    if not isinstance(figure, dict):
+        raise ValueError(f"{where}: {name} must be a table with a value and a source, got {figure!r}")
+    extra = [k for k in figure if k not in _CALIBRATION_FIGURE_KEYS]
+    if extra:
+        raise ValueError(f"{where}: {name}: unknown key {extra[0]!r}; keys: {', '.join(_CALIBRATION_FIGURE_KEYS)}")
+    for part in ("value", "source"):
+        if part not in figure:
+            raise ValueError(
+                f"{where}: {name}: missing {part!r} (every calibration figure needs a value and its source)"
+            )
+    source, note = figure["source"], figure.get("note", "")
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError(f"{where}: {name}.source must be a non-empty string, got {source!r}")
+    if not isinstance(note, str):
+        raise ValueError(f"{where}: {name}.note must be a string, got {note!r}")
+    if key != "in_switch_reduction":
+        return calibrate.Figure(_value(where, name, figure["value"]), source, note)
+    if not isinstance(figure["value"], bool):
+        raise ValueError(f"{where}: {name}.value must be true or false, got {figure['value']!r}")
+    return calibrate.Figure(figure["value"], source, note)
+
+
+def _calibration(where, raw):
+    """(based_on, {key: calibrate.Figure}) from a [calibration] table; the
+    ranges are planner.calibrate's to check (file_calibration)."""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}: calibration must be a table of figures (and based_on), got {raw!r}")
+    unknown = [k for k in raw if k != "based_on" and k not in calibrate.FILE_FIGURES]
+    if unknown:
+        raise ValueError(
+            f"{where}: calibration: unknown key {unknown[0]!r}; keys: based_on, {', '.join(calibrate.FILE_FIGURES)}"
+        )
+    figures = {key: _calibration_figure(where, key, figure) for key, figure in raw.items() if key != "based_on"}
+    return raw.get("based_on"), figures
+
+
 def from_dict(data, where="accelerator"):
-    """An Accelerator from the parsed contents of an accelerator file."""
+    """An Accelerator from the parsed contents of an accelerator file; its
+    [calibration] table (or its absence) is registered with
+    planner.calibrate under the accelerator's name."""
     if not isinstance(data, dict):
         raise ValueError(f"{where}: must hold a table of the Accelerator's fields, got {type(data).__name__}")
     fields = {f.name: f for f in dataclasses.fields(hardware.Accelerator)}
-    unknown = [k for k in data if k not in fields]
+    unknown = [k for k in data if k not in fields and k != "calibration"]
     if unknown:
-        raise ValueError(f"{where}: unknown field {unknown[0]!r}; fields: {', '.join(fields)}")
+        raise ValueError(f"{where}: unknown field {unknown[0]!r}; fields: {', '.join(fields)}, calibration")
+    based_on, figures = _calibration(where, data["calibration"]) if "calibration" in data else (None, None)
     kwargs = {}
     for name, f in fields.items():
         if name not in data:
@@ -122,9 +186,12 @@ def from_dict(data, where="accelerator"):
         read = _descriptive if name in hardware.Accelerator.DESCRIPTIVE else _figure
         kwargs[name] = read(where, name, data[name])
     try:
-        return hardware.Accelerator(**kwargs)
+        acc = hardware.Accelerator(**kwargs)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
+    calibration = None if figures is None else calibrate.file_calibration(where, acc, based_on, figures)
+    calibrate.register(acc, calibration)
+    return acc
 
 
 def from_text(text, fmt, where="accelerator"):
@@ -162,7 +229,8 @@ def _toml_string(text):
 
 def to_toml(accelerator):
     """The accelerator file (TOML) that reads back as `accelerator`
-    (a preset name or an Accelerator): a template to edit."""
+    (a preset name or an Accelerator): a template to edit. An accelerator
+    read from a file with a [calibration] table gets it back."""
     acc = hardware.get(accelerator) if isinstance(accelerator, str) else accelerator
     if not isinstance(acc, hardware.Accelerator):
         raise ValueError(f"accelerator: must be a preset name or a hardware.Accelerator, got {accelerator!r}")
@@ -175,4 +243,16 @@ def to_toml(accelerator):
         lines.append(f"kind = {_toml_string(figure.kind)}")
         if figure.note:
             lines.append(f"note = {_toml_string(figure.note)}")
+    own = calibrate.FILE_CALIBRATIONS.get(acc.name)
+    if own is not None:
+        lines += ["", "[calibration]"]
+        if own.based_on is not None:
+            lines.append(f"based_on = {_toml_string(own.based_on)}")
+        for key, figure in own.figures.items():
+            value = (
+                ("true" if figure.value else "false") if isinstance(figure.value, bool) else repr(float(figure.value))
+            )
+            lines += ["", f"[calibration.{key}]", f"value = {value}", f"source = {_toml_string(figure.source)}"]
+            if figure.note:
+                lines.append(f"note = {_toml_string(figure.note)}")
     return "\n".join(lines) + "\n"

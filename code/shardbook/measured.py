@@ -631,8 +631,63 @@ def _mcore_run(size, tp, pp, n_gpus, batch, tflops, mfu, _aggregate):
     )
 
 
+# Korthikanti et al. 2022 (korthikanti2022reducing): GPT models on DGX A100 80GB, sequence 2,048,
+# vocabulary 51,200, mixed precision, no data parallelism. Table 3 gives each model's layout:
+# (model size, tensor-parallel size, pipeline-parallel size, GPUs, global batch, microbatch,
+# virtual stages per device: "interleaving" with three stages for 175B and 530B); Table 5 the
+# iteration time in seconds under full recomputation (the baseline, tensor parallelism without
+# sequence parallelism) and under the present work (sequence parallelism and selective
+# recomputation). The runs keep Table 5's order: each size's baseline, then its present work.
+KORTHIKANTI_TABLE_3 = (
+    ("22B", 8, 1, 8, 4, 4, 1),
+    ("175B", 8, 8, 64, 64, 1, 3),
+    ("530B", 8, 35, 280, 280, 1, 3),
+    ("1T", 8, 64, 512, 512, 1, 1),
+)
+KORTHIKANTI_TABLE_5_S = {
+    "22B": (1.42, 1.10),
+    "175B": (18.13, 13.75),
+    "530B": (49.05, 37.83),
+    "1T": (94.42, 71.49),
+}
+
+
+def _korthikanti_run(size, tp, pp, n_gpus, batch, micro, n_virtual, present_work):
+    from . import models
+
+    m = models.get(f"GPT {size} (Korthikanti)")
+    step_s = KORTHIKANTI_TABLE_5_S[size][1 if present_work else 0]
+    flops = sc21_model_flops_per_iteration(batch, 2048, m.n_layers, m.d_model, m.vocab_size)
+    policy = "selective" if present_work else "full"
+    return PublishedRun(
+        f"Megatron GPT {size}, {n_gpus:,} A100, {'selective + SP' if present_work else 'full recompute'}",
+        m.name,
+        "A100",
+        _mesh(tp, pp, n_gpus),
+        2048,
+        batch,
+        micro,
+        flops / (step_s * n_gpus * 312e12),
+        "korthikanti2022reducing",
+        recompute=policy,
+        note=f"microbatch {micro}, {n_virtual} virtual stage(s) per device; "
+        + ("sequence parallelism and selective recomputation" if present_work else "full recomputation, no SP")
+        + "; eager attention (2022, before FlashAttention in Megatron); no data parallelism",
+        remat_policy=policy,
+        schedule="interleaved" if n_virtual > 1 else "1f1b",
+        n_virtual=n_virtual,
+        attention="eager",
+        sequence_parallel=present_work,
+        state_recipe="megatron",
+        step_s=step_s,
+        step_basis="Table 5's iteration time, seconds",
+        where=f"Table 3 ({size} layout), Table 5 ({size}, {'present work' if present_work else 'full recompute'})",
+    )
+
+
 SC21_RUNS = tuple(_sc21_run(*row) for row in SC21_TABLE_1)
 MCORE_H100_RUNS = tuple(_mcore_run(*row) for row in MCORE_H100_TABLE)
+KORTHIKANTI_RUNS = tuple(_korthikanti_run(*row, present) for row in KORTHIKANTI_TABLE_3 for present in (False, True))
 
 
 def _llama3_step_s(run):
@@ -657,7 +712,7 @@ PUBLISHED_RUNS = tuple(
 )
 
 # Every published run the validation appendix sets beside the planner.
-VALIDATION_RUNS = PUBLISHED_RUNS + SC21_RUNS + MCORE_H100_RUNS
+VALIDATION_RUNS = PUBLISHED_RUNS + SC21_RUNS + MCORE_H100_RUNS + KORTHIKANTI_RUNS
 
 
 def run_named(name):

@@ -271,10 +271,10 @@ RECOMPUTE = {
 # What DeepSeek-V3 keeps of a layer for its backward, as its report lists it:
 # §3.2.3 "we recompute all RMSNorm operations and MLA up-projections during back-propagation"
 # (no norm outputs, no Q, K or V: the norm inputs, the MLA latents and the shared RoPE key stay);
-# §3.3.2 the input of the Linear after the attention operator cached in E5M6 (12 bits), the
+# §3.3.3 the input of the Linear after the attention operator cached in E5M6 (12 bits), the
 # inputs of the MoE's SwiGLU cached in FP8 and its output recomputed, the dispatched activations
-# in FP8 (the experts' up-projection inputs); the combine in BF16 (the experts' outputs). Bytes
-# per element of each.
+# in FP8 (the experts' up-projection inputs). Its "combine in BF16" is the precision of the
+# combine's communication, not a cached tensor. Bytes per element of each.
 DEEPSEEK_V3_RECIPE = {
     "norm_inputs": 2,  # the layer input and the attention block's output (residual stream), BF16
     "norm_outputs": 0,  # recomputed
@@ -282,7 +282,10 @@ DEEPSEEK_V3_RECIPE = {
     "qkv": 0,  # MLA up-projections recomputed
     "attention_output": 1.5,  # E5M6, the input of the output projection
     "dispatched_inputs": 1,  # FP8
-    "expert_outputs": 2,  # BF16 combine
+    # The combine y = Σ g_i·E_i(x), E_i(x) = W2_i·h_i, h_i the SwiGLU output. The gate's gradient
+    # dg_i = <dy, E_i(x)> = <W2_iᵀ·dy, h_i>: W2_iᵀ·dy is the expert's own backward (dh_i = g_i·W2_iᵀ·dy)
+    # and h_i is recomputed from the cached SwiGLU inputs, so no expert output is kept (§3.3.3 lists none)
+    "expert_outputs": 0,
     "swiglu_inputs": 1,  # FP8
     "swiglu_output": 0,  # recomputed
 }
@@ -508,8 +511,9 @@ def _recipe_bytes(m, s, b, tp, sequence_parallel, ctx, latent, rope_key, f_token
     """DeepSeek-V3's layer under DEEPSEEK_V3_RECIPE: the two norm inputs,
     the MLA latents and RoPE key, the attention output (E5M6), FlashAttention's
     log-sum-exp, and for an MoE layer the FP32 router probabilities, the
-    dispatched inputs (FP8) and expert outputs (BF16) of the k routed
-    copies, and the SwiGLU inputs (FP8) of the routed and shared experts."""
+    dispatched inputs (FP8) of the k routed copies and the SwiGLU inputs
+    (FP8) of the routed and shared experts (the experts' outputs are not
+    kept: see DEEPSEEK_V3_RECIPE)."""
     r = DEEPSEEK_V3_RECIPE
     if m.mla is None or m.dropout:
         raise ValueError(
@@ -609,6 +613,54 @@ def microbatches_in_flight(n_stages, n_microbatches, schedule="1f1b", n_virtual=
     return pipeline.schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtual)
 
 
+def _stage_layer_bytes(m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, offloaded):
+    """activation_bytes_per_stage_layer (or, `offloaded`, what the policy
+    moves to host) for a models.Model; arguments checked here."""
+    _validate.count("pp", pp)
+    kinds = (False, True) if m.n_dense_layers else (False,)
+    policy = None
+    for dense_layer in kinds:
+        policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
+
+    def one(dense_layer):
+        return _kept_bytes(
+            m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, offloaded
+        )
+
+    if len(kinds) == 1:
+        return one(False)
+    if pp > 1:
+        return max(one(False), one(True))
+    return (m.n_dense_layers * one(True) + (m.n_layers - m.n_dense_layers) * one(False)) / m.n_layers
+
+
+def activation_bytes_per_stage_layer(
+    model,
+    seq_len,
+    micro_batch_seqs,
+    *,
+    pp=1,
+    tp=1,
+    cp=1,
+    sequence_parallel=False,
+    recompute="none",
+    attention="flash",
+):
+    """Bytes per layer, for one microbatch on one device, that the book
+    multiplies by the layers of a pipeline stage: for a model whose layers
+    are of one kind, `activation_bytes_per_layer`. For an MoE model with
+    dense first layers (DeepSeek-V3: 3 of 61) the one rule every count uses:
+    with pp = 1 the mean over the model's layers, so that times the layers
+    it is the exact sum over its dense and MoE layers; with pp > 1 the
+    larger of the two kinds, since the stage at the peak holds particular
+    layers and which ones depends on a placement the runs do not publish
+    (the conservative choice: no stage holds more). Arguments as
+    activation_bytes_per_layer; `pp` the pipeline stages.
+    Ref: korthikanti2022reducing, deepseek2024v3."""
+    m = models.get(model)
+    return _stage_layer_bytes(m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, False)
+
+
 def _per_device(
     model,
     seq_len,
@@ -630,13 +682,8 @@ def _per_device(
     _validate.count("n_microbatches", n_microbatches)
     if not uneven_pipeline and m.n_layers % pp:
         raise ValueError(f"pp: must divide the layers ({m.n_layers}) of {m.name}, got {pp} (or set uneven_pipeline)")
-    kinds = (False, True) if m.n_dense_layers else (False,)
-    policy = None
-    for dense_layer in kinds:
-        policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
-    per_layer = max(
-        _kept_bytes(m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, d, offloaded)
-        for d in kinds
+    per_layer = _stage_layer_bytes(
+        m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, offloaded
     )
     layers = pipeline.deepest_stage_layers(m.n_layers, pp, n_virtual, uneven=uneven_pipeline)
     in_flight = microbatches_in_flight(pp, n_microbatches, schedule, n_virtual) if pp > 1 else 1
@@ -666,7 +713,9 @@ def activation_bytes_per_device(
     (with context parallelism a local query still attends every key), times
     the microbatches the schedule keeps in flight on the first stage
     (`microbatches_in_flight`). For an MoE model with dense first layers
-    every layer is counted at the larger of its two kinds. Embeddings, the
+    each layer is counted as `activation_bytes_per_stage_layer` says (the
+    exact sum over the model with pp = 1, every layer at the larger of its
+    two kinds with pp > 1). Embeddings, the
     output logits (`logits_bytes`) and what a policy offloads to host
     (`offloaded_activation_bytes_per_device`) are not counted.
     Ref: korthikanti2022reducing, narayanan2021megatron.

@@ -247,6 +247,15 @@ MCORE_SHAPES = {
     "462B": (18432, 112, 144),
 }
 
+# Korthikanti et al. 2022, Table 3: the GPT models of their end-to-end runs (Table 5):
+# vocabulary 51,200, sequence 2,048; (hidden, layers, heads) per row.
+KORTHIKANTI_SHAPES = {
+    "22B": (6144, 48, 64),
+    "175B": (12288, 96, 96),
+    "530B": (20480, 105, 128),
+    "1T": (25600, 128, 160),
+}
+
 GPT_PRESETS = {
     m.name: m
     for m in [
@@ -257,6 +266,10 @@ GPT_PRESETS = {
         *(
             _gpt(f"GPT {size} (Megatron-Core)", "megatron-lm-readme", h, layers, heads, 131072, False)
             for size, (h, layers, heads) in MCORE_SHAPES.items()
+        ),
+        *(
+            _gpt(f"GPT {size} (Korthikanti)", "korthikanti2022reducing", h, layers, heads, 51200, True)
+            for size, (h, layers, heads) in KORTHIKANTI_SHAPES.items()
         ),
     ]
 }

@@ -175,9 +175,12 @@ def schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtu
 
 
 def schedule_parameter_copies(schedule):
-    """Copies of a stage's parameters each device keeps: 2 for DualPipe
-    (device i runs stage i and stage p−1−i, one per direction), else 1.
-    Ref: deepseek2024v3, deepseek-dualpipe."""
+    """Stages' parameters each device keeps, in units of one stage: 2 for
+    DualPipe (device i runs stage i and stage p−1−i, one per direction, so
+    the pipeline holds every stage twice: Table 2's "Parameter 2×"), else 1.
+    Each copy accumulates its own gradients until the step's end, so the
+    gradient buffers follow the same count. Ref: deepseek2024v3,
+    deepseek-dualpipe."""
     _validate.choice("schedule", schedule, PLANNER_SCHEDULES)
     return 2 if schedule == "dualpipe" else 1
 

@@ -7,8 +7,9 @@ ASSUMPTIONS = """\
 - two step times: the bound (`step_s`, `mfu`) takes peak FLOP/s (the FP8
   peak for precision='fp8'), collectives at line rate with no latency,
   all-reduce inside an NVSwitch domain with NVLink SHARP (H100, H200,
-  B200, GB200/GB300 NVL72; not H800) as the cheaper of in-switch
-  reduction ((n+1)/n of the buffer each way) and the ring, and every
+  B200, GB200/GB300 NVL72; not H800; an accelerator file's [calibration]
+  says whether its own does) as the cheaper of in-switch reduction ((n+1)/n
+  of the buffer each way) and the ring, and every
   overlappable collective hidden; no measured run may beat it. The
   expectation (`expected_step_s`, `expected_mfu`) divides the math by a
   sustained efficiency per accelerator, adds the work between the matmuls
@@ -17,7 +18,8 @@ ASSUMPTIONS = """\
   bandwidths with a latency per ring step (per peer message for
   all-to-all), and leaves a calibrated fraction of each hidden collective
   exposed (planner.calibrate: each figure sourced or fitted, none per
-  run); the search ranks fitting meshes by it;
+  run; an accelerator file gives its own in a [calibration] table, else
+  the defaults); the search ranks fitting meshes by it;
 - math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the causal half of
   the attention scores, as MaxText counts them), plus what the
   recomputation policy runs again (a flash kernel's recomputation inside
@@ -56,18 +58,23 @@ ASSUMPTIONS = """\
   bytes per parameter (memory.STATE_RECIPES; default bf16_master, 16; megatron
   18; fp32 16; pure_bf16 8; or a memory.StateRecipe) over fsdp (ZeRO-3), tp,
   pp, ep (experts, and dense weights with dense_over_ep) and ZeRO-`zero`
-  over the data-parallel ranks; DualPipe keeps two copies of the weights;
+  over the data-parallel ranks; DualPipe's device runs two stages: their
+  weights and gradients twice, the master weights and optimizer state once;
   activations (memory.activation_bytes_per_layer: flash attention keeps no
   s² probabilities; sequence parallelism with tp > 1; what a remat policy
   offloads to the host is not in HBM) of the deepest stage for the
-  microbatches the schedule keeps in flight on the first; the logits of one
-  microbatch on the last stage, as the loss keeps them (loss_logits:
-  Megatron's FP32 copy, 6 bytes per logit at the peak, or an XLA-compiled
-  loss's BF16 logits and gradient, 4); an uneven interleaved pipeline
+  microbatches the schedule keeps in flight on the first (an MoE model's
+  dense first layers: the exact sum over the model with pp = 1, every layer
+  at the larger kind with pp > 1, memory.activation_bytes_per_stage_layer);
+  the logits of one microbatch on the last stage (under DualPipe on the
+  first device, which runs the last stage too), as the loss keeps them
+  (loss_logits: Megatron's FP32 copy, 6 bytes per logit at the peak, or an
+  XLA-compiled loss's BF16 logits and gradient, 4); an uneven interleaved pipeline
   takes the missing layers from the first stage's first chunk and the last
   stage's last chunk (Llama 3), its peak over every stage; FSDP's gather
   buffers (two layers, or the whole stage when kept); headroom is what is
   left of the HBM the device reports (calibrate.hbm_capacity_bytes: NVML's
-  total for A100, H100, H800, H200; else the datasheet), with no allocator
+  total for A100, H100, H800, H200, or an accelerator file's
+  calibration; else the datasheet), with no allocator
   reserve.
 """

@@ -14,8 +14,15 @@ Each entry is a :class:`Figure`: its value, a references.bib key (or
 fitted, and ``provisional`` where the value is a placeholder awaiting the
 validation appendix's fit (the ``valid`` helper tunes these; keep one entry
 per line so a change is one line of diff).
+
+The tables are keyed by preset name. An accelerator read from a file
+(shardbook.accelerator_file) is calibrated by its file's [calibration] table,
+registered here under its name (FILE_CALIBRATIONS): each lookup takes the
+file's figure, else the figure of the preset it is ``based_on``, else the
+default (or none); ``provenance`` says which, for the planner's header line.
 """
 
+import math
 from dataclasses import dataclass
 
 from .. import _validate, hardware
@@ -50,7 +57,7 @@ MATMUL_EFFICIENCY = {
     ),
     "H200": Figure(0.50, "fit", "as H100's fit: same GH100 die and clocks; no H200 run", provisional=True),
     "H800": Figure(
-        0.40,
+        0.41,
         "fit",
         "validation.fit_matmul_efficiency on DeepSeek-V3 (the only H800 run; FP8 matmuls, over the BF16 peak)",
     ),
@@ -62,14 +69,15 @@ MATMUL_EFFICIENCY = {
     ),
     "TPU v5e": Figure(0.67, "parallelize-transformer", "printed approximate (≈)"),
     "TPU v6e": Figure(
-        0.60, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
+        0.61, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
     ),
     "Ironwood": Figure(0.70, "fit", "placeholder until fitted", provisional=True),
     "A100": Figure(
-        0.66,
+        0.69,
         "fit",
         "validation.fit_matmul_efficiency on the A100 calibration runs (SC21 GPT 1.7B, 7.5B, 39.1B, 145.6B, "
-        "529.6B), with their eager attention's HBM traffic counted (timing.eager_scores_hbm_s)",
+        "529.6B; Korthikanti et al.'s full-recomputation runs of 22B, 175B, 530B, 1T), with their eager "
+        "attention's HBM traffic counted (timing.eager_scores_hbm_s)",
     ),
     "MI300X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),
     "MI355X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),
@@ -189,7 +197,7 @@ HBM_BYTES_PER_S = {
 # (narayanan2021megatron Table 1: 44 % of peak at 1.7B, 52 % at 1T;
 # megatron-lm-readme: 41 % MFU at 1.7B, 47-48 % for the largest).
 ELEMENTWISE_PASSES = Figure(
-    2.83,
+    3.15,
     "fit",
     "validation.fit_elementwise_passes on the whole calibration set (every accelerator's η refitted at each trial)",
 )
@@ -213,21 +221,21 @@ HBM_CAPACITY_BYTES = {
 
 def hbm_capacity_bytes(accelerator):
     """HBM bytes one device offers the framework: HBM_CAPACITY_BYTES where
-    the reported capacity is known, else the preset's datasheet figure."""
-    acc = hardware.get(accelerator)
-    entry = HBM_CAPACITY_BYTES.get(acc.name)
-    return entry.value if entry else float(acc.hbm_bytes)
+    the reported capacity is known (or the accelerator file's calibration
+    gives it), else the datasheet figure (`hbm_bytes`)."""
+    entry, _ = _resolve("hbm_capacity_bytes", accelerator)
+    return entry.value if entry else float(hardware.get(accelerator).hbm_bytes)
 
 
 def hbm_bytes_per_s(accelerator):
     """Spec HBM bandwidth of one device (None where no figure is stored)."""
-    entry = HBM_BYTES_PER_S.get(hardware.get(accelerator).name)
+    entry, _ = _resolve("hbm_bytes_per_s", accelerator)
     return entry.value if entry else None
 
 
 def fp8_peak_ratio(accelerator):
     """Dense FP8 peak / dense BF16 peak (1 where the accelerator has no FP8)."""
-    entry = FP8_PEAK_RATIO.get(hardware.get(accelerator).name)
+    entry, _ = _resolve("fp8_peak_ratio", accelerator)
     return entry.value if entry else 1.0
 
 
@@ -236,33 +244,29 @@ def fp8_sustained_speedup(accelerator):
     return FP8_SUSTAINED_SPEEDUP.value if fp8_peak_ratio(accelerator) > 1 else 1.0
 
 
-def _lookup(table, key, default):
-    return table.get(key, default)
-
-
 def matmul_efficiency(accelerator):
     """The sustained fraction of the dense BF16 peak for `accelerator`."""
-    return _lookup(MATMUL_EFFICIENCY, hardware.get(accelerator).name, DEFAULT_MATMUL_EFFICIENCY).value
+    return _resolve("matmul_efficiency", accelerator)[0].value
 
 
 def scale_up_efficiency(accelerator):
     """Achieved / line rate of the scale-up links of `accelerator`."""
-    return _lookup(SCALE_UP_EFFICIENCY, hardware.get(accelerator).name, DEFAULT_SCALE_UP_EFFICIENCY).value
+    return _resolve("scale_up_efficiency", accelerator)[0].value
 
 
 def scale_out_efficiency(accelerator):
     """Achieved / line rate of the scale-out path (NIC or DCN) of `accelerator`."""
-    return SCALE_OUT_EFFICIENCY[hardware.get(accelerator).family].value
+    return _resolve("scale_out_efficiency", accelerator)[0].value
 
 
 def scale_up_latency_s(accelerator):
     """Seconds per ring step inside one scale-up domain of `accelerator`."""
-    return SCALE_UP_LATENCY_S[hardware.get(accelerator).scale_up_fabric].value
+    return _resolve("scale_up_latency_s", accelerator)[0].value
 
 
 def scale_out_latency_s(accelerator):
     """Seconds per ring step across domains (NIC or DCN) of `accelerator`."""
-    return SCALE_OUT_LATENCY_S[hardware.get(accelerator).family].value
+    return _resolve("scale_out_latency_s", accelerator)[0].value
 
 
 def exposed_fraction(what):
@@ -273,8 +277,172 @@ def exposed_fraction(what):
 
 def has_in_switch_reduction(accelerator):
     """Whether all-reduce inside a scale-up domain of `accelerator` can use
-    NVLink SHARP (NCCL's NVLS): the presets in NVLS_PRESETS."""
-    return hardware.get(accelerator).name in NVLS_PRESETS
+    NVLink SHARP (NCCL's NVLS): the presets in NVLS_PRESETS, or what an
+    accelerator file's calibration says."""
+    return bool(_resolve("in_switch_reduction", accelerator)[0].value)
+
+
+# --- an accelerator read from a file ------------------------------------------------
+# An accelerator file (shardbook.accelerator_file) may carry a [calibration] table:
+# `based_on` (a preset whose per-accelerator figures it takes) and any of the
+# figures below, each a value with its source. The figures keyed by preset name
+# come from the file, else from `based_on`, else the default (or none); those keyed
+# by family or fabric (scale-out efficiency, the latencies) come from the file, else
+# from the accelerator's own family and fabric, as for a preset. The registry is
+# keyed by the accelerator's name: the latest file read under a name decides, and a
+# file without [calibration] clears it. A preset's name cannot be calibrated.
+FILE_FIGURES = {
+    # key: (label, rule, keyed by: "preset", "family" or "fabric")
+    "matmul_efficiency": ("matmul efficiency", "a fraction in (0, 1]", "preset"),
+    "scale_up_efficiency": ("scale-up efficiency", "a fraction in (0, 1]", "preset"),
+    "scale_out_efficiency": ("scale-out efficiency", "a fraction in (0, 1]", "family"),
+    "hbm_bytes_per_s": ("HBM bandwidth", "a bandwidth > 0", "preset"),
+    "hbm_capacity_bytes": ("HBM capacity", "a size > 0", "preset"),
+    "fp8_peak_ratio": ("FP8 peak ratio", "a ratio >= 1 (1: no FP8)", "preset"),
+    "in_switch_reduction": ("in-switch all-reduce", "true or false", "preset"),
+    "scale_up_latency_s": ("scale-up latency", "seconds >= 0", "fabric"),
+    "scale_out_latency_s": ("scale-out latency", "seconds >= 0", "family"),
+}
+
+
+@dataclass(frozen=True)
+class FileCalibration:
+    """The [calibration] table of an accelerator file: `based_on` (a preset
+    name, or None) and `figures` ({key of FILE_FIGURES: Figure})."""
+
+    based_on: str | None
+    figures: dict
+
+
+FILE_CALIBRATIONS = {}  # accelerator name -> FileCalibration
+
+
+def _in_range(key, value):
+    if key == "in_switch_reduction":
+        return isinstance(value, bool)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return False
+    if key.endswith("_efficiency"):
+        return 0 < value <= 1
+    if key == "fp8_peak_ratio":
+        return value >= 1
+    if key.endswith("_latency_s"):
+        return value >= 0
+    return value > 0
+
+
+def file_calibration(where, accelerator, based_on, figures):
+    """A FileCalibration for `accelerator` (a hardware.Accelerator read from
+    a file) from its [calibration] table: `based_on` (a preset name or None)
+    and `figures` ({key: Figure}, values in SI base units). Every rule
+    broken is a ValueError naming `where`, the key and the rule."""
+    acc = hardware.get(accelerator)
+    if acc.name in hardware.PRESETS:
+        raise ValueError(
+            f"{where}: calibration: the accelerator's name {acc.name!r} is a preset's, whose calibration is fixed; "
+            f"name it otherwise (based_on = {acc.name!r} takes the preset's figures)"
+        )
+    if based_on is not None:
+        if not isinstance(based_on, str) or based_on not in hardware.PRESETS:
+            raise ValueError(
+                f"{where}: calibration.based_on: must name a preset, got {based_on!r}; presets: "
+                f"{', '.join(hardware.PRESETS)}"
+            )
+        if hardware.PRESETS[based_on].family != acc.family:
+            raise ValueError(
+                f"{where}: calibration.based_on: {based_on!r} is a {hardware.PRESETS[based_on].family}, "
+                f"this accelerator a {acc.family}; base it on a preset of its family"
+            )
+    for key, figure in figures.items():
+        if key not in FILE_FIGURES:
+            raise ValueError(f"{where}: calibration: unknown key {key!r}; keys: based_on, {', '.join(FILE_FIGURES)}")
+        if not isinstance(figure, Figure) or not isinstance(figure.source, str) or not figure.source.strip():
+            raise ValueError(f"{where}: calibration.{key}: needs a value and its source")
+        if not _in_range(key, figure.value):
+            raise ValueError(f"{where}: calibration.{key}: must be {FILE_FIGURES[key][1]}, got {figure.value!r}")
+    if figures.get("in_switch_reduction") and figures["in_switch_reduction"].value and acc.scale_up_fabric != "switch":
+        raise ValueError(
+            f"{where}: calibration.in_switch_reduction: true needs scale_up_fabric 'switch' (NVLink SHARP), "
+            f"got {acc.scale_up_fabric!r}"
+        )
+    return FileCalibration(based_on, dict(figures))
+
+
+def register(accelerator, calibration):
+    """Calibrate the accelerator read from a file (by its name) with
+    `calibration` (a FileCalibration), or clear its calibration (None)."""
+    acc = hardware.get(accelerator)
+    if acc.name in hardware.PRESETS:
+        if calibration is not None:
+            raise ValueError(f"accelerator: {acc.name!r} is a preset; its calibration is fixed")
+        return
+    if calibration is None:
+        FILE_CALIBRATIONS.pop(acc.name, None)
+    elif not isinstance(calibration, FileCalibration):
+        raise ValueError(f"calibration: must be a calibrate.FileCalibration or None, got {calibration!r}")
+    else:
+        FILE_CALIBRATIONS[acc.name] = calibration
+
+
+def _by_preset(key, name):
+    """The figure of `key` keyed by the preset `name` (None where none is stored)."""
+    if key == "in_switch_reduction":
+        return Figure(name in NVLS_PRESETS, "nccl-tests-performance", "NVLS_PRESETS")
+    table = {
+        "matmul_efficiency": MATMUL_EFFICIENCY,
+        "scale_up_efficiency": SCALE_UP_EFFICIENCY,
+        "hbm_bytes_per_s": HBM_BYTES_PER_S,
+        "hbm_capacity_bytes": HBM_CAPACITY_BYTES,
+        "fp8_peak_ratio": FP8_PEAK_RATIO,
+    }[key]
+    return table.get(name)
+
+
+_DEFAULTS = {
+    "matmul_efficiency": DEFAULT_MATMUL_EFFICIENCY,
+    "scale_up_efficiency": DEFAULT_SCALE_UP_EFFICIENCY,
+    "in_switch_reduction": Figure(False, "default", "no in-switch reduction without a figure"),
+}
+
+
+def _resolve(key, accelerator):
+    """(Figure or None, where it came from) for `key` of FILE_FIGURES:
+    'file', 'based_on', 'preset', 'family' (keyed by family or fabric) or
+    'default' (DEFAULT_*, or None where the figure has no default)."""
+    acc = hardware.get(accelerator)
+    own = FILE_CALIBRATIONS.get(acc.name)
+    if own is not None and key in own.figures:
+        return own.figures[key], "file"
+    keyed_by = FILE_FIGURES[key][2]
+    if keyed_by == "family":
+        table = SCALE_OUT_EFFICIENCY if key == "scale_out_efficiency" else SCALE_OUT_LATENCY_S
+        return table[acc.family], "family"
+    if keyed_by == "fabric":
+        return SCALE_UP_LATENCY_S[acc.scale_up_fabric], "family"
+    if own is not None:
+        if own.based_on is not None:
+            preset = hardware.PRESETS[own.based_on]
+            # a reported capacity belongs to the datasheet capacity it was reported for,
+            # in-switch reduction to a switch fabric
+            if (key != "hbm_capacity_bytes" or float(preset.hbm_bytes) == float(acc.hbm_bytes)) and (
+                key != "in_switch_reduction" or acc.scale_up_fabric == "switch"
+            ):
+                entry = _by_preset(key, own.based_on)
+                if entry is not None:
+                    return entry, "based_on"
+        return _DEFAULTS.get(key), "default"
+    entry = _by_preset(key, acc.name)  # a preset's figure (or one a caller stored under the name)
+    if entry is not None and acc.name in hardware.PRESETS:
+        return entry, "preset"
+    if entry is not None and key != "in_switch_reduction":
+        return entry, "preset"
+    return _DEFAULTS.get(key), "default"
+
+
+def provenance(accelerator):
+    """[(key, label, Figure or None, origin)] for every key of FILE_FIGURES:
+    where `accelerator`'s calibration takes each figure from (see _resolve)."""
+    return [(key, spec[0], *_resolve(key, accelerator)) for key, spec in FILE_FIGURES.items()]
 
 
 def table():

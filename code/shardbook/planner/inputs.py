@@ -13,6 +13,7 @@ import dataclasses
 import os
 
 from .. import _validate, accelerator_file, hardware, hf_config, models
+from . import calibrate
 
 # K, M, G as powers of two: a "4M-token batch" is 4,194,304 tokens (2,048 sequences of 2,048)
 BATCH_SUFFIXES = {"K": 2**10, "M": 2**20, "G": 2**30}
@@ -147,20 +148,62 @@ def model_line(model):
     return text
 
 
+def _figure_text(key, label, value):
+    if key == "in_switch_reduction":
+        return f"{label} {'on' if value else 'off'}"
+    if key == "hbm_bytes_per_s":
+        return f"{label} {value / 1e12:,.3g} TB/s"
+    if key == "hbm_capacity_bytes":
+        return f"{label} {value / 1e9:,.1f} GB"
+    if key == "fp8_peak_ratio":
+        return f"{label} {value:g}×"
+    if key.endswith("_latency_s"):
+        return f"{label} {value * 1e6:g} µs"
+    return f"{label} {value:g}"
+
+
+# what the planner does without a figure that has no default
+_WITHOUT = {
+    "hbm_bytes_per_s": "no weight-streaming floor, no elementwise term",
+    "fp8_peak_ratio": "no FP8 speedup",
+}
+
+
 def accelerator_note(accelerator):
     """For an accelerator that is not a preset (read from a file): one line
-    saying what the planner then lacks. planner.calibrate keys by preset
-    name the sustained efficiencies, the HBM bandwidth (the weight-streaming
-    floor and the elementwise work), in-switch all-reduce (NVLink SHARP) and
-    the FP8 peak; none is an Accelerator field."""
+    saying where each calibration figure comes from (planner.calibrate keys
+    them by preset name; an accelerator file's [calibration] table gives
+    them): its file, the preset it is `based_on`, or the default, and which
+    it lacks. Memory per device depends on none of them. Empty for a preset."""
     acc = hardware.get(accelerator)
     if acc.name in hardware.names():
         return ""
-    return (
-        f"{acc.name} is not a preset: the planner has no calibration for it (planner.calibrate keys by preset "
-        "name): default sustained efficiencies, no HBM-bandwidth floor, no in-switch all-reduce, no FP8 peak; "
-        "memory per device does not depend on these"
+    own = calibrate.FILE_CALIBRATIONS.get(acc.name)
+    by_origin = {"file": [], "based_on": [], "default": [], "none": []}
+    for key, label, figure, origin in calibrate.provenance(acc):
+        if origin == "family":
+            continue  # keyed by family or fabric, as for a preset
+        if figure is None and key == "hbm_capacity_bytes":
+            by_origin["none"].append(f"{label} (the datasheet's {float(acc.hbm_bytes) / 1e9:,.1f} GB used)")
+        elif figure is None:
+            by_origin["none"].append(f"{label} ({_WITHOUT[key]})")
+        else:
+            by_origin[origin].append(_figure_text(key, label, figure.value))
+    parts = []
+    if by_origin["file"]:
+        parts.append("from its file " + ", ".join(by_origin["file"]))
+    if by_origin["based_on"]:
+        parts.append(f"from {own.based_on} (based_on) " + ", ".join(by_origin["based_on"]))
+    if by_origin["default"]:
+        parts.append("defaults for " + ", ".join(by_origin["default"]))
+    if by_origin["none"]:
+        parts.append("none for " + ", ".join(by_origin["none"]))
+    lead = (
+        f"{acc.name}'s calibration"
+        if own is not None
+        else f"{acc.name} is not a preset and its file has no [calibration] table"
     )
+    return f"{lead}: {'; '.join(parts)}; memory per device depends on none of these"
 
 
 def no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options):

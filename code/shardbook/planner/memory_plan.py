@@ -4,7 +4,7 @@ The formulas live in `shardbook.memory` (state recipes, ZeRO stages,
 activations per layer under each recomputation policy and attention kernel,
 logits, recomputed FLOPs) and `shardbook.pipeline` (the bubble and the
 microbatches a schedule keeps in flight, the deepest stage of an uneven
-pipeline, DualPipe's two weight copies); this module only assembles them
+pipeline, DualPipe's two stages per device); this module only assembles them
 into the breakdown a Candidate shows: weights, gradients, master weights,
 optimizer state, activations, logits, gathered-weight buffers, headroom.
 Ref: korthikanti2022reducing, narayanan2021megatron, rajbhandari2020zero,
@@ -13,7 +13,7 @@ dao2022flashattention, deepseek2024v3, maxtext.
 
 import math
 
-from .. import _validate, memory, models, pipeline, training
+from .. import _validate, memory, pipeline, training
 from . import calibrate
 from .shape import check_layout
 
@@ -86,30 +86,27 @@ def check_attention(attention):
     _validate.choice("attention", attention, ATTENTION)
 
 
-def activation_bytes_per_layer(model, seq_len, micro_batch_seqs, *, tp, cp, sequence_parallel, recompute, attention):
+def activation_bytes_per_layer(
+    model, seq_len, micro_batch_seqs, *, pp, tp, cp, sequence_parallel, recompute, attention
+):
     """Bytes one layer keeps in HBM for its backward on one device, for one
-    microbatch (memory.activation_bytes_per_layer); for an MoE model with
-    dense first layers, the average over its layers."""
-    m = models.get(model)
+    microbatch, as a stage of a `pp`-stage pipeline counts it
+    (memory.activation_bytes_per_stage_layer: for an MoE model with dense
+    first layers, the mean over the model's layers with pp = 1, the larger
+    kind with pp > 1)."""
     check_recompute(recompute)
     check_attention(attention)
-
-    def one(dense_layer):
-        return memory.activation_bytes_per_layer(
-            m,
-            seq_len,
-            micro_batch_seqs,
-            tp=tp,
-            cp=cp,
-            sequence_parallel=sequence_parallel,
-            recompute=recompute,
-            attention=attention,
-            dense_layer=dense_layer,
-        )
-
-    if not m.is_moe or not m.n_dense_layers:
-        return one(False)
-    return (m.n_dense_layers * one(True) + (m.n_layers - m.n_dense_layers) * one(False)) / m.n_layers
+    return memory.activation_bytes_per_stage_layer(
+        model,
+        seq_len,
+        micro_batch_seqs,
+        pp=pp,
+        tp=tp,
+        cp=cp,
+        sequence_parallel=sequence_parallel,
+        recompute=recompute,
+        attention=attention,
+    )
 
 
 LOSS_LOGITS = tuple(memory.LOSS_LOGITS)
@@ -167,7 +164,8 @@ def deepest_stage_layers(n_layers, n_stages, n_virtual=1, uneven=False):
 
 
 def parameter_copies(schedule):
-    """Copies of a stage's weights a schedule keeps (DualPipe: 2)."""
+    """Stages' weights (and gradient buffers) one device keeps under a
+    schedule (DualPipe: 2; pipeline.schedule_parameter_copies)."""
     return pipeline.schedule_parameter_copies(schedule)
 
 
@@ -176,12 +174,27 @@ WEIGHT_BYTES = 2  # the BF16 compute copy FSDP gathers
 
 
 def _state(lay):
-    """Weights, gradients, master weights and optimizer state of the deepest stage."""
+    """Weights, gradients, master weights and optimizer state of the deepest
+    stage, times the stages a device runs (`parameter_copies`: DualPipe's
+    device i runs stage i and stage p−1−i, so every stage is held twice over
+    the pipeline). The weights and the gradients are per copy, at every ZeRO
+    stage: each copy accumulates its own gradients over the microbatches of
+    its direction (DeepSeek-V3 keeps them in FP32 "for batch size
+    accumulation"), and the pair sums them only at the step's end (DualPipe's
+    example adds one rank's .grad to the other's), so a ZeRO-2/3 shard is
+    held for each of the two stages, never one for the pair. The master
+    weights and the optimizer state are counted once: the summed gradient is
+    the same on both ranks of the pair, which can split the update between
+    them; the report's Table 2 and the DualPipe README give 2× for the
+    parameters and say nothing of the optimizer, so no redundant copy is
+    assumed. Ref: deepseek2024v3 §3.2.1 (Table 2) and §3.3.3, deepseek-dualpipe."""
     state = state_breakdown(lay.dense_local, lay.state_recipe, lay.zero, lay.dense_replicas)
     for key, value in state_breakdown(lay.expert_local, lay.state_recipe, lay.zero, lay.expert_replicas).items():
         state[key] += value
     if lay.mesh["pp"] > 1:
-        state["weights"] *= parameter_copies(lay.schedule)
+        copies = parameter_copies(lay.schedule)
+        state["weights"] *= copies
+        state["gradients"] *= copies
     return state
 
 
@@ -206,7 +219,8 @@ def device_memory(lay, recompute=None):
     """(breakdown, policy, fits) for a Layout: `breakdown` maps each of
     BREAKDOWN_KEYS to bytes on the device that holds the most (the first
     stage, whose schedule keeps the most microbatches in flight, or the last,
-    which also holds the logits); `policy` is `recompute`, or with None the
+    which also holds the logits; under DualPipe the first device runs the
+    last stage too, and holds both); `policy` is `recompute`, or with None the
     first of SEARCH_POLICIES that fits."""
 
     check_layout(lay)
@@ -220,6 +234,7 @@ def device_memory(lay, recompute=None):
             m,
             lay.seq_len,
             lay.micro_batch_seqs,
+            pp=mesh["pp"],
             tp=mesh["tp"],
             cp=mesh["cp"],
             sequence_parallel=lay.sequence_parallel,
@@ -239,7 +254,11 @@ def device_memory(lay, recompute=None):
         else:
             first_stage = per_layer * lay.deepest * in_flight
         last_stage = per_layer * lay.deepest + logits  # one microbatch in flight, and its logits
-        if mesh["pp"] > 1 and first_stage >= last_stage:
+        if mesh["pp"] > 1 and lay.schedule == "dualpipe":
+            # DualPipe's first device runs the last stage too (the shallowest and deepest layers
+            # on one rank, deepseek2024v3 §3.2.3): its p + 1 microbatches and the loss's logits
+            activations, kept_logits = first_stage, logits
+        elif mesh["pp"] > 1 and first_stage >= last_stage:
             activations, kept_logits = first_stage, 0.0
         else:
             activations, kept_logits = (first_stage if mesh["pp"] == 1 else per_layer * lay.deepest), logits

@@ -36,10 +36,16 @@ from .shape import check_layout
 COLLECTIVE_KINDS = fabric.COLLECTIVE_KINDS
 
 
-@functools.lru_cache(maxsize=64)
 def _achieved(acc):
     """`acc` with its link rates scaled to the calibrated achieved rates."""
-    up, out = calibrate.scale_up_efficiency(acc), calibrate.scale_out_efficiency(acc)
+    return _scaled_rates(acc, calibrate.scale_up_efficiency(acc), calibrate.scale_out_efficiency(acc))
+
+
+@functools.lru_cache(maxsize=64)
+def _scaled_rates(acc, up, out):
+    """`acc` with its scale-up rates times `up` and its scale-out rate times
+    `out` (cached by the efficiencies too: an accelerator file read again
+    under the same name may calibrate it otherwise)."""
 
     def scaled(value, factor):
         return Sourced(float(value) * factor, value.source, "achieved", "calibrated (planner.calibrate)")
@@ -280,6 +286,7 @@ def math_s(lay, recompute):
         m,
         lay.seq_len,
         lay.micro_batch_seqs,
+        pp=pp,
         tp=mesh["tp"],
         cp=mesh["cp"],
         sequence_parallel=lay.sequence_parallel,
