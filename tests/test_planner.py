@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from shardbook import explorer, fabric, hardware, measured, memory, models, planner
+from shardbook import collectives, explorer, fabric, hardware, measured, memory, models, planner
 from shardbook.planner import calibrate, memory_plan, placement, timing
 
 LLAMA_405B_MESH = {"fsdp": 128, "tp": 8, "pp": 16}  # dubey2024llama3 Table 4, 16,384 GPUs
@@ -202,15 +202,36 @@ def test_bad_options_name_the_argument_and_the_valid_values():
 
 def test_nvlink_sharp_prices_an_all_reduce_in_the_switch():
     """On the NVSwitch generations with NVLink SHARP (calibrate.NVLS_PRESETS)
-    an all-reduce inside the node moves each buffer once, (n−1)/n·V over the
-    egress; H800 keeps the ring's 2(n−1)/n·V."""
+    an all-reduce inside the node moves (n+1)/n·V each way over the egress
+    (multimem load-reduce, then multicast store: nccl-nvls,
+    nccl-tests-nvls-allreduce), the same formula as
+    collectives.in_switch_all_reduce_s; H800 keeps the ring's 2(n−1)/n·V.
+    The planner used to price it as an all-gather, (n−1)/n·V."""
     assert set(calibrate.NVLS_PRESETS) == {"H100", "H200", "B200", "GB200 NVL72", "GB300 NVL72"}
     where = placement.Placement(8, 1, 8)
     for name in ("H100", "H800"):
         acc = hardware.get(name)
+        egress = acc.scale_up_egress_bytes_per_s
         seconds = timing.collective_s(acc, "all_reduce", 1e9, where)
-        ring = 2 * 7 / 8 * 1e9 / acc.scale_up_egress_bytes_per_s
-        assert seconds == pytest.approx(ring / 2 if name == "H100" else ring)
+        ring = 2 * 7 / 8 * 1e9 / egress
+        assert seconds == pytest.approx(9 / 8 * 1e9 / egress if name == "H100" else ring)
+        if name == "H100":
+            assert seconds == pytest.approx(collectives.in_switch_all_reduce_s(1e9, 8, egress))
+
+
+def test_nvlink_sharp_is_used_only_where_it_is_cheaper_than_the_ring():
+    """(n+1)/n·V against the ring's 2(n−1)/n·V: at n = 2 the switch moves
+    1.5·V each way and the ring V, so a pair pays the ring (NCCL's tuner
+    picks the faster algorithm); at n = 4 the switch wins (1.25·V vs 1.5·V).
+    The expectation adds the latency of the algorithm it picks: 2 steps in
+    the switch, 2(n−1) for the ring."""
+    acc = hardware.get("H100")
+    egress = acc.scale_up_egress_bytes_per_s
+    pair, four = placement.Placement(2, 1, 2), placement.Placement(4, 1, 4)
+    assert timing.collective_s(acc, "all_reduce", 1e9, pair) == pytest.approx(1e9 / egress)
+    assert timing.collective_s(acc, "all_reduce", 1e9, four) == pytest.approx(1.25e9 / egress)
+    latency = calibrate.scale_up_latency_s(acc)
+    assert timing.collective_s(acc, "all_reduce", 1, four, calibrated=True) == pytest.approx(2 * latency, rel=1e-3)
 
 
 def test_latency_makes_small_messages_cost():

@@ -66,15 +66,22 @@ def all_reduce_s(total_bytes, n, link_bytes_per_s, bidirectional=False, concurre
 
 def in_switch_all_reduce_s(total_bytes, n, egress_bytes_per_s):
     """All-reduce when the switch does the reduction (NVLink SHARP, NCCL's
-    NVLS algorithm; SHARP on InfiniBand). Each device sends every slice of
-    its buffer once to the switch, which sums them, and the reduced slices are
-    multicast back: about total·(n+1)/n bytes each way per device, against a
-    ring's (or direct copies') total·2(n-1)/n. That ring figure, which
-    all_reduce_s and shardbook.fabric price, is therefore a bound only for
-    algorithms in which the devices reduce. Units: bytes, bytes/s one
-    direction of the device's egress, seconds.
-    Ref: nccl-nvls (NCCL maintainers: NVLS "will transmit size in one direction
-    and 1/N*size in the other" per reduce-scatter or all-gather half).
+    NVLS algorithm). Each device owns 1/n of the buffer. Reduce half: it
+    issues a multimem load-reduce of its slice, the switch reads that slice
+    from all n devices (itself included) and returns the sum, so each
+    device sends total (n slices of total/n, one per reader) and receives
+    total/n. Broadcast half: it multicast-stores its reduced slice (sends
+    total/n) and the switch writes every slice to every device (receives
+    total). Each way, total·(n+1)/n bytes cross each device's link, against
+    a ring's (or direct copies') total·2(n-1)/n: fewer for n >= 4, equal at
+    n = 3, more at n = 2. The ring figure, which all_reduce_s and
+    shardbook.fabric price, is therefore a bound only for algorithms in
+    which the devices reduce. Units: bytes, bytes/s one direction of the
+    device's egress, seconds.
+    Ref: nccl-nvls (NCCL maintainers: an NVLS reduce-scatter or all-gather
+    "will transmit size in one direction and 1/N*size in the other"),
+    nccl-tests-nvls-allreduce (an NVLS all-reduce's algorithm bandwidth is
+    the NVLink bandwidth × n/(n+1)).
     """
     _validate.non_negative("total_bytes", total_bytes)
     _validate.count("n", n)

@@ -6,7 +6,7 @@ rerun them. Chapters show them as cited evidence.
 
 from dataclasses import dataclass, replace
 
-from . import _validate
+from . import _validate, memory
 
 
 @dataclass(frozen=True)
@@ -218,8 +218,7 @@ class PublishedRun:
             raise ValueError(f"schedule: unknown value {self.schedule!r}; valid: {', '.join(SCHEDULES)}")
         if self.precision not in PRECISIONS:
             raise ValueError(f"precision: unknown value {self.precision!r}; valid: {', '.join(PRECISIONS)}")
-        if self.zero not in (0, 1, 2, 3):
-            raise ValueError(f"zero: must be 0, 1, 2 or 3, got {self.zero!r}")
+        object.__setattr__(self, "zero", memory.check_zero(self.zero))
         if self.attention not in ("flash", "eager"):
             raise ValueError(f"attention: must be 'flash' or 'eager', got {self.attention!r}")
         if self.step_s is None:

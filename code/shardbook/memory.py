@@ -17,6 +17,7 @@ megatron-distrib-optimizer, maxtext, distributed-training-notes.
 """
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from . import _validate, models, pipeline
@@ -164,6 +165,22 @@ def state_recipe(recipe):
     return STATE_RECIPES[recipe]
 
 
+def check_zero(zero):
+    """The ZeRO stage `zero` as a Python int, or a ValueError naming `zero`
+    and the valid stages. The one rule every path uses (this module, the
+    planner, measured.PublishedRun): an integer in ZERO_STAGES; numpy
+    integers count, a bool, a float (even 1.0) or a string ("1") does not.
+    Stage 1 shards the master weights and optimizer state over the
+    data-parallel ranks, 2 the gradients too, 3 the weights too (what an
+    fsdp axis does). Ref: rajbhandari2020zero."""
+    if not isinstance(zero, numbers.Integral) or isinstance(zero, bool) or int(zero) not in ZERO_STAGES:
+        stages = ", ".join(map(str, ZERO_STAGES))
+        raise ValueError(
+            f"zero: must be one of {stages} (the ZeRO stage over the data-parallel ranks, an integer), got {zero!r}"
+        )
+    return int(zero)
+
+
 def state_breakdown_bytes(params_per_device, recipe="megatron", zero=0, zero_shards=1):
     """Persistent state on one device, by kind, in bytes: a dict with
     "weights", "gradients", "master_weights" and "optimizer_state" for
@@ -176,8 +193,7 @@ def state_breakdown_bytes(params_per_device, recipe="megatron", zero=0, zero_sha
     megatron-distrib-optimizer."""
     _validate.non_negative("params_per_device", params_per_device)
     r = state_recipe(recipe)
-    if isinstance(zero, bool) or zero not in ZERO_STAGES:
-        raise ValueError(f"zero: unknown ZeRO stage {zero!r}; valid: {', '.join(map(str, ZERO_STAGES))}")
+    zero = check_zero(zero)
     n = _validate.count("zero_shards", zero_shards)
     p = params_per_device
     return {

@@ -6,9 +6,10 @@ read them without importing the package that imports it."""
 ASSUMPTIONS = """\
 - two step times: the bound (`step_s`, `mfu`) takes peak FLOP/s (the FP8
   peak for precision='fp8'), collectives at line rate with no latency,
-  all-reduce inside an NVSwitch domain with NVLink SHARP as in-switch
-  reduction (H100, H200, B200, GB200/GB300 NVL72; not H800; an
-  accelerator file's [calibration] says whether its own does), and every
+  all-reduce inside an NVSwitch domain with NVLink SHARP (H100, H200,
+  B200, GB200/GB300 NVL72; not H800; an accelerator file's [calibration]
+  says whether its own does) as the cheaper of in-switch reduction ((n+1)/n
+  of the buffer each way) and the ring, and every
   overlappable collective hidden; no measured run may beat it. The
   expectation (`expected_step_s`, `expected_mfu`) divides the math by a
   sustained efficiency per accelerator, adds the work between the matmuls
@@ -43,8 +44,9 @@ ASSUMPTIONS = """\
   per layer; these and the pipeline's stage-to-stage sends hide behind the
   math (the expectation exposes the gradient reduction in full when
   grad_reduce_overlap is False). TP (4 all-reduce equivalents of the
-  block's activations per layer, 6 with full recomputation; K and V
-  replicated beyond the KV heads) and EP (dispatch and combine, forward and
+  block's activations per layer, 6 with full recomputation, each a
+  reduce-scatter and an all-gather with sequence parallelism, which NVLink
+  SHARP does not speed up; K and V replicated beyond the KV heads) and EP (dispatch and combine, forward and
   backward; optionally node-limited and with FP8 dispatch) sit on the
   critical path unless tp_comm_overlap or ideal_overlap (collective matmul)
   hides TP, and ideal_overlap or DualPipe hides EP. PP adds its schedule's

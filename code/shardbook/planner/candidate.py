@@ -149,8 +149,10 @@ def evaluate(
     - `dense_over_ep`: dense weights sharded over the expert axis as
       MaxText's rules do (False: replicated over ep and reduced over it).
     - `routing_node_limit`: each token reaches at most this many domains
-      (DeepSeek-V3: 4), one copy per domain; `fp8_dispatch`: the forward
-      dispatch in FP8 (1 byte per element).
+      (DeepSeek-V3: 4), one copy per domain; `fp8_dispatch`: the
+      dispatch-direction exchanges (the forward dispatch and the backward's
+      activation gradients) in FP8 (1 byte per element), the combines in
+      BF16 (moe.scale_out_exchange_bytes_per_token; deepseek2024v3).
     - `precision`: 'bf16', or 'fp8' matmuls (the bound at the FP8 peak,
       calibrate.fp8_peak_ratio; the expectation with
       calibrate.fp8_sustained_speedup); MFU stays over the BF16 peak.
@@ -251,7 +253,7 @@ def evaluate(
         schedule=schedule,
         n_virtual=n_virtual,
         state_recipe=state_recipe,
-        zero=zero,
+        zero=lay.zero,
         attention=attention,
         precision=precision,
         memory_device=device,

@@ -7,7 +7,7 @@ output layer, and the deepest pipeline stage's share by layer count).
 
 import math
 
-from .. import _validate, hardware, models, pipeline
+from .. import _validate, hardware, memory, models, pipeline
 from . import memory_plan
 from .placement import DEFAULT_ORDER, check_mesh, normalize_mesh, place
 from .shape import Layout, check_layout
@@ -34,7 +34,7 @@ def check_options(schedule, n_virtual, recompute, attention, state_recipe, zero,
         memory_plan.check_recompute(recompute)
     memory_plan.check_attention(attention)
     memory_plan.check_recipe(state_recipe)
-    memory_plan.check_zero(zero)
+    memory.check_zero(zero)
     if schedule == "dualpipe" and pp > 1 and pp % 2:
         raise ValueError(f"schedule: 'dualpipe' needs an even number of stages, got pp={pp}")
 
@@ -108,6 +108,7 @@ def layout(
         raise ValueError(f"mesh: degrees multiply to {n}, not to the device count {n_devices}")
     check_mesh(m, mesh, seq_len, uneven_pipeline)
     check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, mesh["pp"])
+    zero = memory.check_zero(zero)  # a numpy integer becomes an int
     _validate.choice("precision", precision, PRECISIONS)
     _validate.positive("capacity_factor", capacity_factor)
     _validate.choice("loss_logits", loss_logits, memory_plan.LOSS_LOGITS)

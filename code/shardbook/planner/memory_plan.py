@@ -55,18 +55,11 @@ def check_recipe(state_recipe):
     _validate.choice("state_recipe", state_recipe, STATE_RECIPES)
 
 
-def check_zero(zero):
-    """ValueError unless `zero` is a ZeRO stage 0-3."""
-    if not isinstance(zero, int) or isinstance(zero, bool) or zero not in ZERO_STAGES:
-        raise ValueError(f"zero: must be one of 0, 1, 2, 3 (ZeRO stage over the data-parallel ranks), got {zero!r}")
-
-
 def state_breakdown(params_per_device, state_recipe, zero=0, zero_shards=1):
     """Bytes of weights, gradients, master weights and optimizer state on one
     device holding `params_per_device` parameters, with ZeRO stage `zero`
     over `zero_shards` data-parallel ranks (memory.state_breakdown_bytes)."""
     check_recipe(state_recipe)
-    check_zero(zero)
     return dict(memory.state_breakdown_bytes(params_per_device, state_recipe, zero=zero, zero_shards=zero_shards))
 
 
@@ -207,13 +200,20 @@ def _state(lay, dense, expert, copies):
 
 def _gathered(lay, dense, expert, layers):
     """FSDP's buffers on a device holding `dense` and `expert` parameters in
-    `layers` transformer layers: the layer being computed and the next one
-    being gathered, each the device's mean layer (its weights over its
-    layers, the embedding and output layer it holds included), or (kept)
-    every BF16 weight the device holds."""
-    if lay.dense_shard == 1 and lay.mesh["fsdp"] == 1:
+    `layers` transformer layers, of the weights it must gather: sharded over
+    fsdp (dense ones over ep too with dense_over_ep), or over their
+    data-parallel replicas by ZeRO-3, which is FSDP over those ranks. The
+    layer being computed and the next one being gathered, each the device's
+    mean layer (its weights over its layers, the embedding and output layer
+    it holds included), or (kept) every gathered BF16 weight it holds."""
+    zero3 = lay.zero == 3
+    dense_gathered = lay.dense_shard > 1 or (zero3 and lay.dense_replicas > 1)
+    expert_gathered = lay.mesh["fsdp"] > 1 or (zero3 and lay.expert_replicas > 1)
+    full = (dense * lay.dense_shard if dense_gathered else 0.0) + (
+        expert * lay.mesh["fsdp"] if expert_gathered else 0.0
+    )
+    if not full:
         return 0.0
-    full = dense * lay.dense_shard + expert * lay.mesh["fsdp"]
     if lay.keep_gathered_weights:
         return WEIGHT_BYTES * full
     return 2 * WEIGHT_BYTES * full / max(layers, 1)

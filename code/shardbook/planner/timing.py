@@ -8,7 +8,8 @@ Bubbles: the schedule's own (`memory_plan.bubble_overhead`).
 
 - The bound (`calibrated=False`): peak FLOP/s, collectives at line rate
   with no latency, an all-reduce inside an NVSwitch domain that has NVLink
-  SHARP priced as in-switch reduction (calibrate.NVLS_PRESETS), every
+  SHARP (calibrate.NVLS_PRESETS) priced as the cheaper of in-switch
+  reduction (collectives.in_switch_all_reduce_s) and the ring, every
   overlappable collective hidden behind the math; the step is the longest of
   the math and each hidden collective, plus the collectives that cannot
   hide, plus the bubble.
@@ -19,15 +20,17 @@ Bubbles: the schedule's own (`memory_plan.bubble_overhead`).
   exposed (never less than what the math cannot cover).
 
 Ref: scale-your-model-amd, scaling-book-sharding, narayanan2021megatron,
-deepseek2024v3, nccl-tests-performance.
+deepseek2024v3, nccl-tests-performance, nccl-nvls, nccl-tests-nvls-allreduce.
 """
 
 import dataclasses
 import functools
+import math
 
-from .. import _validate, collectives, fabric, hardware, models, training
+from .. import _validate, collectives, fabric, hardware, models, moe, training
 from ..hardware import Sourced
 from . import calibrate, memory_plan
+from .placement import Placement
 from .shape import check_layout
 
 COLLECTIVE_KINDS = fabric.COLLECTIVE_KINDS
@@ -71,17 +74,34 @@ def _latency_steps(kind, placement, in_switch):
     return inside, across
 
 
-def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, calibrated=False, node_limit=None):
+def _latency_s(acc, steps):
+    """Seconds of latency for (scale-up steps, scale-out steps)."""
+    up, out = steps
+    return up * calibrate.scale_up_latency_s(acc) + out * calibrate.scale_out_latency_s(acc)
+
+
+def collective_s(
+    accelerator, kind, bytes_per_call, placement, n_calls=1, *, calibrated=False, node_limit=None, in_switch=True
+):
     """Seconds for `n_calls` collectives of one kind over an axis's groups.
 
     `bytes_per_call`: the full buffer (all_to_all: each device's payload).
-    Bound: line rate, no latency; an all-reduce inside one NVSwitch domain
-    with NVLink SHARP moves each buffer once ((n-1)/n·V over the egress).
-    Calibrated: achieved rates and the fabric's per-step latency.
+    Bound: line rate, no latency. An all-reduce inside one NVSwitch domain
+    with NVLink SHARP may run in the switch (NCCL's NVLS:
+    collectives.in_switch_all_reduce_s, (n+1)/n·V each way over the
+    egress, 2 latency steps) or as the ring the fabric prices (2(n-1)/n·V,
+    2(n-1) steps); it costs the cheaper, as NCCL's tuner picks (the ring
+    wins at n = 2). `in_switch=False`: the all-reduce runs as a
+    reduce-scatter and an all-gather (TP with sequence parallelism), which
+    the switch does not speed up, so it pays the ring. Calibrated: achieved
+    rates and the fabric's per-step latency.
+    Ref: nccl-nvls, nccl-tests-nvls-allreduce.
     `node_limit` (all_to_all across domains): each token crosses to at most
     that many domains, one copy per domain (DeepSeek-V3's node-limited
-    routing), so the cross-domain bytes scale by node_limit / top_k; give it
-    as that ratio (<= 1)."""
+    routing), so the cross-domain bytes scale by the copies it sends over
+    top_k (min(top_k, limit, domains) / top_k, as
+    moe.scale_out_exchange_bytes_per_token counts them); give it as that
+    ratio (<= 1)."""
     acc = hardware.get(accelerator)
     _validate.choice("kind", kind, COLLECTIVE_KINDS)
     _validate.non_negative("bytes_per_call", bytes_per_call)
@@ -90,15 +110,20 @@ def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, cal
     if d == 1 or bytes_per_call == 0 or n_calls == 0:
         return 0.0
     rates = _achieved(acc) if calibrated else acc
-    in_switch = (
+    if (
         kind == "all_reduce"
+        and in_switch
         and placement.n_domains == 1
         and acc.scale_up_fabric == "switch"
         and calibrate.has_in_switch_reduction(acc)
-    )
-    if in_switch:
-        seconds = collectives.collective_s("all_gather", bytes_per_call, d, rates.scale_up_egress_bytes_per_s)
-    elif kind == "all_to_all" and node_limit is not None and placement.n_domains > 1 and not placement.torus_span:
+    ):
+        ring = fabric.collective_s(kind, bytes_per_call, rates, d, 1)
+        switch = collectives.in_switch_all_reduce_s(bytes_per_call, d, rates.scale_up_egress_bytes_per_s)
+        if calibrated:
+            ring += _latency_s(acc, _latency_steps(kind, placement, False))
+            switch += _latency_s(acc, _latency_steps(kind, placement, True))
+        return min(ring, switch) * n_calls
+    if kind == "all_to_all" and node_limit is not None and placement.n_domains > 1 and not placement.torus_span:
         m = placement.members_per_domain
         inside = fabric.scale_up_s("all_to_all", bytes_per_call * m / d, rates, m) if m > 1 else 0.0
         across = bytes_per_call * (d - m) / d * node_limit / rates.scale_out_bytes_per_s
@@ -117,23 +142,43 @@ def collective_s(accelerator, kind, bytes_per_call, placement, n_calls=1, *, cal
     else:
         seconds = fabric.collective_s(kind, bytes_per_call, rates, d, placement.n_domains)
     if calibrated:
-        up, out = _latency_steps(kind, placement, in_switch)
-        seconds += up * calibrate.scale_up_latency_s(acc) + out * calibrate.scale_out_latency_s(acc)
+        seconds += _latency_s(acc, _latency_steps(kind, placement, False))
     return seconds * n_calls
 
 
 def multi_axis_s(accelerator, kind, total_bytes, placements, n_calls=1, *, calibrated=False):
     """A collective over a group made of several mesh axes (innermost
-    first), priced as one phase per axis: a reduce-scatter or all-gather
-    moves total/(product of the axes before it) over each; an all-reduce is
-    a reduce-scatter down the axes, an all-reduce over the last, and the
-    all-gather back."""
+    first). The axes' devices form one group of k domains with m members
+    each (k and m the products of the axes'; on a torus, the union of their
+    dimensions, each with its links), priced as one axis of that shape
+    (collective_s: the fabric's in-domain and cross-domain phases pipelined,
+    NVLink SHARP inside one domain, every torus dimension's links at once),
+    so that splitting a group into axes does not change its price. Where two
+    axes share a torus dimension (groups striding it), one phase per axis: a
+    reduce-scatter or all-gather moves total/(product of the axes before it)
+    over each; an all-reduce is a reduce-scatter down the axes, an
+    all-reduce over the last, and the all-gather back.
+    Ref: scaling-book-sharding (a collective over several axes uses the
+    links of each)."""
     _validate.choice("kind", kind, ("all_gather", "reduce_scatter", "all_reduce"))
     groups = [p for p in placements if p.degree > 1]
     if not groups:
         return 0.0
     if len(groups) == 1:
         return collective_s(accelerator, kind, total_bytes, groups[0], n_calls, calibrated=calibrated)
+    dims = [dim for p in groups for dim, _, _ in p.torus_span]
+    if len(dims) == len(set(dims)):
+        # off a torus, or on distinct torus dimensions, the devices of the axes together are one
+        # group of the fabric (k domains of m members, on the union of the dimensions with the
+        # links of each), priced as one axis of that shape would be (fabric.collective_s)
+        whole = Placement(
+            math.prod(p.degree for p in groups),
+            math.prod(p.n_domains for p in groups),
+            math.prod(p.members_per_domain for p in groups),
+            torus_links=sum(p.torus_links for p in groups),
+            torus_span=tuple(span for p in groups for span in p.torus_span),
+        )
+        return collective_s(accelerator, kind, total_bytes, whole, n_calls, calibrated=calibrated)
     seconds, size = 0.0, total_bytes
     if kind == "all_reduce":
         for p in groups[:-1]:
@@ -290,8 +335,9 @@ def _dp_s(lay, calibrated):
     """The gradient reduction over the ranks that replicate a weight (dp
     and cp, and ep for dense weights it does not shard): an all-reduce once
     per step (ZeRO-1: reduce-scatter and all-gather of the updated weights;
-    ZeRO-2: a reduce-scatter per microbatch; ZeRO-3: gathers per
-    microbatch too)."""
+    ZeRO-2: a reduce-scatter per microbatch; ZeRO-3, FSDP over these ranks:
+    gathers forward and backward per microbatch too, or once per step with
+    keep_gathered_weights, as _fsdp_s)."""
     acc, where = lay.accelerator, lay.placement
     weight, grad = memory_plan.WEIGHT_BYTES, memory_plan.gradient_bytes_per_param(lay.state_recipe)
     dense_axes = [where["cp"], where["dp"]] + ([] if lay.dense_over_ep else [where["ep"]])
@@ -303,7 +349,7 @@ def _dp_s(lay, calibrated):
             seconds += multi_axis_s(acc, "all_reduce", grad * params, axes, 1, calibrated=calibrated)
             continue
         scatters = lay.n_micro if lay.zero >= 2 else 1
-        gathers = 2 * lay.n_micro if lay.zero == 3 else 1
+        gathers = 2 * lay.n_micro if lay.zero == 3 and not lay.keep_gathered_weights else 1
         seconds += multi_axis_s(acc, "reduce_scatter", grad * params, axes, scatters, calibrated=calibrated)
         seconds += multi_axis_s(acc, "all_gather", weight * params, axes, gathers, calibrated=calibrated)
     return seconds
@@ -325,17 +371,35 @@ def communication_s(lay, recompute, calibrated=False):
     kv_heads_per_rank = max(m.n_kv_heads, tp) / tp  # K and V replicated when tp exceeds the KV heads
     kv_bytes = tokens_mb * mesh["cp"] * 2 * kv_heads_per_rank * m.head_dim * 2
     out["cp"] = collective_s(acc, "all_gather", kv_bytes, where["cp"], 2 * layers_here * calls, calibrated=calibrated)
-    # tensor parallelism: 4 all-reduce equivalents of the block's activations per layer (6 with full recompute)
+    # tensor parallelism: 4 all-reduce equivalents of the block's activations per layer (6 with
+    # full recompute); with sequence parallelism each is a reduce-scatter and an all-gather
+    # (korthikanti2022reducing), which an in-switch reduction does not speed up (nccl-nvls)
     rounds = 6 if recompute == "full" else 4
     out["tp"] = collective_s(
-        acc, "all_reduce", tokens_mb * m.d_model * 2, where["tp"], rounds * layers_here * calls, calibrated=calibrated
+        acc,
+        "all_reduce",
+        tokens_mb * m.d_model * 2,
+        where["tp"],
+        rounds * layers_here * calls,
+        calibrated=calibrated,
+        in_switch=not lay.sequence_parallel,
     )
-    # expert parallelism: dispatch and combine, forward and backward, per MoE layer
+    # expert parallelism: dispatch and combine, forward and backward, per MoE layer, as
+    # moe.scale_out_exchange_bytes_per_token counts them: the two dispatch-direction exchanges
+    # (the forward dispatch, the backward's output gradients) in FP8 with fp8_dispatch, the two
+    # combine-direction ones in BF16; node-limited routing sends min(top_k, limit, nodes) copies
     out["ep"] = 0.0
     if moe_layers_here and mesh["ep"] > 1:
-        routed = tokens_mb / tp * m.top_k * m.d_model
-        limit = None if lay.routing_node_limit is None else min(1.0, lay.routing_node_limit / m.top_k)
-        four = (1 if lay.fp8_dispatch else 2) * routed + 3 * 2 * routed  # bytes of the four all-to-alls
+        dispatch_bytes = 1 if lay.fp8_dispatch else 2
+        four = 2 * sum(
+            moe.routed_bytes_per_device(tokens_mb / tp, m.top_k, m.d_model, element) for element in (dispatch_bytes, 2)
+        )  # bytes of the four all-to-alls
+        limit = None
+        if lay.routing_node_limit is not None and where["ep"].n_domains > 1:
+            nodes = where["ep"].n_domains
+            limit = moe.scale_out_exchange_bytes_per_token(
+                m.d_model, m.top_k, nodes, lay.routing_node_limit
+            ) / moe.scale_out_exchange_bytes_per_token(m.d_model, m.top_k, nodes)
         out["ep"] = collective_s(
             acc,
             "all_to_all",
