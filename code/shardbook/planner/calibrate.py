@@ -59,7 +59,6 @@ MATMUL_EFFICIENCY = {
         "fitted on the H100 calibration runs (Llama 3 8K; Megatron-Core 1.7B, 16B, 70B, 177B, 462B); "
         "measured.SUSTAINED's 0.73 is matmuls alone",
     ),
-    "H200": Figure(0.50, "assumed", "not fitted: assumed equal to H100's fit (same GH100 die); no H200 run", True),
     "H800": Figure(
         0.41,
         "fit",
@@ -86,6 +85,13 @@ MATMUL_EFFICIENCY = {
     "MI300X": Figure(0.60, "assumed", "not fitted: assumed; no MI300X run in the calibration set", True),
     "MI355X": Figure(0.60, "assumed", "not fitted: assumed; no MI355X run in the calibration set", True),
 }
+# H200: no run; assumed to sustain what H100's fit gives (the same GH100 die and clocks)
+MATMUL_EFFICIENCY["H200"] = Figure(
+    MATMUL_EFFICIENCY["H100"].value,
+    "assumed",
+    "not fitted: assumed equal to H100's fit (same GH100 die); no H200 run",
+    True,
+)
 DEFAULT_MATMUL_EFFICIENCY = Figure(0.65, "assumed", "not fitted: assumed; any accelerator without its own entry", True)
 
 # --- achieved bandwidth -----------------------------------------------------------
