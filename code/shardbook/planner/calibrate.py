@@ -318,23 +318,32 @@ def assumed():
     return [row for row in table() if row[2].source == "assumed"]
 
 
+# (the book's name for a table, the module attribute: a dict of Figures, or one Figure)
+TABLES = (
+    ("matmul efficiency", "MATMUL_EFFICIENCY"),
+    ("matmul efficiency (default)", "DEFAULT_MATMUL_EFFICIENCY"),
+    ("scale-up efficiency", "SCALE_UP_EFFICIENCY"),
+    ("scale-up efficiency (default)", "DEFAULT_SCALE_UP_EFFICIENCY"),
+    ("scale-out efficiency", "SCALE_OUT_EFFICIENCY"),
+    ("scale-up latency (s)", "SCALE_UP_LATENCY_S"),
+    ("scale-out latency (s)", "SCALE_OUT_LATENCY_S"),
+    ("exposed fraction", "EXPOSED_FRACTION"),
+    ("FP8 peak ratio", "FP8_PEAK_RATIO"),
+    ("FP8 sustained speedup", "FP8_SUSTAINED_SPEEDUP"),
+    ("HBM bandwidth (B/s)", "HBM_BYTES_PER_S"),
+    ("HBM capacity (B)", "HBM_CAPACITY_BYTES"),
+    ("HBM efficiency", "HBM_EFFICIENCY"),
+    ("elementwise passes", "ELEMENTWISE_PASSES"),
+)
+
+
 def table():
-    """Every calibration figure as (table, key, Figure) rows, for the book."""
+    """Every calibration figure as (table, key, Figure) rows, for the book
+    (a single figure's key is "any")."""
     rows = []
-    for name, tab in (
-        ("matmul efficiency", MATMUL_EFFICIENCY),
-        ("scale-up efficiency", SCALE_UP_EFFICIENCY),
-        ("scale-out efficiency", SCALE_OUT_EFFICIENCY),
-        ("scale-up latency (s)", SCALE_UP_LATENCY_S),
-        ("scale-out latency (s)", SCALE_OUT_LATENCY_S),
-        ("exposed fraction", EXPOSED_FRACTION),
-        ("FP8 peak ratio", FP8_PEAK_RATIO),
-        ("FP8 sustained speedup", {"any": FP8_SUSTAINED_SPEEDUP}),
-        ("HBM bandwidth (B/s)", HBM_BYTES_PER_S),
-        ("HBM capacity (B)", HBM_CAPACITY_BYTES),
-        ("HBM efficiency", {"any": HBM_EFFICIENCY}),
-        ("elementwise passes", {"any": ELEMENTWISE_PASSES}),
-    ):
+    for name, attribute in TABLES:
+        tab = globals()[attribute]
+        tab = tab if isinstance(tab, dict) else {"any": tab}
         rows += [(name, key, fig) for key, fig in tab.items()]
     return rows
 
