@@ -342,8 +342,100 @@ def test_calibration_figures_each_have_a_source_or_a_stated_fit():
     bib = open(_repo() / "references.bib").read()
     for table, key, figure in calibrate.table():
         assert figure.note, (table, key)
-        assert figure.source == "fit" or f"{{{figure.source}," in bib, (table, key, figure.source)
+        assert figure.source in calibrate.SOURCE_KINDS or f"{{{figure.source}," in bib, (table, key, figure.source)
         assert figure.value > 0, (table, key)
+
+
+def test_a_fit_is_a_fit_and_an_assumption_says_so():
+    # issue 29 item 4: a figure marked "fit" must be one shardbook.validation fits (the
+    # per-accelerator η of the accelerators with calibration runs, and the elementwise
+    # passes), never a placeholder; a value nobody measured or fitted is "assumed",
+    # provisional, and its note says so in words
+    from shardbook import validation
+
+    fitted = {("matmul efficiency", acc) for acc in dict.fromkeys(r.accelerator for r in validation.calibration_runs())}
+    fitted.add(("elementwise passes", "any"))
+    for table, key, figure in calibrate.table():
+        if figure.source == "fit":
+            assert (table, key) in fitted, (table, key)
+            assert not figure.provisional, (table, key)
+        if figure.source == "assumed":
+            assert figure.provisional and figure.note.startswith(calibrate.ASSUMED_NOTE), (table, key)
+    assumed = {(table, key) for table, key, _ in calibrate.assumed()}
+    assert ("HBM efficiency", "any") in assumed and ("scale-out efficiency", "tpu") in assumed
+    assert ("matmul efficiency", "A100") not in assumed
+    # the exposed parts of FSDP, DP and PP traffic are derived in planner.timing, not kept as figures
+    assert set(calibrate.EXPOSED_FRACTION).isdisjoint({"fsdp", "dp", "pp"})
+
+
+# --- the exposed part of each hidden collective, derived from the layout -------------------
+
+
+def _layout_no_recompute(model, accelerator, mesh, global_tokens, **options):
+    """As _layout, with recompute "none" and without the MoE capacity factor."""
+    import inspect
+
+    from shardbook.planner import layout as layout_module
+
+    defaults = {
+        k: p.default
+        for k, p in inspect.signature(planner.evaluate).parameters.items()
+        if p.kind is p.KEYWORD_ONLY and k not in ("capacity_factor", "recompute")
+    }
+    return layout_module.layout(model, accelerator, mesh, global_tokens, recompute="none", **{**defaults, **options})
+
+
+def test_fsdp_exposes_the_first_layers_gather_and_the_last_layers_scatter():
+    # LLaMA-3 8B on one HGX H100, fsdp 8, 4 microbatches of one 4,096-token sequence: a step
+    # gathers each of the 32 layers 2·4 times and reduce-scatters it 4 times; only the first
+    # gather and the last reduce-scatter have no math to hide behind
+    lay = _layout_no_recompute("LLaMA-3 8B", "H100", {"fsdp": 8}, 8 * 4 * 4096, seq_len=4096)
+    assert (lay.n_micro, lay.deepest) == (4, 32)
+    grad = memory_plan.gradient_bytes_per_param(lay.state_recipe)
+    layer_params = lay.dense_local * 8 / 32  # one layer's share of the device's gathered weights
+    where = lay.placement["fsdp"]
+    one_layer = timing.collective_s("H100", "all_gather", 2 * layer_params, where, calibrated=True) + (
+        timing.collective_s("H100", "reduce_scatter", grad * layer_params, where, calibrated=True)
+    )
+    assert timing.fsdp_exposed_s(lay) == pytest.approx(one_layer, rel=1e-12)
+    # as a fraction of the step's FSDP traffic: one layer's gather + scatter over 32·(2·4 gathers
+    # + 4 scatters), in bytes (2 + g) / (32·(16 + 4g)), up to the per-message latency
+    fraction = timing.exposed_fractions(lay)["fsdp"]
+    assert fraction == pytest.approx((2 + grad) / (32 * (2 * 2 * 4 + grad * 4)), rel=0.02)
+    kept = _layout_no_recompute(
+        "LLaMA-3 8B", "H100", {"fsdp": 8}, 8 * 4 * 4096, seq_len=4096, keep_gathered_weights=True
+    )
+    assert timing.exposed_fractions(kept)["fsdp"] > fraction  # fewer gathers, the same first one
+
+
+def test_dp_exposes_the_last_gradient_bucket():
+    # Megatron-Core's default bucket: max(40e6, 1e6 × dp) parameters (megatron-core-ddp)
+    small = _layout_no_recompute("LLaMA-3 8B", "H100", {"dp": 8}, 8 * 4096, seq_len=4096)
+    wide = _layout_no_recompute("LLaMA-3 8B", "H100", {"dp": 64}, 64 * 4096, seq_len=4096)
+    assert timing.gradient_bucket_params(small) == 40_000_000
+    assert timing.gradient_bucket_params(wide) == 64_000_000
+    # 8B parameters per device fill about 200 buckets of 40e6: the last one's all-reduce is exposed
+    grad = memory_plan.gradient_bytes_per_param(small.state_recipe)
+    bucket = timing.collective_s("H100", "all_reduce", grad * 40e6, small.placement["dp"], calibrated=True)
+    assert timing.dp_exposed_s(small) == pytest.approx(bucket, rel=1e-12)
+    assert timing.exposed_fractions(small)["dp"] == pytest.approx(40e6 / small.dense_local, rel=0.02)
+    # a model smaller than one bucket exposes its whole reduction
+    tiny = _layout_no_recompute("LLaMA-3 8B", "H100", {"dp": 2, "tp": 8, "pp": 32}, 2 * 32 * 4096, seq_len=4096)
+    assert tiny.dense_local < 40e6 and timing.exposed_fractions(tiny)["dp"] == pytest.approx(1.0)
+
+
+def test_pipeline_sends_are_exposed_unless_the_schedule_overlaps_them():
+    # Megatron overlaps p2p only in its interleaved schedule; there the fill's and drain's
+    # p - 1 sends each way stay exposed, of the 2·v·m a stage makes
+    mesh, tokens = {"pp": 4, "dp": 2}, 2 * 8 * 4096
+    blocking = _layout_no_recompute("LLaMA-3 8B", "H100", mesh, tokens, seq_len=4096)
+    assert blocking.n_micro == 8 and timing.pp_exposed_fraction(blocking) == 1.0
+    overlapped = _layout_no_recompute(
+        "LLaMA-3 8B", "H100", mesh, tokens, seq_len=4096, schedule="interleaved", n_virtual=2
+    )
+    assert timing.pp_exposed_fraction(overlapped) == pytest.approx(3 / 16)
+    assert timing.exposed_fractions(overlapped)["pp"] == pytest.approx(3 / 16)
+    assert timing.pp_exposed_fraction(_layout("LLaMA-3 8B", "H100", {"dp": 8}, 8 * 4096, seq_len=4096)) == 0.0
 
 
 def _repo():

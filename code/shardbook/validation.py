@@ -9,7 +9,10 @@ within each source's table, runs are taken in the order the source prints
 them; the first, third, fifth, ... calibrate and the second, fourth, ...
 validate. A source with a single run calibrates only. No figure of
 `planner.calibrate` belongs to a run: each belongs to an accelerator or a
-fabric, and is either sourced or fitted here on the calibration set.
+fabric, and is sourced, fitted here on the calibration set, or marked
+assumed where neither is possible (`assumed_in_use` says which of those the
+published runs depend on; `identifiability` checks whether the calibration
+set could fit one).
 
 What is fitted: for each accelerator with calibration runs, the sustained
 matmul efficiency η (the fraction of the dense BF16 peak the math runs at)
@@ -32,6 +35,7 @@ dubey2024llama3, deepseek2024v3, maxtext-tiering.
 """
 
 import contextlib
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -277,6 +281,71 @@ def fit_elementwise_passes(low=0.5, high=8.0, tol=0.01):
     return _golden(_calibration_error_sq, low, high, tol)
 
 
+@contextlib.contextmanager
+def figure_set(table_name, key, value):
+    """Within the block, the calibrate figure (table_name, key) of
+    calibrate.table() has `value`; restored afterwards (and the achieved
+    link rates the planner caches recomputed both times)."""
+    planner = _planner()
+    calibrate, timing = planner.calibrate, planner.timing
+    names = dict(calibrate.TABLES)
+    _validate.choice("table_name", table_name, tuple(names))
+    _validate.positive("value", value)
+    holder = getattr(calibrate, names[table_name])
+    if isinstance(holder, dict):
+        _validate.choice("key", key, tuple(holder))
+        old = holder[key]
+        holder[key] = dataclasses.replace(old, value=value)
+    else:
+        _validate.choice("key", key, ("any",))
+        old = holder
+        setattr(calibrate, names[table_name], dataclasses.replace(old, value=value))
+    timing._scaled_rates.cache_clear()
+    try:
+        yield
+    finally:
+        if isinstance(holder, dict):
+            holder[key] = old
+        else:
+            setattr(calibrate, names[table_name], old)
+        timing._scaled_rates.cache_clear()
+
+
+def assumed_in_use(runs=None, factor=1.25):
+    """The (table, key) of each assumed calibrate figure (calibrate.assumed)
+    whose change by `factor` moves the expected step time of some run of
+    `runs` (default: every published run) by more than one part in 10⁹:
+    the assumptions the validation table depends on."""
+    runs = measured.VALIDATION_RUNS if runs is None else list(runs)
+    _validate.positive("factor", factor)
+    if factor == 1:
+        raise ValueError("factor: must differ from 1, got 1")
+    base = [expected_for_run(r).expected_step_s for r in runs]
+    used = []
+    for table_name, key, figure in _planner().calibrate.assumed():
+        with figure_set(table_name, key, figure.value * factor):
+            moved = [expected_for_run(r).expected_step_s for r in runs]
+        if any(abs(m / b - 1) > 1e-9 for m, b in zip(moved, base, strict=True)):
+            used.append((table_name, key))
+    return used
+
+
+def identifiability(table_name, key, accelerator, values):
+    """{value: Σ log²(expected / measured step)} over `accelerator`'s
+    calibration runs with the calibrate figure (table_name, key) at each of
+    `values` and that accelerator's η refitted at each: a flat profile
+    means the calibration set cannot determine the figure."""
+    name = hardware.get(accelerator).name
+    runs = [r for r in calibration_runs() if r.accelerator == name]
+    if not runs:
+        raise ValueError(f"accelerator: no calibration runs on {name!r}")
+    out = {}
+    for value in values:
+        with figure_set(table_name, key, value):
+            out[value] = _log_error_sq(name, runs, fit_matmul_efficiency(name, runs))
+    return out
+
+
 def fitted_efficiencies(digits=2):
     """{accelerator: η fitted on its calibration runs, rounded to `digits`}."""
     _validate.count("digits", digits, minimum=0)
@@ -309,7 +378,7 @@ def main(argv=None):
     return 0
 
 
-_validate.guard_module(globals(), exclude=("matmul_efficiency_set", "elementwise_passes_set", "main"))
+_validate.guard_module(globals(), exclude=("matmul_efficiency_set", "elementwise_passes_set", "figure_set", "main"))
 
 if __name__ == "__main__":
     raise SystemExit(main())

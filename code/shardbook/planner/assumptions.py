@@ -16,10 +16,15 @@ ASSUMPTIONS = """\
   at the achieved HBM bandwidth (calibrate.ELEMENTWISE_PASSES times the
   least traffic of what a layer keeps), prices collectives at achieved
   bandwidths with a latency per ring step (per peer message for
-  all-to-all), and leaves a calibrated fraction of each hidden collective
-  exposed (planner.calibrate: each figure sourced or fitted, none per
-  run; an accelerator file gives its own in a [calibration] table, else
-  the defaults); the search ranks fitting meshes by it;
+  all-to-all), and leaves exposed what no math can cover of each hidden
+  collective: FSDP's first gather and last reduce-scatter of one layer,
+  the gradient reduction's last bucket (Megatron-Core's default size),
+  the pipeline's sends in full unless the schedule overlaps them
+  (interleaved, DualPipe: then those of the fill and drain), an assumed
+  fraction of context parallelism's (planner.calibrate: each figure
+  sourced, fitted or marked assumed, none per run; an accelerator file
+  gives its own in a [calibration] table, else the defaults); the search
+  ranks fitting meshes by it;
 - math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the causal half of
   the attention scores, as MaxText counts them), plus what the
   recomputation policy runs again (a flash kernel's recomputation inside

@@ -9,11 +9,18 @@ per-message latency, and leaves a fraction of each overlappable collective
 exposed. Every figure here belongs to an accelerator, a fabric or a kind of
 collective, never to a published run.
 
-Each entry is a :class:`Figure`: its value, a references.bib key (or
-``"fit"``), a note saying what it is or on which calibration set it was
-fitted, and ``provisional`` where the value is a placeholder awaiting the
-validation appendix's fit (the ``valid`` helper tunes these; keep one entry
-per line so a change is one line of diff).
+Each entry is a :class:`Figure`: its value, its source, a note saying
+what it is or on which calibration set it was fitted, and ``provisional``
+where the value is not established. The source is one of three kinds: a
+references.bib key (a datasheet, benchmark or paper); ``"fit"``, fitted by
+`shardbook.validation` on the calibration set the note names (the tests
+hold each to its fit); or ``"assumed"``, a value nobody measured or fitted
+(no calibration run can determine it, or none exists for that
+accelerator), always provisional, its note beginning "not fitted:
+assumed". `assumed()` lists them; the validation appendix prints them.
+The parts of FSDP's, the gradient reduction's and the pipeline's traffic
+that stay exposed are not figures here: `planner.timing` derives them
+from the layout (fsdp_exposed_s, dp_exposed_s, pp_exposed_fraction).
 
 The tables are keyed by preset name. An accelerator read from a file
 (shardbook.accelerator_file) is calibrated by its file's [calibration] table,
@@ -31,13 +38,17 @@ from .. import _validate, hardware
 @dataclass(frozen=True)
 class Figure:
     """One calibration figure: `value` (a fraction, or seconds for a
-    latency), `source` (a references.bib key, or "fit" with the
-    calibration set named in `note`), and whether it is `provisional`."""
+    latency), `source` (a references.bib key, "fit" with the calibration
+    set named in `note`, or "assumed"), and whether it is `provisional`."""
 
     value: float
     source: str
     note: str
     provisional: bool = False
+
+
+SOURCE_KINDS = ("fit", "assumed")  # the two sources that are not references.bib keys
+ASSUMED_NOTE = "not fitted: assumed"  # how an assumed figure's note begins
 
 
 # --- sustained math -------------------------------------------------------------
@@ -50,14 +61,13 @@ class Figure:
 # tests/test_validation.py holds each fitted value to its fit within 0.01.
 MATMUL_EFFICIENCY = {
     "H100": Figure(
-        0.52,
+        0.50,
         "fit",
         "fitted on the H100 calibration runs (Llama 3 8K; Megatron-Core 1.7B, 16B, 70B, 177B, 462B); "
         "measured.SUSTAINED's 0.73 is matmuls alone",
     ),
-    "H200": Figure(0.50, "fit", "as H100's fit: same GH100 die and clocks; no H200 run", provisional=True),
     "H800": Figure(
-        0.41,
+        0.40,
         "fit",
         "validation.fit_matmul_efficiency on DeepSeek-V3 (the only H800 run; FP8 matmuls, over the BF16 peak)",
     ),
@@ -71,7 +81,7 @@ MATMUL_EFFICIENCY = {
     "TPU v6e": Figure(
         0.61, "fit", "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 3.1 8B, Mixtral 8x7B)"
     ),
-    "Ironwood": Figure(0.70, "fit", "placeholder until fitted", provisional=True),
+    "Ironwood": Figure(0.70, "assumed", "not fitted: assumed; no Ironwood run in the calibration set", True),
     "A100": Figure(
         0.69,
         "fit",
@@ -79,10 +89,17 @@ MATMUL_EFFICIENCY = {
         "529.6B; Korthikanti et al.'s full-recomputation runs of 22B, 175B, 530B, 1T), with their eager "
         "attention's HBM traffic counted (timing.eager_scores_hbm_s)",
     ),
-    "MI300X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),
-    "MI355X": Figure(0.60, "fit", "placeholder until fitted on the AMD runs", provisional=True),
+    "MI300X": Figure(0.60, "assumed", "not fitted: assumed; no MI300X run in the calibration set", True),
+    "MI355X": Figure(0.60, "assumed", "not fitted: assumed; no MI355X run in the calibration set", True),
 }
-DEFAULT_MATMUL_EFFICIENCY = Figure(0.65, "fit", "any accelerator without its own entry", provisional=True)
+# H200: no run; assumed to sustain what H100's fit gives (the same GH100 die and clocks)
+MATMUL_EFFICIENCY["H200"] = Figure(
+    MATMUL_EFFICIENCY["H100"].value,
+    "assumed",
+    "not fitted: assumed equal to H100's fit (same GH100 die); no H200 run",
+    True,
+)
+DEFAULT_MATMUL_EFFICIENCY = Figure(0.65, "assumed", "not fitted: assumed; any accelerator without its own entry", True)
 
 # --- achieved bandwidth -----------------------------------------------------------
 # Achieved / line rate on the scale-up fabric (what a large collective reaches).
@@ -100,12 +117,18 @@ SCALE_UP_EFFICIENCY = {
     "TPU v6e": Figure(0.95, "parallelize-transformer", "as v5p/v5e ICI", provisional=True),
     "Ironwood": Figure(0.95, "parallelize-transformer", "as v5p ICI", provisional=True),
 }
-DEFAULT_SCALE_UP_EFFICIENCY = Figure(0.80, "fit", "any accelerator without its own entry", provisional=True)
+DEFAULT_SCALE_UP_EFFICIENCY = Figure(
+    0.80,
+    "assumed",
+    "not fitted: assumed; any accelerator without its own entry (A100's NVLink 3 among them: its calibration "
+    "runs cannot separate it from A100's η, the fit's error being flat from 0.7 to 1.0)",
+    True,
+)
 
 # Achieved / line rate across domains (NIC or DCN), one direction.
 SCALE_OUT_EFFICIENCY = {
     "gpu": Figure(0.90, "nccl-tests-performance", "inter-node bus bandwidth about 90 % of the NIC rate", True),
-    "tpu": Figure(0.80, "fit", "DCN placeholder until fitted", provisional=True),
+    "tpu": Figure(0.80, "assumed", "not fitted: assumed; DCN (no multislice run in the calibration set)", True),
 }
 
 # --- latency per message ------------------------------------------------------------
@@ -119,19 +142,21 @@ SCALE_UP_LATENCY_S = {
 }
 SCALE_OUT_LATENCY_S = {
     "gpu": Figure(5.0e-6, "nccl-tests-performance", "inter-node ring step over InfiniBand/RoCE", True),
-    "tpu": Figure(20.0e-6, "fit", "DCN message latency placeholder", provisional=True),
+    "tpu": Figure(20.0e-6, "assumed", "not fitted: assumed; DCN message latency (no multislice run)", True),
 }
 
 # --- exposed communication -------------------------------------------------------------
 # The fraction of an overlappable collective that stays on the critical path even
-# when the math around it is longer (the first gather, the last bucket's reduction,
-# interference with the math's HBM bandwidth). Collectives that cannot overlap
-# (TP without collective matmul, EP without DualPipe) are exposed in full.
+# when the math around it is longer. Collectives that cannot overlap (TP without
+# collective matmul, EP without DualPipe) are exposed in full. FSDP's, the gradient
+# reduction's and the pipeline's exposed parts are derived from the layout in
+# planner.timing (the first layer's gather and the last layer's reduce-scatter; the
+# last gradient bucket, Megatron-Core's default size; the sends of the fill and drain
+# where the schedule overlaps them, all of them where it does not), not kept here.
 EXPOSED_FRACTION = {
-    "fsdp": Figure(0.10, "fit", "weight gathers and gradient reduce-scatters", provisional=True),
-    "dp": Figure(0.10, "fit", "the gradient reduction's tail after the last backward", provisional=True),
-    "cp": Figure(0.10, "fit", "ring-attention K/V exchange", provisional=True),
-    "pp": Figure(0.50, "fit", "stage-boundary sends", provisional=True),
+    "cp": Figure(
+        0.10, "assumed", "not fitted: assumed; ring-attention K/V exchange (no calibration run uses cp)", True
+    ),
     "tp": Figure(1.00, "korthikanti2022reducing", "sequence-parallel gathers/scatters between the matmuls"),
     "tp_overlapped": Figure(0.30, "wang2023overlap", "TP with collective matmul (ideal_overlap)", True),
     "ep": Figure(1.00, "deepseek2024v3", "dispatch and combine between the router and the experts"),
@@ -163,7 +188,13 @@ FP8_PEAK_RATIO = {
     "MI355X": Figure(2.0, "amd-mi355x-datasheet", "dense FP8 twice dense BF16"),
     "Ironwood": Figure(2.0, "google-tpu7x", "FP8 peak twice the BF16 figure", provisional=True),
 }
-FP8_SUSTAINED_SPEEDUP = Figure(1.3, "fit", "step-level gain of FP8 GEMMs; placeholder until fitted", True)
+FP8_SUSTAINED_SPEEDUP = Figure(
+    1.3,
+    "megatron-bridge-performance-guide",
+    "step-level gain of FP8 linear layers over BF16, within the 1.2-1.5x the guide gives; not fitted: "
+    "DeepSeek-V3, the one FP8 run, cannot separate it from H800's η",
+    True,
+)
 
 
 # HBM bandwidth, one device (vendor spec). Each microbatch streams a device's
@@ -197,11 +228,17 @@ HBM_BYTES_PER_S = {
 # (narayanan2021megatron Table 1: 44 % of peak at 1.7B, 52 % at 1T;
 # megatron-lm-readme: 41 % MFU at 1.7B, 47-48 % for the largest).
 ELEMENTWISE_PASSES = Figure(
-    3.15,
+    3.10,
     "fit",
     "validation.fit_elementwise_passes on the whole calibration set (every accelerator's η refitted at each trial)",
 )
-HBM_EFFICIENCY = Figure(0.85, "fit", "achieved / spec HBM bandwidth of weight streaming; placeholder", True)
+HBM_EFFICIENCY = Figure(
+    0.85,
+    "assumed",
+    "not fitted: assumed; achieved / spec HBM bandwidth. The calibration set cannot determine it: the "
+    "elementwise work scales with ELEMENTWISE_PASSES / HBM_EFFICIENCY, so the fit of the passes absorbs it",
+    True,
+)
 WEIGHT_PASSES = 3  # forward, backward input gradient, backward weight gradient
 
 
@@ -398,11 +435,20 @@ def _by_preset(key, name):
     return table.get(name)
 
 
-_DEFAULTS = {
-    "matmul_efficiency": DEFAULT_MATMUL_EFFICIENCY,
-    "scale_up_efficiency": DEFAULT_SCALE_UP_EFFICIENCY,
-    "in_switch_reduction": Figure(False, "default", "no in-switch reduction without a figure"),
+# the default of each figure that has one, by the name of the module attribute holding it (read at
+# each lookup, so that a figure replaced in the module, as shardbook.validation's trials do, applies)
+_DEFAULT_NAMES = {
+    "matmul_efficiency": "DEFAULT_MATMUL_EFFICIENCY",
+    "scale_up_efficiency": "DEFAULT_SCALE_UP_EFFICIENCY",
 }
+_NO_IN_SWITCH = Figure(False, "default", "no in-switch reduction without a figure")
+
+
+def _default(key):
+    if key == "in_switch_reduction":
+        return _NO_IN_SWITCH
+    name = _DEFAULT_NAMES.get(key)
+    return globals()[name] if name else None
 
 
 def _resolve(key, accelerator):
@@ -430,13 +476,13 @@ def _resolve(key, accelerator):
                 entry = _by_preset(key, own.based_on)
                 if entry is not None:
                     return entry, "based_on"
-        return _DEFAULTS.get(key), "default"
+        return _default(key), "default"
     entry = _by_preset(key, acc.name)  # a preset's figure (or one a caller stored under the name)
     if entry is not None and acc.name in hardware.PRESETS:
         return entry, "preset"
     if entry is not None and key != "in_switch_reduction":
         return entry, "preset"
-    return _DEFAULTS.get(key), "default"
+    return _default(key), "default"
 
 
 def provenance(accelerator):
@@ -445,23 +491,37 @@ def provenance(accelerator):
     return [(key, spec[0], *_resolve(key, accelerator)) for key, spec in FILE_FIGURES.items()]
 
 
+def assumed():
+    """The (table, key, Figure) rows whose value is assumed, not sourced or fitted."""
+    return [row for row in table() if row[2].source == "assumed"]
+
+
+# (the book's name for a table, the module attribute: a dict of Figures, or one Figure)
+TABLES = (
+    ("matmul efficiency", "MATMUL_EFFICIENCY"),
+    ("matmul efficiency (default)", "DEFAULT_MATMUL_EFFICIENCY"),
+    ("scale-up efficiency", "SCALE_UP_EFFICIENCY"),
+    ("scale-up efficiency (default)", "DEFAULT_SCALE_UP_EFFICIENCY"),
+    ("scale-out efficiency", "SCALE_OUT_EFFICIENCY"),
+    ("scale-up latency (s)", "SCALE_UP_LATENCY_S"),
+    ("scale-out latency (s)", "SCALE_OUT_LATENCY_S"),
+    ("exposed fraction", "EXPOSED_FRACTION"),
+    ("FP8 peak ratio", "FP8_PEAK_RATIO"),
+    ("FP8 sustained speedup", "FP8_SUSTAINED_SPEEDUP"),
+    ("HBM bandwidth (B/s)", "HBM_BYTES_PER_S"),
+    ("HBM capacity (B)", "HBM_CAPACITY_BYTES"),
+    ("HBM efficiency", "HBM_EFFICIENCY"),
+    ("elementwise passes", "ELEMENTWISE_PASSES"),
+)
+
+
 def table():
-    """Every calibration figure as (table, key, Figure) rows, for the book."""
+    """Every calibration figure as (table, key, Figure) rows, for the book
+    (a single figure's key is "any")."""
     rows = []
-    for name, tab in (
-        ("matmul efficiency", MATMUL_EFFICIENCY),
-        ("scale-up efficiency", SCALE_UP_EFFICIENCY),
-        ("scale-out efficiency", SCALE_OUT_EFFICIENCY),
-        ("scale-up latency (s)", SCALE_UP_LATENCY_S),
-        ("scale-out latency (s)", SCALE_OUT_LATENCY_S),
-        ("exposed fraction", EXPOSED_FRACTION),
-        ("FP8 peak ratio", FP8_PEAK_RATIO),
-        ("FP8 sustained speedup", {"any": FP8_SUSTAINED_SPEEDUP}),
-        ("HBM bandwidth (B/s)", HBM_BYTES_PER_S),
-        ("HBM capacity (B)", HBM_CAPACITY_BYTES),
-        ("HBM efficiency", {"any": HBM_EFFICIENCY}),
-        ("elementwise passes", {"any": ELEMENTWISE_PASSES}),
-    ):
+    for name, attribute in TABLES:
+        tab = globals()[attribute]
+        tab = tab if isinstance(tab, dict) else {"any": tab}
         rows += [(name, key, fig) for key, fig in tab.items()]
     return rows
 

@@ -81,7 +81,7 @@ def _recording(into):
 def time_parts(cand, hidden, fractions):
     """The expected step of a Candidate by component: math (with the
     elementwise work), bubble, and the exposed part of each collective
-    term (a hidden term's larger of its calibrated exposed fraction and
+    term (a hidden term's larger of its exposed fraction (timing.exposed_fractions) and
     what the math cannot cover). They sum to cand.expected_step_s."""
     terms = cand.expected_terms
     parts = {"math": terms["math"], "bubble": terms["bubble"]}

@@ -16,8 +16,10 @@ Bubbles: the schedule's own (`memory_plan.bubble_overhead`).
 - The expectation (`calibrated=True`): the same terms with the sustained
   math efficiency, achieved bandwidths and a per-message latency from
   `calibrate`, the work between the matmuls at the achieved HBM bandwidth
-  (`math_s`), and a calibrated fraction of each hidden collective left
-  exposed (never less than what the math cannot cover).
+  (`math_s`), and of each hidden collective the part no math can cover
+  left exposed (exposed_fractions: derived from the layout for FSDP, the
+  gradient reduction and the pipeline; calibrate.EXPOSED_FRACTION for the
+  rest; never less than what the math cannot cover).
 
 Ref: scale-your-model-amd, scaling-book-sharding, narayanan2021megatron,
 deepseek2024v3, nccl-tests-performance, nccl-nvls, nccl-tests-nvls-allreduce.
@@ -229,8 +231,8 @@ def bound_step_s(math_s, comm_s, hidden, bubble_s):
 
 def expected_step_s(math_s, comm_s, hidden, bubble_s, exposed):
     """The calibrated step: math, bubble, the collectives that cannot hide,
-    and of each hidden one the larger of its calibrated exposed fraction
-    (`exposed`, by term name) and what the math cannot cover."""
+    and of each hidden one the larger of its exposed fraction (`exposed`,
+    by term name: exposed_fractions) and what the math cannot cover."""
     _validate.positive("math_s", math_s)
     _check_terms(comm_s, exposed)
     total = math_s + bubble_s
@@ -311,18 +313,22 @@ def math_s(lay, recompute):
 # --- one step's collectives ------------------------------------------------------------
 
 
-def _fsdp_s(lay, calibrated):
+def _fsdp_s(lay, calibrated, share=1.0, gathers=None, scatters=None):
     """FSDP (and dense weights over ep): BF16 gathers forward and backward
     per microbatch (once per step when the weights are kept) and a gradient
     reduce-scatter per microbatch (the gradients stay sharded, as ZeRO-3
-    and JAX's scan over microbatches accumulate them)."""
+    and JAX's scan over microbatches accumulate them). `share` of the
+    device's weights and `gathers`/`scatters` calls instead of the step's
+    (fsdp_exposed_s prices one layer's once)."""
     acc, where = lay.accelerator, lay.placement
     weight, grad = memory_plan.WEIGHT_BYTES, memory_plan.gradient_bytes_per_param(lay.state_recipe)
     axes = [where["fsdp"]] + ([where["ep"]] if lay.dense_over_ep else [])
-    gathers = 1 if lay.keep_gathered_weights else 2 * lay.n_micro
-    scatters = lay.n_micro  # gradients stay sharded: reduce-scattered as each microbatch's backward ends
-    dense = lay.dense_local * lay.dense_shard
-    expert = lay.expert_local * lay.mesh["fsdp"]
+    if gathers is None:
+        gathers = 1 if lay.keep_gathered_weights else 2 * lay.n_micro
+    if scatters is None:
+        scatters = lay.n_micro  # gradients stay sharded: reduce-scattered as each microbatch's backward ends
+    dense = lay.dense_local * lay.dense_shard * share
+    expert = lay.expert_local * lay.mesh["fsdp"] * share
     return (
         multi_axis_s(acc, "all_gather", weight * dense, axes, gathers, calibrated=calibrated)
         + multi_axis_s(acc, "reduce_scatter", grad * dense, axes, scatters, calibrated=calibrated)
@@ -331,25 +337,33 @@ def _fsdp_s(lay, calibrated):
     )
 
 
-def _dp_s(lay, calibrated):
+def _dp_axes(lay):
+    where = lay.placement
+    dense_axes = [where["cp"], where["dp"]] + ([] if lay.dense_over_ep else [where["ep"]])
+    return dense_axes, [where["cp"], where["dp"]]
+
+
+def _dp_s(lay, calibrated, share=1.0, last_only=False):
     """The gradient reduction over the ranks that replicate a weight (dp
     and cp, and ep for dense weights it does not shard): an all-reduce once
     per step (ZeRO-1: reduce-scatter and all-gather of the updated weights;
     ZeRO-2: a reduce-scatter per microbatch; ZeRO-3, FSDP over these ranks:
     gathers forward and backward per microbatch too, or once per step with
-    keep_gathered_weights, as _fsdp_s)."""
-    acc, where = lay.accelerator, lay.placement
+    keep_gathered_weights, as _fsdp_s). `share` of the device's parameters;
+    `last_only`: one call of each collective (dp_exposed_s: the last
+    bucket's)."""
+    acc = lay.accelerator
     weight, grad = memory_plan.WEIGHT_BYTES, memory_plan.gradient_bytes_per_param(lay.state_recipe)
-    dense_axes = [where["cp"], where["dp"]] + ([] if lay.dense_over_ep else [where["ep"]])
+    dense_axes, expert_axes = _dp_axes(lay)
     seconds = 0.0
-    for params, axes in ((lay.dense_local, dense_axes), (lay.expert_local, [where["cp"], where["dp"]])):
+    for params, axes in ((lay.dense_local * share, dense_axes), (lay.expert_local * share, expert_axes)):
         if not params:
             continue
         if lay.zero == 0:
             seconds += multi_axis_s(acc, "all_reduce", grad * params, axes, 1, calibrated=calibrated)
             continue
-        scatters = lay.n_micro if lay.zero >= 2 else 1
-        gathers = 2 * lay.n_micro if lay.zero == 3 and not lay.keep_gathered_weights else 1
+        scatters = 1 if last_only or lay.zero < 2 else lay.n_micro
+        gathers = 2 * lay.n_micro if lay.zero == 3 and not (last_only or lay.keep_gathered_weights) else 1
         seconds += multi_axis_s(acc, "reduce_scatter", grad * params, axes, scatters, calibrated=calibrated)
         seconds += multi_axis_s(acc, "all_gather", weight * params, axes, gathers, calibrated=calibrated)
     return seconds
@@ -462,13 +476,97 @@ def hidden_terms(lay, bound=False):
     return hidden
 
 
+# --- what stays exposed of a hidden collective -----------------------------------------------
+# Megatron-Core's default gradient bucket: max(40,000,000, 1,000,000 × data-parallel size)
+# parameters ("larger DP sizes need larger buckets to ensure collectives do not become
+# latency-bound"). Ref: megatron-core-ddp (distributed_data_parallel_config.py, bucket_size).
+BUCKET_PARAMS_MIN = 40_000_000
+BUCKET_PARAMS_PER_DP_RANK = 1_000_000
+# Schedules whose stage-boundary sends overlap the math: Megatron overlaps its p2p
+# communication only in the interleaved schedule (overlap_p2p_comm is switched off
+# otherwise: megatron-core-ddp, arguments.py); DualPipe overlaps it by construction
+# (deepseek2024v3). The others send and receive blocking.
+P2P_OVERLAP_SCHEDULES = ("interleaved", "dualpipe")
+
+
+def fsdp_exposed_s(lay):
+    """Seconds of FSDP traffic no math can cover: the first layer's weight
+    all-gather (before the forward's first matmul) and the last layer's
+    gradient reduce-scatter (after the backward's last). A step gathers
+    each of its `deepest` layers 2·n_micro times (once when the weights are
+    kept) and reduce-scatters it n_micro times; each other transfer
+    overlaps the neighbouring layer's math (the framework prefetches the
+    next layer's gather and reduces the previous layer's gradients while
+    it computes). Calibrated rates and latency, one call each.
+    Ref: zhao2023fsdp (PyTorch FSDP's backward and forward prefetch),
+    scaling-book-sharding."""
+    check_layout(lay)
+    return _fsdp_s(lay, True, share=1.0 / lay.deepest, gathers=1, scatters=1)
+
+
+def gradient_bucket_params(lay):
+    """Parameters in one gradient bucket: Megatron-Core's default
+    max(40·10⁶, 10⁶ × data-parallel size), the data-parallel size being
+    every rank that holds a replica of a dense weight (dp·cp, and ep where
+    it does not shard the dense weights). Ref: megatron-core-ddp."""
+    check_layout(lay)
+    dense_axes, _ = _dp_axes(lay)
+    replicas = 1
+    for placement in dense_axes:
+        replicas *= placement.degree
+    return max(BUCKET_PARAMS_MIN, BUCKET_PARAMS_PER_DP_RANK * replicas)
+
+
+def dp_exposed_s(lay):
+    """Seconds of the gradient reduction no math can cover when it overlaps
+    the backward: the last bucket's reduction (and, with a distributed
+    optimizer, the first bucket's weight all-gather), which starts only when
+    the backward has produced its gradients. The device's parameters fill
+    (dense_local + expert_local) / gradient_bucket_params buckets; where
+    they fit in one, the whole reduction is exposed. Under ZeRO-3, FSDP over
+    these ranks, as fsdp_exposed_s: one layer's gather and reduce-scatter.
+    Calibrated.
+    Ref: megatron-core-ddp; li2020pytorch (PyTorch DDP's 25 MB buckets)."""
+    check_layout(lay)
+    params = lay.dense_local + lay.expert_local
+    if not params:
+        return 0.0
+    if lay.zero == 3:  # ZeRO-3 is FSDP over these ranks: one layer's gather and scatter (fsdp_exposed_s)
+        return _dp_s(lay, True, share=1.0 / lay.deepest, last_only=True)
+    share = min(1.0, gradient_bucket_params(lay) / params)
+    return _dp_s(lay, True, share=share, last_only=True)
+
+
+def pp_exposed_fraction(lay):
+    """The share of the stage-boundary sends left on the critical path: all
+    of them where the schedule sends blocking (1f1b, gpipe, zero_bubble);
+    where it overlaps them (P2P_OVERLAP_SCHEDULES), the sends of the fill
+    and drain, (p−1) forward and (p−1) backward, which no other
+    microbatch's math covers, of the 2·v·m sends a stage makes per step.
+    Ref: megatron-core-ddp (arguments.py: overlap_p2p_comm), narayanan2021megatron."""
+    check_layout(lay)
+    pp = lay.mesh["pp"]
+    if pp == 1:
+        return 0.0
+    if lay.schedule not in P2P_OVERLAP_SCHEDULES:
+        return 1.0
+    return min(1.0, (pp - 1) / (lay.n_virtual * lay.n_micro))
+
+
+def _share(exposed_s, total_s):
+    return min(1.0, exposed_s / total_s) if total_s > 0 else 0.0
+
+
 def exposed_fractions(lay):
-    """The calibrated exposed fraction of each hidden term."""
+    """The exposed fraction of each hidden term: fsdp, dp and pp derived
+    from the layout (fsdp_exposed_s, dp_exposed_s, pp_exposed_fraction);
+    cp, and tp and ep where they overlap, from calibrate.EXPOSED_FRACTION."""
+    check_layout(lay)
     return {
-        "fsdp": calibrate.exposed_fraction("fsdp"),
-        "dp": calibrate.exposed_fraction("dp"),
+        "fsdp": _share(fsdp_exposed_s(lay), _fsdp_s(lay, True)),
+        "dp": _share(dp_exposed_s(lay), _dp_s(lay, True)),
         "cp": calibrate.exposed_fraction("cp"),
-        "pp": calibrate.exposed_fraction("pp"),
+        "pp": pp_exposed_fraction(lay),
         "tp": calibrate.exposed_fraction("tp_overlapped"),
         "ep": calibrate.exposed_fraction("ep_overlapped"),
     }
