@@ -320,11 +320,11 @@ def test_gpt_presets_resolve_but_stay_out_of_the_book_presets():
         assert models.get(name).source in BIB_KEYS
 
 
-# maxtext-v5p-perf: configs/v5p/<size>.sh set global_parameter_scale = size on base.yml's
+# maxtext-v5p-perf, maxtext-v5e-perf: the scripts set global_parameter_scale = size on base.yml's
 # "default" model of 76bd53b0 (emb 2,560, 8 heads of 256, MLP 8,192 relu, 16 layers, vocabulary
 # 32,768, output layer tied to the embedding, parallel block); pyconfig.get_individual_scales
 # grows it. The labels are nominal: the shapes land within 2 % of each.
-@pytest.mark.parametrize("size", ["32B", "64B", "128B", "256B", "512B", "1024B"])
+@pytest.mark.parametrize("size", ["16B", "32B", "64B", "128B", "256B", "512B", "1024B"])
 def test_maxtext_v5p_models_are_base_yml_scaled(size):
     m = models.get(f"MaxText {size}")
     assert models.maxtext_scaled_shape(int(size[:-1])) == (m.d_model, m.d_ff, m.n_layers, m.n_heads)

@@ -134,6 +134,31 @@ def test_megatron_readme_table_as_published():
         assert tflops * 1e12 / peak == pytest.approx(mfu, abs=0.006)
 
 
+# maxtext-v5e-perf (README at e47fa1b5): the "1x v5e-256" row, size by size (TFLOP/sec/chip,
+# MFU); configs/largest_job/<size>.sh: per_device_batch_size, remat_policy, ici_tensor_parallelism.
+MAXTEXT_V5E = [("16B", 120, 0.6110), ("32B", 132, 0.6686), ("64B", 118, 0.5990), ("128B", 110, 0.5606)]
+MAXTEXT_V5E_SCRIPTS = {"16B": (6, "full", 1), "32B": (4, "full", 1), "64B": (2, "full", 1), "128B": (1, "full", 16)}
+
+
+def test_maxtext_v5e_table_as_published():
+    assert measured.MAXTEXT_V5E_TABLE == tuple((size, "v5e-256", t, mfu) for size, t, mfu in MAXTEXT_V5E)
+    assert measured.MAXTEXT_V5E_CONFIG == MAXTEXT_V5E_SCRIPTS
+    peak = hardware.get("TPU v5e").bf16_dense_flops_per_s
+    for size, tflops, mfu in MAXTEXT_V5E:
+        run = measured.run_named(f"MaxText {size}, v5e-256")
+        per_device, _remat, tp = MAXTEXT_V5E_SCRIPTS[size]
+        assert run.n_devices == 256 and run.mesh.get("tp", 1) == tp and run.mesh["fsdp"] == 256 // tp
+        assert (run.seq_len, run.sequences_per_step, run.micro_batch_seqs) == (2048, per_device * 256, per_device * tp)
+        assert run.recompute == "nothing_saveable" and run.tflops_per_s_per_device == tflops
+        # the table's arithmetic: MFU of 197 TFLOP/s, TFLOP/s printed to the whole unit
+        assert abs(mfu * peak - tflops * 1e12) <= 0.5e12
+        # MaxText's count before 64ee4e93: attention scores over the full square
+        m = models.get(run.model)
+        n, s, b = models.param_count(m), 2048, per_device
+        flops = 6 * n * s * b + 12 * m.n_heads * m.n_layers * m.head_dim * s * s * b
+        assert run.step_s == pytest.approx(flops / (tflops * 1e12), rel=1e-12)
+
+
 def test_maxtext_llama2_70b_v6e_row_is_the_linked_recipe():
     # maxtext-tiering: 43.8 % and 900 tokens/s/device; tpu-recipes-llama2-70b-trillium at
     # 9e458c7: llama2_70b_4096_sc, remat qkv_proj_offloaded, and a log of 9.052 s per step,
@@ -232,7 +257,7 @@ def test_the_split_is_the_stated_rule():
     assert sets["Megatron GPT 3.6B, 64 A100"] == "validation"
     assert sets["Llama 3 405B, 16,384 H100"] == "validation"
     assert len(validation.validation_runs()) >= 10
-    assert {r.accelerator for r in validation.validation_runs()} >= {"A100", "H100", "TPU v6e"}
+    assert {r.accelerator for r in validation.validation_runs()} >= {"A100", "H100", "TPU v5e", "TPU v6e"}
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: r.name)
@@ -288,7 +313,8 @@ def test_calibration_table_holds_the_fit():
     from shardbook.planner import calibrate
 
     fitted = validation.fitted_efficiencies()
-    assert set(fitted) == {"A100", "H100", "H800", "TPU v5p", "TPU v6e"}
+    # TPU v5e joined with MaxText's v5e table (maxtext-v5e-perf): its η is fitted, no longer printed
+    assert set(fitted) == {"A100", "H100", "H800", "TPU v5p", "TPU v5e", "TPU v6e"}
     for acc, value in fitted.items():
         figure = calibrate.MATMUL_EFFICIENCY[acc]
         assert figure.source == "fit"

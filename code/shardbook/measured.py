@@ -636,6 +636,84 @@ SC21_RUNS = tuple(_sc21_run(*row) for row in SC21_TABLE_1)
 MCORE_H100_RUNS = tuple(_mcore_run(*row) for row in MCORE_H100_TABLE)
 
 
+# MaxText's TPU v5e table (maxtext-v5e-perf): the README's "Runtime Performance Results" as commit
+# e47fa1b5d377ee1043e663f1414024f4d0f12df0 of google/maxtext (2023-11-01) printed it, run by
+# MaxText/configs/largest_job/<size>.sh of the same commit on the base.yml model and parallel block of
+# models.MAXTEXT_V5P_SHAPES. Per size, the one-slice row ("1x v5e-256",
+# 256 chips, one TensorCore each): (size, slice, TFLOP/sec/chip, MFU). The table's 2x to 32x rows
+# span slices over the data-center network, which the planner cannot yet be told of (it places a
+# job of up to 256 v5e chips in one slice); the README prints the sizes as columns, read here
+# row by row as printed.
+MAXTEXT_V5E_TABLE = (
+    ("16B", "v5e-256", 120, 0.6110),
+    ("32B", "v5e-256", 132, 0.6686),
+    ("64B", "v5e-256", 118, 0.5990),
+    ("128B", "v5e-256", 110, 0.5606),
+)
+# configs/largest_job/<size>.sh at e47fa1b5: (per_device_batch_size, remat_policy,
+# ici_tensor_parallelism); ici_fsdp_parallelism -1 (the whole slice) but for 128B (16, with
+# tensor 16), max_target_length 2048, enable_flash_attention true, and the XLA flags that
+# overlap collectives with computation (as the v5p scripts).
+MAXTEXT_V5E_CONFIG = {
+    "16B": (6, "full", 1),
+    "32B": (4, "full", 1),
+    "64B": (2, "full", 1),
+    "128B": (1, "full", 16),
+}
+
+
+def maxtext_2023_tflops_per_device_step(model, seq_len, per_device_batch):
+    """TFLOPs of one step on one device as MaxText counted them when it
+    printed its v5e table (train.py calculate_training_tflops at e47fa1b5,
+    before 64ee4e93 halved the attention term): 6·N·s·b plus the attention
+    scores over the full square, 12·heads·layers·head_dim·s²·b; in the
+    book's count training.model_flops_per_token(model, s) per token.
+    Ref: maxtext-v5e-perf."""
+    from . import models
+
+    m = models.get(model)
+    _validate.count("seq_len", seq_len)
+    _validate.count("per_device_batch", per_device_batch)
+    weights = 6 * models.param_count(m) * seq_len * per_device_batch
+    attention = 12 * m.n_heads * m.n_layers * m.head_dim * seq_len**2 * per_device_batch
+    return (weights + attention) / 1e12
+
+
+def _maxtext_v5e_run(size, slice_type, tflops, printed_mfu):
+    from . import hardware
+
+    chips = int(slice_type.split("-")[1])
+    per_device, remat, tp = MAXTEXT_V5E_CONFIG[size]
+    model = f"MaxText {size}"
+    mesh = {"fsdp": chips // tp, "tp": tp} if tp > 1 else {"fsdp": chips}
+    return PublishedRun(
+        f"MaxText {size}, {slice_type}",
+        model,
+        "TPU v5e",
+        mesh,
+        2048,
+        per_device * chips,
+        per_device * tp,
+        tflops * 1e12 / hardware.get("TPU v5e").bf16_dense_flops_per_s,
+        "maxtext-v5e-perf",
+        recompute="nothing_saveable",
+        loss_logits="fused_bf16",
+        note=f"one slice of {chips} chips; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism "
+        f"{tp}; MFU here is the TFLOP/s over 197",
+        remat_policy="full (nn.remat, policy None: nothing saveable)",
+        tp_comm_overlap=True,
+        tflops_per_s_per_device=tflops,
+        published_peak_fraction=printed_mfu,
+        step_s=maxtext_2023_tflops_per_device_step(model, 2048, per_device) / tflops,
+        step_basis="MaxText's TFLOPs per device per step (6N + full-square attention) / TFLOP/sec/chip",
+        where=f"README, Runtime Performance Results, TPU v5e, 1x v5e-256 row, {size}; "
+        f"configs/largest_job/{size.lower()}.sh",
+    )
+
+
+MAXTEXT_V5E_RUNS = tuple(_maxtext_v5e_run(*row) for row in MAXTEXT_V5E_TABLE)
+
+
 def _llama3_step_s(run):
     """Llama 3's step time from its TFLOP/s per GPU: model FLOPs of the
     step (6·N·tokens plus attention scores over the full square, the
@@ -658,7 +736,7 @@ PUBLISHED_RUNS = tuple(
 )
 
 # Every published run the validation appendix sets beside the planner.
-VALIDATION_RUNS = PUBLISHED_RUNS + SC21_RUNS + MCORE_H100_RUNS
+VALIDATION_RUNS = PUBLISHED_RUNS + SC21_RUNS + MCORE_H100_RUNS + MAXTEXT_V5E_RUNS
 
 
 def run_named(name):

@@ -262,9 +262,11 @@ MCORE_SHAPES = {
 # (the output layer is the embedding table), dropout_rate 0, and a parallel block
 # (layers/models.py DecoderLayer: one RMSNorm, attention and MLP on its output, their sum added
 # to the input). On 2024-02-14 (3b2ac811) base.yml switched to the Llama 2 block; the table was
-# measured before. (emb_dim, mlp_dim, layers, heads) per size:
+# measured before. MaxText's v5e table (maxtext-v5e-perf, 2023-11-01) ran the same block and base
+# model at 16B, 32B, 64B and 128B. (emb_dim, mlp_dim, layers, heads) per size:
 MAXTEXT_BASE_SHAPE = (2560, 8192, 16, 8)
 MAXTEXT_V5P_SHAPES = {
+    "16B": (5120, 32768, 32, 32),
     "32B": (10240, 32768, 32, 32),
     "64B": (10240, 32768, 64, 32),
     "128B": (10240, 65536, 64, 64),
@@ -295,7 +297,7 @@ def maxtext_scaled_shape(global_parameter_scale, base=MAXTEXT_BASE_SHAPE):
 def _maxtext(size, emb, mlp, layers, heads):
     return Model(
         f"MaxText {size}",
-        "maxtext-v5p-perf",
+        "maxtext-v5e-perf" if size == "16B" else "maxtext-v5p-perf",
         emb,
         mlp,
         layers,
