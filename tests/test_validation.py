@@ -134,6 +134,64 @@ def test_megatron_readme_table_as_published():
         assert tflops * 1e12 / peak == pytest.approx(mfu, abs=0.006)
 
 
+# maxtext-v5p-perf (configs/v5p/README.md at 76bd53b0): size, slice, TFLOP/chip/sec, MFU of
+# each one-slice ("1x") row, in the table's order; configs/v5p/<size>.sh: per_device_batch_size,
+# remat_policy, ici_tensor_parallelism.
+MAXTEXT_V5P = [
+    ("32B", "v5p-128", 328, 0.7147),
+    ("64B", "v5p-128", 323, 0.7031),
+    ("128B", "v5p-256", 315, 0.6868),
+    ("128B", "v5p-512", 316, 0.6883),
+    ("256B", "v5p-1024", 308, 0.6709),
+    ("512B", "v5p-1024", 294, 0.6399),
+    ("1024B", "v5p-2048", 254, 0.5535),
+    ("1024B", "v5p-4096", 297, 0.6480),
+]
+MAXTEXT_V5P_SCRIPTS = {
+    "32B": (8, "minimal", 4),
+    "64B": (4, "minimal", 4),
+    "128B": (2, "minimal", 8),
+    "256B": (2, "minimal", 8),
+    "512B": (2, "full", 16),
+    "1024B": (2, "full", 16),
+}
+
+
+def test_maxtext_v5p_table_as_published():
+    assert measured.MAXTEXT_V5P_TABLE == tuple(MAXTEXT_V5P)
+    assert measured.MAXTEXT_V5P_CONFIG == MAXTEXT_V5P_SCRIPTS
+    peak = hardware.get("TPU v5p").bf16_dense_flops_per_s
+    for size, slice_type, tflops, mfu in MAXTEXT_V5P:
+        run = measured.run_named(f"MaxText {size}, {slice_type}")
+        per_device, remat, tp = MAXTEXT_V5P_SCRIPTS[size]
+        chips = int(slice_type.split("-")[1]) // 2  # v5p-N counts TensorCores, two per chip
+        assert run.mesh == {"fsdp": chips // tp, "tp": tp} and run.n_devices == chips
+        assert (run.seq_len, run.sequences_per_step, run.micro_batch_seqs) == (
+            2048,
+            per_device * chips,
+            per_device * tp,
+        )
+        assert run.recompute == ("nothing_saveable" if remat == "full" else remat)
+        assert run.tflops_per_s_per_device == tflops and run.published_peak_fraction == mfu
+        # the table's own arithmetic: MFU = TFLOP/s over the 459 TFLOP/s peak
+        assert tflops * 1e12 / peak == pytest.approx(mfu, abs=0.001)
+        assert run.source == "maxtext-v5p-perf" and run.tp_comm_overlap
+
+
+def test_maxtext_v5p_step_is_maxtexts_flop_count_over_its_tflops():
+    # train.py calculate_training_tflops at 76bd53b0: 6·N·s·b (N every parameter, the tied
+    # embedding once) plus half of 12·heads·layers·head_dim·s²·b, per device
+    from shardbook import training
+
+    run = measured.run_named("MaxText 512B, v5p-1024")
+    m = models.get(run.model)
+    n, s, b = models.param_count(m), 2048, 2
+    flops = 6 * n * s * b + 12 * m.n_heads * m.n_layers * m.head_dim * s * s * b / 2
+    assert run.step_s == pytest.approx(flops / 294e12, rel=1e-12)
+    assert flops == pytest.approx(training.model_flops_per_token(m, s, causal=True) * s * b, rel=1e-12)
+    assert run.step_s == pytest.approx(43.5, abs=0.05)
+
+
 # maxtext-v5e-perf (README at e47fa1b5): the "1x v5e-256" row, size by size (TFLOP/sec/chip,
 # MFU); configs/largest_job/<size>.sh: per_device_batch_size, remat_policy, ici_tensor_parallelism.
 MAXTEXT_V5E = [("16B", 120, 0.6110), ("32B", 132, 0.6686), ("64B", 118, 0.5990), ("128B", 110, 0.5606)]
@@ -257,7 +315,7 @@ def test_the_split_is_the_stated_rule():
     assert sets["Megatron GPT 3.6B, 64 A100"] == "validation"
     assert sets["Llama 3 405B, 16,384 H100"] == "validation"
     assert len(validation.validation_runs()) >= 10
-    assert {r.accelerator for r in validation.validation_runs()} >= {"A100", "H100", "TPU v5e", "TPU v6e"}
+    assert {r.accelerator for r in validation.validation_runs()} >= {"A100", "H100", "TPU v5p", "TPU v5e", "TPU v6e"}
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: r.name)
