@@ -128,21 +128,25 @@ def test_llama3_405b_fits_80_gb_without_checkpointing_with_flash_only():
 def test_maxtext_policies_keep_the_named_tensors_by_hand():
     """LLaMA-3 70B, s = 4096, b = 1, no TP: the scan carry (layer input,
     2sbh) plus what each policy names (decoders.py get_remat_policy):
-    Q 2·s·8192, K and V 2·s·1024 each, out_proj and mlpwo 2sbh each, the
-    gate and up outputs 2·s·28672 each."""
+    Q 2·s·8192, K and V 2·s·1024 each, out_proj 2sbh, the gate and up
+    outputs 2·s·28672 each. Not mlpwo, which save_dot_except_mlpwi and
+    minimal name too: JAX saves a named tensor only where the backward reads
+    it (test_jax_saves_only_what_the_backward_reads), and the MLP's output
+    goes straight into the residual."""
     s, h, f = 4096, 8192, 28672
     q, kv = 2 * s * 8192, 2 * 2 * s * 1024
     sbh2 = 2 * s * h
     expected = {
         "save_qkv_proj": sbh2 + q + kv,
         "save_dot_except_mlp": sbh2 + q + kv + sbh2,
-        "save_dot_except_mlpwi": sbh2 + q + kv + sbh2 + sbh2,
-        "minimal": sbh2 + q + kv + sbh2 + 2 * 2 * s * f + sbh2,
-        "minimal_with_context": sbh2 + q + kv + sbh2 + 2 * 2 * s * f + sbh2 + q,
+        "save_dot_except_mlpwi": sbh2 + q + kv + sbh2,
+        "minimal": sbh2 + q + kv + sbh2 + 2 * 2 * s * f,
+        "minimal_with_context": sbh2 + q + kv + sbh2 + 2 * 2 * s * f + q,
         "save_out_proj": sbh2 + sbh2,
         "qkv_proj_offloaded": sbh2,
         "minimal_offloaded": sbh2,
         "full": sbh2,
+        "nothing_saveable": sbh2,
     }
     for policy, want in expected.items():
         assert memory.activation_bytes_per_layer("LLaMA-3 70B", s, 1, recompute=policy) == want, policy
@@ -428,3 +432,66 @@ def test_llama3_stages_lose_a_layer_from_their_outer_chunks():
     ) == 8 * pipeline.schedule_activation_microbatches("interleaved", 16, 32, 8)
     with pytest.raises(ValueError, match="chunk_layers"):
         pipeline.interleaved_peak_layer_microbatches(16, 32, 8, even[:3])
+
+
+@pytest.mark.jax
+def test_jax_saves_only_what_the_backward_reads():
+    """A remat policy marks tensors saveable; JAX keeps one only where the
+    backward reads it (a residual). A sequential block reads the output
+    projection's output (the MLP's input is built from it), a parallel
+    block does not; neither reads the MLP's output. What
+    memory._named_bytes counts. Ref: maxtext."""
+    import contextlib
+    import io
+
+    import jax
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+
+    def sequential(x, wq, wo, wi, wm):
+        a = checkpoint_name(jnp.tanh(checkpoint_name(x @ wq, "query_proj")) @ wo, "out_proj")
+        h = x + a
+        return h + checkpoint_name(jax.nn.relu(checkpoint_name(h @ wi, "mlpwi_0")) @ wm, "mlpwo")
+
+    def parallel(x, wq, wo, wi, wm):
+        a = checkpoint_name(jnp.tanh(checkpoint_name(x @ wq, "query_proj")) @ wo, "out_proj")
+        return x + a + checkpoint_name(jax.nn.relu(checkpoint_name(x @ wi, "mlpwi_0")) @ wm, "mlpwo")
+
+    names = ("query_proj", "out_proj", "mlpwi_0", "mlpwo")
+    policy = jax.checkpoint_policies.save_only_these_names(*names)
+    args = (jnp.ones((4, 8)),) + (jnp.ones((8, 8)),) * 4
+
+    def saved(block):
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            jax.ad_checkpoint.print_saved_residuals(jax.checkpoint(block, policy=policy), *args)
+        return {name for name in names if f"named '{name}'" in printed.getvalue()}
+
+    assert saved(sequential) == {"query_proj", "out_proj", "mlpwi_0"}
+    assert saved(parallel) == {"query_proj", "mlpwi_0"}
+
+
+def test_a_parallel_block_keeps_and_reruns_less():
+    """MaxText's 2023 default block (models.MAXTEXT_V5P_SHAPES): attention and
+    MLP read one norm output and their sum joins the residual. 'minimal'
+    keeps Q, K, V and the MLP's input matmul output, not the output
+    projection's; 'nothing_saveable' (MaxText's 'full') reruns Q, K, V, the
+    attention core and the MLP's first matmul, never the two matmuls whose
+    outputs only feed the residual; tensor parallelism moves half the
+    all-reduce equivalents of a sequential block."""
+    m = models.get("MaxText 32B")
+    assert m.parallel_block and not m.gated_mlp and m.tied_embeddings
+    s, b = 2048, 1
+    h, qkv, f = m.d_model, m.n_heads * m.head_dim, m.d_ff
+    kept = memory.activation_bytes_per_layer(m, s, b, recompute="minimal")
+    assert kept == 2 * s * b * h + 3 * 2 * s * b * qkv + 2 * s * b * f
+    sequential = models.with_changes(m, parallel_block=False)
+    assert memory.activation_bytes_per_layer(sequential, s, b, recompute="minimal") == kept + 2 * s * b * h
+    scores = 4 * m.n_heads * m.head_dim * s / 2
+    rerun = memory.recomputed_flops_per_token(m, s, "nothing_saveable", causal=True)
+    assert rerun == m.n_layers * (2 * 3 * h * qkv + scores + 2 * h * f)
+    assert training.hardware_flops_per_token(m, s, "full", causal=True) > training.hardware_flops_per_token(
+        m, s, "nothing_saveable", causal=True
+    )
+    # one norm per layer
+    assert models.param_count(sequential) - models.param_count(m) == m.n_layers * h

@@ -318,3 +318,28 @@ def test_gpt_presets_resolve_but_stay_out_of_the_book_presets():
     assert not set(models.gpt_names()) & set(models.names())
     for name in models.gpt_names():
         assert models.get(name).source in BIB_KEYS
+
+
+# maxtext-v5p-perf, maxtext-v5e-perf: the scripts set global_parameter_scale = size on base.yml's
+# "default" model of 76bd53b0 (emb 2,560, 8 heads of 256, MLP 8,192 relu, 16 layers, vocabulary
+# 32,768, output layer tied to the embedding, parallel block); pyconfig.get_individual_scales
+# grows it. The labels are nominal: the shapes land within 2 % of each.
+@pytest.mark.parametrize("size", ["16B", "32B", "64B", "128B", "256B", "512B", "1024B"])
+def test_maxtext_v5p_models_are_base_yml_scaled(size):
+    m = models.get(f"MaxText {size}")
+    assert models.maxtext_scaled_shape(int(size[:-1])) == (m.d_model, m.d_ff, m.n_layers, m.n_heads)
+    assert (m.head_dim, m.n_kv_heads, m.vocab_size) == (256, m.n_heads, 32768)
+    assert (m.gated_mlp, m.dropout, m.tied_embeddings, m.parallel_block) == (False, False, True, True)
+    assert models.param_count(m) / 1e9 == pytest.approx(int(size[:-1]), rel=0.02)
+
+
+def test_maxtext_scaling_rule_and_its_bad_input():
+    # k = log2(scale) = 3q + r: heads and MLP double q + (r > 0) times, embedding q + (r > 1), layers q
+    assert models.maxtext_scaled_shape(1) == models.MAXTEXT_BASE_SHAPE
+    assert models.maxtext_scaled_shape(2) == (2560, 16384, 16, 16)
+    assert models.maxtext_scaled_shape(4) == (5120, 16384, 16, 16)
+    assert models.maxtext_scaled_shape(8) == (5120, 16384, 32, 16)
+    with pytest.raises(ValueError, match="power of 2"):
+        models.maxtext_scaled_shape(24)
+    with pytest.raises(ValueError, match="global_parameter_scale"):
+        models.maxtext_scaled_shape(0)

@@ -174,6 +174,89 @@ def test_megatron_readme_table_as_published():
         assert tflops * 1e12 / peak == pytest.approx(mfu, abs=0.006)
 
 
+# maxtext-v5p-perf (configs/v5p/README.md at 76bd53b0): size, slice, TFLOP/chip/sec, MFU of
+# each one-slice ("1x") row, in the table's order; configs/v5p/<size>.sh: per_device_batch_size,
+# remat_policy, ici_tensor_parallelism.
+MAXTEXT_V5P = [
+    ("32B", "v5p-128", 328, 0.7147),
+    ("64B", "v5p-128", 323, 0.7031),
+    ("128B", "v5p-256", 315, 0.6868),
+    ("128B", "v5p-512", 316, 0.6883),
+    ("256B", "v5p-1024", 308, 0.6709),
+    ("512B", "v5p-1024", 294, 0.6399),
+    ("1024B", "v5p-2048", 254, 0.5535),
+    ("1024B", "v5p-4096", 297, 0.6480),
+]
+MAXTEXT_V5P_SCRIPTS = {
+    "32B": (8, "minimal", 4),
+    "64B": (4, "minimal", 4),
+    "128B": (2, "minimal", 8),
+    "256B": (2, "minimal", 8),
+    "512B": (2, "full", 16),
+    "1024B": (2, "full", 16),
+}
+
+
+def test_maxtext_v5p_table_as_published():
+    assert measured.MAXTEXT_V5P_TABLE == tuple(MAXTEXT_V5P)
+    assert measured.MAXTEXT_V5P_CONFIG == MAXTEXT_V5P_SCRIPTS
+    peak = hardware.get("TPU v5p").bf16_dense_flops_per_s
+    for size, slice_type, tflops, mfu in MAXTEXT_V5P:
+        run = measured.run_named(f"MaxText {size}, {slice_type}")
+        per_device, remat, tp = MAXTEXT_V5P_SCRIPTS[size]
+        chips = int(slice_type.split("-")[1]) // 2  # v5p-N counts TensorCores, two per chip
+        assert run.mesh == {"fsdp": chips // tp, "tp": tp} and run.n_devices == chips
+        assert (run.seq_len, run.sequences_per_step, run.micro_batch_seqs) == (
+            2048,
+            per_device * chips,
+            per_device * tp,
+        )
+        assert run.recompute == ("nothing_saveable" if remat == "full" else remat)
+        assert run.tflops_per_s_per_device == tflops and run.published_peak_fraction == mfu
+        # the table's own arithmetic: MFU = TFLOP/s over the 459 TFLOP/s peak
+        assert tflops * 1e12 / peak == pytest.approx(mfu, abs=0.001)
+        assert run.source == "maxtext-v5p-perf" and run.tp_comm_overlap
+
+
+def test_maxtext_v5p_step_is_maxtexts_flop_count_over_its_tflops():
+    # train.py calculate_training_tflops at 76bd53b0: 6·N·s·b (N every parameter, the tied
+    # embedding once) plus half of 12·heads·layers·head_dim·s²·b, per device
+    from shardbook import training
+
+    run = measured.run_named("MaxText 512B, v5p-1024")
+    m = models.get(run.model)
+    n, s, b = models.param_count(m), 2048, 2
+    flops = 6 * n * s * b + 12 * m.n_heads * m.n_layers * m.head_dim * s * s * b / 2
+    assert run.step_s == pytest.approx(flops / 294e12, rel=1e-12)
+    assert flops == pytest.approx(training.model_flops_per_token(m, s, causal=True) * s * b, rel=1e-12)
+    assert run.step_s == pytest.approx(43.5, abs=0.05)
+
+
+# maxtext-v5e-perf (README at e47fa1b5): the "1x v5e-256" row, size by size (TFLOP/sec/chip,
+# MFU); configs/largest_job/<size>.sh: per_device_batch_size, remat_policy, ici_tensor_parallelism.
+MAXTEXT_V5E = [("16B", 120, 0.6110), ("32B", 132, 0.6686), ("64B", 118, 0.5990), ("128B", 110, 0.5606)]
+MAXTEXT_V5E_SCRIPTS = {"16B": (6, "full", 1), "32B": (4, "full", 1), "64B": (2, "full", 1), "128B": (1, "full", 16)}
+
+
+def test_maxtext_v5e_table_as_published():
+    assert measured.MAXTEXT_V5E_TABLE == tuple((size, "v5e-256", t, mfu) for size, t, mfu in MAXTEXT_V5E)
+    assert measured.MAXTEXT_V5E_CONFIG == MAXTEXT_V5E_SCRIPTS
+    peak = hardware.get("TPU v5e").bf16_dense_flops_per_s
+    for size, tflops, mfu in MAXTEXT_V5E:
+        run = measured.run_named(f"MaxText {size}, v5e-256")
+        per_device, _remat, tp = MAXTEXT_V5E_SCRIPTS[size]
+        assert run.n_devices == 256 and run.mesh.get("tp", 1) == tp and run.mesh["fsdp"] == 256 // tp
+        assert (run.seq_len, run.sequences_per_step, run.micro_batch_seqs) == (2048, per_device * 256, per_device * tp)
+        assert run.recompute == "nothing_saveable" and run.tflops_per_s_per_device == tflops
+        # the table's arithmetic: MFU of 197 TFLOP/s, TFLOP/s printed to the whole unit
+        assert abs(mfu * peak - tflops * 1e12) <= 0.5e12
+        # MaxText's count before 64ee4e93: attention scores over the full square
+        m = models.get(run.model)
+        n, s, b = models.param_count(m), 2048, per_device
+        flops = 6 * n * s * b + 12 * m.n_heads * m.n_layers * m.head_dim * s * s * b
+        assert run.step_s == pytest.approx(flops / (tflops * 1e12), rel=1e-12)
+
+
 def test_maxtext_llama2_70b_v6e_row_is_the_linked_recipe():
     # maxtext-tiering: 43.8 % and 900 tokens/s/device; tpu-recipes-llama2-70b-trillium at
     # 9e458c7: llama2_70b_4096_sc, remat qkv_proj_offloaded, and a log of 9.052 s per step,
@@ -272,7 +355,7 @@ def test_the_split_is_the_stated_rule():
     assert sets["Megatron GPT 3.6B, 64 A100"] == "validation"
     assert sets["Llama 3 405B, 16,384 H100"] == "validation"
     assert len(validation.validation_runs()) >= 10
-    assert {r.accelerator for r in validation.validation_runs()} >= {"A100", "H100", "TPU v6e"}
+    assert {r.accelerator for r in validation.validation_runs()} >= {"A100", "H100", "TPU v5p", "TPU v5e", "TPU v6e"}
 
 
 @pytest.mark.parametrize("run", RUNS, ids=lambda r: r.name)
@@ -295,7 +378,36 @@ def test_the_run_fits_under_its_declared_policy(run, table):
     assert row.bound.fits, f"{used / 1e9:.1f} GB of {row.bound.hbm_bytes / 1e9:.1f} GB"
 
 
-@pytest.mark.parametrize("run", [r for r in RUNS], ids=lambda r: r.name)
+# Validation runs outside the tolerance, each with what was found. MaxText's v5p table
+# (maxtext-v5p-perf) measures the same per-chip work twice, 1024B on v5p-2048 and on v5p-4096
+# (per-device batch, remat, TP 16 and slice type alike; only the FSDP degree differs), at 254 and
+# 297 TFLOP/s per chip: 17 % apart, so no planner that prices a chip's work can hold both within
+# ±10 %. The slower one calibrates, which pulls TPU v5p's η down, and the table's other
+# full-recomputation run, 512B on v5p-1024 (294 TFLOP/s), lands just outside. strict: the day
+# it falls within, this fails and the entry goes.
+OUTSIDE_TOLERANCE = {
+    "MaxText 512B, v5p-1024": "v5p table: the 1024B pair's 17 % scatter in one calibration run pulls η down",
+}
+TOLERANCE_CASES = [
+    pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=OUTSIDE_TOLERANCE[r.name]))
+    if r.name in OUTSIDE_TOLERANCE
+    else r
+    for r in RUNS
+]
+
+
+def test_the_1024b_pair_does_the_same_work_per_chip_at_different_speeds():
+    # the two rows the note above rests on: the planner's expectation is the same for both
+    # (the same work per chip), the measured step times are 17 % apart
+    from shardbook import validation
+
+    a, b = (measured.run_named(f"MaxText 1024B, v5p-{n}") for n in (2048, 4096))
+    ea, eb = (validation.row(r).expected_step_s for r in (a, b))
+    assert ea == pytest.approx(eb, rel=0.01)
+    assert a.step_s / b.step_s == pytest.approx(297 / 254, rel=0.01)
+
+
+@pytest.mark.parametrize("run", TOLERANCE_CASES, ids=lambda r: r.name)
 def test_expected_step_within_ten_percent_on_the_validation_set(run, table):
     from shardbook import validation
 
@@ -313,7 +425,8 @@ def test_calibration_table_holds_the_fit():
     from shardbook.planner import calibrate
 
     fitted = validation.fitted_efficiencies()
-    assert set(fitted) == {"A100", "H100", "H800", "TPU v5p", "TPU v6e"}
+    # TPU v5e joined with MaxText's v5e table (maxtext-v5e-perf): its η is fitted, no longer printed
+    assert set(fitted) == {"A100", "H100", "H800", "TPU v5p", "TPU v5e", "TPU v6e"}
     for acc, value in fitted.items():
         figure = calibrate.MATMUL_EFFICIENCY[acc]
         assert figure.source == "fit"

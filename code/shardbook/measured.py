@@ -690,6 +690,182 @@ MCORE_H100_RUNS = tuple(_mcore_run(*row) for row in MCORE_H100_TABLE)
 KORTHIKANTI_RUNS = tuple(_korthikanti_run(*row, present) for row in KORTHIKANTI_TABLE_3 for present in (False, True))
 
 
+# MaxText's TPU v5p performance table (maxtext-v5p-perf): MaxText/configs/v5p/README.md as
+# commit 76bd53b0f44caf989c88189afadeb1062f9254f0 of google/maxtext (2023-12-15) published it, with the scripts that ran it
+# (configs/v5p/<size>.sh) and the base.yml they read in the same commit. Per row, in the table's
+# order: (size, slice, TFLOP/chip/sec, MFU) for one slice ("1x"); "v5p-N" counts TensorCores,
+# N / 2 chips, one JAX device per chip. The README's "Runtime Performance Results" (04262f3c,
+# 2024-03-22) reprints five of these rows unchanged (32B, 64B, 128B on v5p-256, 512B, 1024B on
+# v5p-4096), prints other values for three without saying with which configuration, and adds
+# two 1160B rows for which the repository never held a configuration: the table published with
+# its scripts is the one used. The table's "2x" rows (two slices over the data-center network)
+# are not here: the planner places a job of up to 6,144 v5p chips in one slice and cannot yet be
+# told that a smaller job was cut into two.
+MAXTEXT_V5P_TABLE = (
+    ("32B", "v5p-128", 328, 0.7147),
+    ("64B", "v5p-128", 323, 0.7031),
+    ("128B", "v5p-256", 315, 0.6868),
+    ("128B", "v5p-512", 316, 0.6883),
+    ("256B", "v5p-1024", 308, 0.6709),
+    ("512B", "v5p-1024", 294, 0.6399),
+    ("1024B", "v5p-2048", 254, 0.5535),
+    ("1024B", "v5p-4096", 297, 0.6480),
+)
+
+# How MaxText/configs/v5p/<size>.sh ran each size at 76bd53b0: (per_device_batch_size,
+# remat_policy, ici_tensor_parallelism); every script sets ici_fsdp_parallelism=-1 (the rest of
+# the slice), max_target_length=2048 and attention='flash', and leaves base.yml's
+# dcn_data_parallelism -1 (one slice here), FP32 parameters with AdamW (16 bytes of state per
+# parameter, the planner's default) and BF16 logits from the tied embedding (Embed.attend in the
+# activation dtype) into a loss XLA compiles ('fused_bf16', as the other MaxText runs). The batch is
+# sharded over every device (data_sharding), activations over fsdp only (activation_batch), so
+# a tensor-parallel group of t chips trains t x per_device_batch_size sequences together. Each
+# script sets the XLA flags that overlap collectives with computation
+# (xla_tpu_enable_async_collective_fusion and its _multiple_steps, xla_enable_async_all_gather,
+# xla_tpu_overlap_compute_collective_tc: configs/README.md describes each).
+MAXTEXT_V5P_CONFIG = {
+    "32B": (8, "minimal", 4),
+    "64B": (4, "minimal", 4),
+    "128B": (2, "minimal", 8),
+    "256B": (2, "minimal", 8),
+    "512B": (2, "full", 16),
+    "1024B": (2, "full", 16),
+}
+
+
+def maxtext_tflops_per_device_step(model, seq_len, per_device_batch):
+    """TFLOPs of one step on one device as MaxText counted them when it
+    printed its v5p table (train.py calculate_training_tflops at 76bd53b0,
+    after PaLM's appendix B): 6·N·s·b with N every parameter of the model
+    (the embedding table, which is also the output layer, counted once, as
+    calculate_num_params_from_pytree counts it) plus the causal half of the
+    attention scores, 12·heads·layers·head_dim·s²·b / 2. In the book's count
+    that is training.model_flops_per_token(model, s, causal=True) per token.
+    Ref: maxtext-v5p-perf."""
+    from . import models
+
+    m = models.get(model)
+    _validate.count("seq_len", seq_len)
+    _validate.count("per_device_batch", per_device_batch)
+    weights = 6 * models.param_count(m) * seq_len * per_device_batch
+    attention = 12 * m.n_heads * m.n_layers * m.head_dim * seq_len**2 * per_device_batch / 2
+    return (weights + attention) / 1e12
+
+
+def _maxtext_v5p_run(size, slice_type, tflops, _printed_mfu):
+    from . import hardware
+
+    chips = int(slice_type.split("-")[1]) // 2
+    per_device, remat, tp = MAXTEXT_V5P_CONFIG[size]
+    model = f"MaxText {size}"
+    # MaxText's 'full' is JAX's nothing_saveable (memory.RECOMPUTE), not Megatron's whole rerun
+    recompute = "nothing_saveable" if remat == "full" else remat
+    step_tflops = maxtext_tflops_per_device_step(model, 2048, per_device)
+    return PublishedRun(
+        f"MaxText {size}, {slice_type}",
+        model,
+        "TPU v5p",
+        {"fsdp": chips // tp, "tp": tp},
+        2048,
+        per_device * chips,
+        per_device * tp,
+        tflops * 1e12 / hardware.get("TPU v5p").bf16_dense_flops_per_s,
+        "maxtext-v5p-perf",
+        recompute=recompute,
+        loss_logits="fused_bf16",
+        note=f"one slice of {chips} chips; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism "
+        f"{tp}; MFU here is the TFLOP/s over 459",
+        remat_policy=remat if remat != "full" else "full (nn.remat, policy None: nothing saveable)",
+        tp_comm_overlap=True,
+        tflops_per_s_per_device=tflops,
+        published_peak_fraction=_printed_mfu,
+        step_s=step_tflops / tflops,
+        step_basis="MaxText's TFLOPs per device per step (6N + causal attention) / TFLOP/chip/sec",
+        where=f"configs/v5p/README.md, {size} model, 1x {slice_type} row; configs/v5p/{size.lower()}.sh",
+    )
+
+
+MAXTEXT_V5P_RUNS = tuple(_maxtext_v5p_run(*row) for row in MAXTEXT_V5P_TABLE)
+
+
+# MaxText's TPU v5e table (maxtext-v5e-perf): the README's "Runtime Performance Results" as commit
+# e47fa1b5d377ee1043e663f1414024f4d0f12df0 of google/maxtext (2023-11-01) printed it, run by
+# MaxText/configs/largest_job/<size>.sh of the same commit on the same base.yml model and parallel
+# block as the v5p table (models.MAXTEXT_V5P_SHAPES). Per size, the one-slice row ("1x v5e-256",
+# 256 chips, one TensorCore each): (size, slice, TFLOP/sec/chip, MFU). The table's 2x to 32x rows
+# span slices over the data-center network, which the planner cannot yet be told of (it places a
+# job of up to 256 v5e chips in one slice); the README prints the sizes as columns, read here
+# row by row as printed.
+MAXTEXT_V5E_TABLE = (
+    ("16B", "v5e-256", 120, 0.6110),
+    ("32B", "v5e-256", 132, 0.6686),
+    ("64B", "v5e-256", 118, 0.5990),
+    ("128B", "v5e-256", 110, 0.5606),
+)
+# configs/largest_job/<size>.sh at e47fa1b5: (per_device_batch_size, remat_policy,
+# ici_tensor_parallelism); ici_fsdp_parallelism -1 (the whole slice) but for 128B (16, with
+# tensor 16), max_target_length 2048, enable_flash_attention true, and the XLA flags that
+# overlap collectives with computation (as the v5p scripts).
+MAXTEXT_V5E_CONFIG = {
+    "16B": (6, "full", 1),
+    "32B": (4, "full", 1),
+    "64B": (2, "full", 1),
+    "128B": (1, "full", 16),
+}
+
+
+def maxtext_2023_tflops_per_device_step(model, seq_len, per_device_batch):
+    """TFLOPs of one step on one device as MaxText counted them when it
+    printed its v5e table (train.py calculate_training_tflops at e47fa1b5,
+    before 64ee4e93 halved the attention term): 6·N·s·b plus the attention
+    scores over the full square, 12·heads·layers·head_dim·s²·b; in the
+    book's count training.model_flops_per_token(model, s) per token.
+    Ref: maxtext-v5e-perf."""
+    from . import models
+
+    m = models.get(model)
+    _validate.count("seq_len", seq_len)
+    _validate.count("per_device_batch", per_device_batch)
+    weights = 6 * models.param_count(m) * seq_len * per_device_batch
+    attention = 12 * m.n_heads * m.n_layers * m.head_dim * seq_len**2 * per_device_batch
+    return (weights + attention) / 1e12
+
+
+def _maxtext_v5e_run(size, slice_type, tflops, printed_mfu):
+    from . import hardware
+
+    chips = int(slice_type.split("-")[1])
+    per_device, remat, tp = MAXTEXT_V5E_CONFIG[size]
+    model = f"MaxText {size}"
+    mesh = {"fsdp": chips // tp, "tp": tp} if tp > 1 else {"fsdp": chips}
+    return PublishedRun(
+        f"MaxText {size}, {slice_type}",
+        model,
+        "TPU v5e",
+        mesh,
+        2048,
+        per_device * chips,
+        per_device * tp,
+        tflops * 1e12 / hardware.get("TPU v5e").bf16_dense_flops_per_s,
+        "maxtext-v5e-perf",
+        recompute="nothing_saveable",
+        loss_logits="fused_bf16",
+        note=f"one slice of {chips} chips; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism "
+        f"{tp}; MFU here is the TFLOP/s over 197",
+        remat_policy="full (nn.remat, policy None: nothing saveable)",
+        tp_comm_overlap=True,
+        tflops_per_s_per_device=tflops,
+        published_peak_fraction=printed_mfu,
+        step_s=maxtext_2023_tflops_per_device_step(model, 2048, per_device) / tflops,
+        step_basis="MaxText's TFLOPs per device per step (6N + full-square attention) / TFLOP/sec/chip",
+        where=f"README, Runtime Performance Results, TPU v5e, 1x v5e-256 row, {size}; "
+        f"configs/largest_job/{size.lower()}.sh",
+    )
+
+
+MAXTEXT_V5E_RUNS = tuple(_maxtext_v5e_run(*row) for row in MAXTEXT_V5E_TABLE)
+
+
 def _llama3_step_s(run):
     """Llama 3's step time from its TFLOP/s per GPU: model FLOPs of the
     step (6·N·tokens plus attention scores over the full square, the
@@ -712,7 +888,7 @@ PUBLISHED_RUNS = tuple(
 )
 
 # Every published run the validation appendix sets beside the planner.
-VALIDATION_RUNS = PUBLISHED_RUNS + SC21_RUNS + MCORE_H100_RUNS + KORTHIKANTI_RUNS
+VALIDATION_RUNS = PUBLISHED_RUNS + SC21_RUNS + MCORE_H100_RUNS + KORTHIKANTI_RUNS + MAXTEXT_V5P_RUNS + MAXTEXT_V5E_RUNS
 
 
 def run_named(name):

@@ -265,6 +265,11 @@ RECOMPUTE = {
         "custom_offload_input_qkv", "named", (), ("decoder_layer_input",) + _QKV, "maxtext"
     ),
     "minimal_offloaded": RecomputePolicy("minimal_offloaded", "named", (), _MINIMAL, "maxtext"),
+    # MaxText's remat_policy 'full' (nn.remat with policy None: JAX's nothing_saveable). Unlike
+    # Megatron's 'full', which reruns the layer's whole forward (torch.utils.checkpoint), the
+    # backward reruns only what it reads: XLA drops the rest (the MLP's last matmul; in a
+    # parallel block the output projection too). It keeps the layer input, as 'full' does.
+    "nothing_saveable": RecomputePolicy("nothing_saveable", "named", (), (), "maxtext"),
     # DeepSeek-V3's own recipe (deepseek2024v3 §3.2.3 and §3.3): see DEEPSEEK_V3_RECIPE
     "deepseek_v3": RecomputePolicy("deepseek_v3", "recipe", (), (), "deepseek2024v3"),
 }
@@ -351,6 +356,8 @@ def _named_bytes(m, name, s, b, tp, sequence_parallel, dense_layer):
         return 2 * s * b * v
     if name == "context":
         return 2 * s * b * ctx
+    if name == "out_proj" and m.parallel_block:
+        return 0  # summed straight into the residual: the backward does not read it
     if name in ("out_proj", "decoder_layer_input"):
         return token_wise
     if name == "mlpwi_0":
@@ -358,8 +365,11 @@ def _named_bytes(m, name, s, b, tp, sequence_parallel, dense_layer):
     if name == "mlpwi_1":
         return 2 * s * b * f_tokens / tp if m.gated_mlp else 0
     # mlpwo: the MLP's output; an MoE layer keeps each routed expert's
-    # output (k per token) and the shared experts' sum
-    return token_wise * (routed + (1 if m.n_shared_experts else 0) if routed else 1)
+    # output (k per token, the router weights' gradient reads them) and the
+    # shared experts' sum. A dense MLP's output goes straight into the
+    # residual and the backward never reads it: JAX saves a named tensor
+    # only where the backward reads it (a residual), so it keeps none.
+    return token_wise * (routed + (1 if m.n_shared_experts else 0)) if routed else 0
 
 
 def _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer):
@@ -417,9 +427,12 @@ def activation_bytes_per_layer(
     recompute (see RECOMPUTE): 'none'; 'selective' (the attention core
     recomputed: the as² terms and the LSE vanish); 'full' (only the layer
     input, 2sbh, /t with SP); a MaxText remat_policy: the layer input plus
-    the named tensors it saves (see `offloaded_activation_bytes_per_layer`
-    for what it moves to host). `dense_layer`: one of the first dense layers
-    of an MoE model instead of an MoE layer.
+    the named tensors it saves where the backward reads them (never a dense
+    MLP's output; in a parallel block not the output projection's either;
+    see `offloaded_activation_bytes_per_layer` for what it moves to host).
+    A parallel block (model.parallel_block) keeps one norm input and one
+    input shared by attention and MLP, and one dropout mask. `dense_layer`:
+    one of the first dense layers of an MoE model instead of an MoE layer.
     Ref: korthikanti2022reducing, dao2022flashattention, maxtext.
     """
     m = models.get(model)
@@ -480,6 +493,8 @@ def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_par
     # latents (norm input and output) and its shared RoPE key; an MoE
     # layer's router probabilities (FP32), dispatched inputs and expert outputs
     replicated = 2 * 2 * sbh + 2 * sbh + 2 * sbh + 2 * mask * sbh
+    if m.parallel_block:  # one norm input, one input shared by attention and MLP, one dropout on their sum
+        replicated = 2 * sbh + 2 * sbh + mask * sbh
     replicated += 2 * 2 * s * b * latent + 2 * s * b * rope_key
     replicated += 4 * s * b * n_experts + 2 * routed * 2 * sbh
     # split by TP: Q, K, V, the output projection's input, the MLP intermediates
@@ -558,10 +573,11 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
     forward (2·N_active plus that). A MaxText policy recomputes what the
     backward needs and the policy neither saved nor offloaded: the Q/K/V
     projections, the attention core (unless `context` is saved), the output
-    projection (unless out_proj is, since the MLP's input depends on it) and
-    the gate/up matmuls; never the MLP's last matmul, whose output the
-    backward does not read. Under 'none' and flash attention the kernel's
-    own recomputation is part of its backward and not counted.
+    projection (unless out_proj is, since the MLP's input depends on it;
+    never in a parallel block, where it does not) and the gate/up matmuls;
+    never the MLP's last matmul, whose output the backward does not read.
+    Under 'none' and flash attention the kernel's own recomputation is part
+    of its backward and not counted.
     Ref: korthikanti2022reducing, maxtext."""
     m = models.get(model)
     _validate.count("seq_len", seq_len)
@@ -594,7 +610,7 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
             per_layer += 2 * qkv
         if "context" not in kept:
             per_layer += scores
-        if "out_proj" not in kept:
+        if "out_proj" not in kept and not m.parallel_block:
             per_layer += 2 * out_proj
         if "mlpwi_0" not in kept:
             per_layer += 2 * m.d_model * f_tokens

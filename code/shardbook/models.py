@@ -33,7 +33,11 @@ class Model:
     matrices; every preset) or a plain two-matrix MLP (GPT). `dropout`:
     dropout after attention scores and after each block (GPT as Megatron
     trains it; LLaMA-style models have none). `qkv_bias`: biases on the Q,
-    K and V projections (Qwen2).
+    K and V projections (Qwen2). `parallel_block`: attention and MLP read
+    the same normalised input and their outputs are summed into the
+    residual in one step (PaLM's "parallel" formulation; MaxText's default
+    decoder block until February 2024): one norm per layer, and the MLP
+    does not wait for the attention's output.
     """
 
     name: str
@@ -56,6 +60,7 @@ class Model:
     gated_mlp: bool = True
     dropout: bool = False
     qkv_bias: bool = False
+    parallel_block: bool = False
 
     def __post_init__(self):
         if not isinstance(self.source, str) or not self.source:
@@ -106,7 +111,7 @@ def _mlp_params(d_model, d_ff, gated=True):
 
 def _layer_counts(m, active):
     attention = _attention_params(m)
-    norms = 2 * m.d_model
+    norms = (1 if m.parallel_block else 2) * m.d_model  # RMSNorm weights: one norm per layer in a parallel block
     dense = m.n_dense_layers * (attention + norms + _mlp_params(m.d_model, m.d_ff_dense, m.gated_mlp))
     n_moe = m.n_layers - m.n_dense_layers
     if m.is_moe:
@@ -270,6 +275,67 @@ KORTHIKANTI_SHAPES = {
     "1T": (25600, 128, 160),
 }
 
+# MaxText's scaled models of its TPU v5p performance table (maxtext-v5p-perf: configs/v5p/README.md,
+# the <size>.sh scripts and configs/base.yml at 76bd53b0, 2023-12-15). Each <size>.sh sets
+# global_parameter_scale = size, and pyconfig.get_individual_scales doubles, in turn, the heads and
+# MLP width, the embedding width and the layer count of base.yml's model (maxtext_scaled_shape).
+# base.yml then held MaxText's "default" decoder block: base_emb_dim 2,560, base_num_heads 8 of
+# head_dim 256 (as many KV heads: MHA), base_mlp_dim 8,192 with mlp_activations ["relu"] (one
+# input matrix: a plain two-matrix MLP), 16 layers, vocabulary 32,768, logits_via_embedding True
+# (the output layer is the embedding table), dropout_rate 0, and a parallel block
+# (layers/models.py DecoderLayer: one RMSNorm, attention and MLP on its output, their sum added
+# to the input). On 2024-02-14 (3b2ac811) base.yml switched to the Llama 2 block; the table was
+# measured before. MaxText's v5e table (maxtext-v5e-perf, 2023-11-01) ran the same block and base
+# model at 16B, 32B, 64B and 128B. (emb_dim, mlp_dim, layers, heads) per size:
+MAXTEXT_BASE_SHAPE = (2560, 8192, 16, 8)
+MAXTEXT_V5P_SHAPES = {
+    "16B": (5120, 32768, 32, 32),
+    "32B": (10240, 32768, 32, 32),
+    "64B": (10240, 32768, 64, 32),
+    "128B": (10240, 65536, 64, 64),
+    "256B": (20480, 65536, 64, 64),
+    "512B": (20480, 65536, 128, 64),
+    "1024B": (20480, 131072, 128, 128),
+}
+
+
+def maxtext_scaled_shape(global_parameter_scale, base=MAXTEXT_BASE_SHAPE):
+    """(emb_dim, mlp_dim, layers, heads) of MaxText's base model scaled by
+    `global_parameter_scale` (a power of two), as pyconfig.get_individual_scales
+    does it: with k = log2(scale) = 3q + r, heads and MLP width double q + (r > 0)
+    times, the embedding width q + (r > 1) times, the layers q times; head_dim
+    stays. Ref: maxtext-v5p-perf (MaxText/pyconfig.py at 76bd53b0)."""
+    scale = int(_validate.count("global_parameter_scale", global_parameter_scale))
+    k = scale.bit_length() - 1
+    if 2**k != scale:
+        raise ValueError(f"global_parameter_scale: must be a power of 2, got {global_parameter_scale}")
+    if not (isinstance(base, tuple) and len(base) == 4):
+        raise ValueError(f"base: must be (emb_dim, mlp_dim, layers, heads), got {base!r}")
+    q, r = divmod(k, 3)
+    emb, mlp, layers, heads = base
+    heads_scale = q + (r > 0)
+    return (emb * 2 ** (q + (r > 1)), mlp * 2**heads_scale, layers * 2**q, heads * 2**heads_scale)
+
+
+def _maxtext(size, emb, mlp, layers, heads):
+    return Model(
+        f"MaxText {size}",
+        "maxtext-v5e-perf" if size == "16B" else "maxtext-v5p-perf",
+        emb,
+        mlp,
+        layers,
+        heads,
+        heads,
+        256,
+        32768,
+        tied_embeddings=True,
+        gated_mlp=False,
+        parallel_block=True,
+    )
+
+
+# The models of published throughput runs that are not the book's teaching presets (they appear
+# in the validation appendix only): Megatron-LM's GPT models and MaxText's scaled models.
 GPT_PRESETS = {
     m.name: m
     for m in [
@@ -285,18 +351,20 @@ GPT_PRESETS = {
             _gpt(f"GPT {size} (Korthikanti)", "korthikanti2022reducing", h, layers, heads, 51200, True)
             for size, (h, layers, heads) in KORTHIKANTI_SHAPES.items()
         ),
+        *(_maxtext(size, *shape) for size, shape in MAXTEXT_V5P_SHAPES.items()),
     ]
 }
 
 
 def names():
     """The names of the model presets, in the order they are declared (the
-    book's presets; the GPT models of published runs are `gpt_names()`)."""
+    book's presets; the models of published runs are `gpt_names()`)."""
     return list(PRESETS)
 
 
 def gpt_names():
-    """The names of the GPT models of published Megatron-LM runs."""
+    """The names of the models of published throughput runs (Megatron-LM's
+    GPT models, MaxText's scaled models): GPT_PRESETS."""
     return list(GPT_PRESETS)
 
 

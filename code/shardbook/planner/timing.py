@@ -385,10 +385,17 @@ def communication_s(lay, recompute, calibrated=False):
     kv_heads_per_rank = max(m.n_kv_heads, tp) / tp  # K and V replicated when tp exceeds the KV heads
     kv_bytes = tokens_mb * mesh["cp"] * 2 * kv_heads_per_rank * m.head_dim * 2
     out["cp"] = collective_s(acc, "all_gather", kv_bytes, where["cp"], 2 * layers_here * calls, calibrated=calibrated)
-    # tensor parallelism: 4 all-reduce equivalents of the block's activations per layer (6 with
-    # full recompute); with sequence parallelism each is a reduce-scatter and an all-gather
-    # (korthikanti2022reducing), which an in-switch reduction does not speed up (nccl-nvls)
-    rounds = 6 if recompute == "full" else 4
+    # tensor parallelism: all-reduce equivalents of the block's activations per layer: 2 forward
+    # (gather and reduce-scatter around attention and around the MLP; 1 in a parallel block, which
+    # gathers its one input and reduce-scatters the sum of attention and MLP), as many backward,
+    # and what the recompute reruns: the whole forward under 'full' (Megatron), all but the
+    # layer's last reduce-scatter, whose output the backward does not read, under
+    # 'nothing_saveable' (JAX); 4 (6 with full recompute) for a sequential block. With sequence
+    # parallelism each is a reduce-scatter and an all-gather (korthikanti2022reducing), which an
+    # in-switch reduction does not speed up (nccl-nvls)
+    forward = 1 if m.parallel_block else 2
+    rerun = {"full": forward, "nothing_saveable": forward - 0.5}.get(recompute, 0)
+    rounds = 2 * forward + rerun
     out["tp"] = collective_s(
         acc,
         "all_reduce",
