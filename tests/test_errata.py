@@ -196,3 +196,16 @@ def test_the_built_appendix_lists_every_entry_with_links_and_citations(built_boo
     assert positions == sorted(positions), "dates are not newest first"
     assert 'href="01_topology.html#sec-topo-achieved"' in page  # a section linked by its target
     assert 'href="90_presets.html#id' in page or "90_presets.html#" in page  # a citation into the bibliography
+
+
+def test_a_changed_errata_log_re_executes_the_appendix():
+    # the appendix executes over errata/*.toml, which jupyter-cache does not see: the Makefile's
+    # cache stamp must depend on the log (files and folder), or an incremental `make book` shows
+    # a stale appendix while the fingerprint check calls the build current
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-s", "print-CACHE_INPUTS"], cwd=ROOT, capture_output=True, text=True
+    )
+    inputs = out.stdout.split()
+    assert out.returncode == 0, out.stderr
+    assert "errata" in inputs
+    assert {str(p.relative_to(ROOT)) for p in (ROOT / "errata").glob("*.toml")} <= set(inputs)
