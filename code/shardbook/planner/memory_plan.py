@@ -224,7 +224,8 @@ def devices(lay):
     copies, held, logits)}: parameters per device (dense and routed-expert),
     transformer layers, stages run (parameter_copies), activations held at
     the peak in layer-microbatches (one layer's activations of one
-    microbatch), and whether the device holds the loss's logits.
+    microbatch), and whether the device holds the loss's logits:
+
     - pp = 1: the one device (every parameter, one microbatch, the logits).
     - a pipeline: every stage s, with its layers (pipeline.uneven_chunk_layers
       for an uneven one), the input embedding on stage 0 and the output layer
@@ -237,6 +238,7 @@ def devices(lay):
       layer (deepseek2024v3 §3.2.3), and the logits; each device p + 1
       microbatches of a stage's layers (Table 2). DeepSeek-V3's MTP module
       (one more MoE layer beside the output head) is not counted.
+
     Ref: narayanan2021megatron, dubey2024llama3, deepseek2024v3."""
     check_layout(lay)
     pp, v = lay.mesh["pp"], lay.n_virtual
