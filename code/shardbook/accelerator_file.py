@@ -107,22 +107,31 @@ def _descriptive(where, name, raw):
     return raw
 
 
-def _figure(where, name, raw):
+def _sourced_table(where, name, raw, keys, what):
+    """(source, note) of a figure's table {value, source, note, ...}, after
+    checking it is a table of `keys` with a value and a non-empty source
+    (`what` names the figure in the message)."""
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: {name} must be a table with a value and a source, got {raw!r}")
-    extra = [k for k in raw if k not in _FIGURE_KEYS]
+    extra = [k for k in raw if k not in keys]
     if extra:
-        raise ValueError(f"{where}: {name}: unknown key {extra[0]!r}; keys: {', '.join(_FIGURE_KEYS)}")
-    for key in ("value", "source"):
-        if key not in raw:
-            raise ValueError(f"{where}: {name}: missing {key!r} (every figure needs a value and its source)")
-    source, kind, note = raw["source"], raw.get("kind", "spec"), raw.get("note", "")
+        raise ValueError(f"{where}: {name}: unknown key {extra[0]!r}; keys: {', '.join(keys)}")
+    for part in ("value", "source"):
+        if part not in raw:
+            raise ValueError(f"{where}: {name}: missing {part!r} (every {what} needs a value and its source)")
+    source, note = raw["source"], raw.get("note", "")
     if not isinstance(source, str) or not source.strip():
         raise ValueError(f"{where}: {name}.source must be a non-empty string, got {source!r}")
-    if kind not in hardware.SOURCE_KINDS:
-        raise ValueError(f"{where}: {name}.kind: unknown value {kind!r}; valid: {', '.join(hardware.SOURCE_KINDS)}")
     if not isinstance(note, str):
         raise ValueError(f"{where}: {name}.note must be a string, got {note!r}")
+    return source, note
+
+
+def _figure(where, name, raw):
+    source, note = _sourced_table(where, name, raw, _FIGURE_KEYS, "figure")
+    kind = raw.get("kind", "spec")
+    if kind not in hardware.SOURCE_KINDS:
+        raise ValueError(f"{where}: {name}.kind: unknown value {kind!r}; valid: {', '.join(hardware.SOURCE_KINDS)}")
     return hardware.Sourced(_value(where, name, raw["value"]), source, kind, note)
 
 
@@ -130,21 +139,7 @@ def _calibration_figure(where, key, figure):
     """One figure of a [calibration] table as a calibrate.Figure (its value
     in SI base units; in_switch_reduction a bool)."""
     name = f"calibration.{key}"
-    if not isinstance(figure, dict):
-        raise ValueError(f"{where}: {name} must be a table with a value and a source, got {figure!r}")
-    extra = [k for k in figure if k not in _CALIBRATION_FIGURE_KEYS]
-    if extra:
-        raise ValueError(f"{where}: {name}: unknown key {extra[0]!r}; keys: {', '.join(_CALIBRATION_FIGURE_KEYS)}")
-    for part in ("value", "source"):
-        if part not in figure:
-            raise ValueError(
-                f"{where}: {name}: missing {part!r} (every calibration figure needs a value and its source)"
-            )
-    source, note = figure["source"], figure.get("note", "")
-    if not isinstance(source, str) or not source.strip():
-        raise ValueError(f"{where}: {name}.source must be a non-empty string, got {source!r}")
-    if not isinstance(note, str):
-        raise ValueError(f"{where}: {name}.note must be a string, got {note!r}")
+    source, note = _sourced_table(where, name, figure, _CALIBRATION_FIGURE_KEYS, "calibration figure")
     if key != "in_switch_reduction":
         return calibrate.Figure(_value(where, name, figure["value"]), source, note)
     if not isinstance(figure["value"], bool):
