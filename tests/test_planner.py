@@ -9,6 +9,7 @@ reliability audit's explorer rows (issue 31)."""
 import inspect
 import json
 import math
+import re
 import subprocess
 import sys
 import time
@@ -468,6 +469,27 @@ def test_command_line_expresses_and_ranks_llama3s_own_layout():
     assert one.returncode == 0, one.stderr
     (cand,) = json.loads(one.stdout)
     assert cand["mesh"]["pp"] == 16 and cand["n_virtual"] == 4 and cand["expected_step_s"] > cand["step_s"]
+
+
+def test_the_readme_command_prices_llama3s_mesh_as_the_validation_appendix_does():
+    # README, "Planning your own run": Llama 3's own layout on 16,384 H100 with v = 8 virtual stages
+    # (chunks of one layer, the first only the embedding: dubey2024llama3 §3.3.2). The search once
+    # capped v at 4 (a chunk per layer of the shortest stage), so the ranked mesh was not the run's
+    from shardbook import validation
+    from shardbook.planner import search
+
+    assert search.largest_n_virtual("LLaMA-3 405B", 16, uneven_pipeline=True) == 8
+    assert search.largest_n_virtual("LLaMA-3 405B", 16, uneven_pipeline=False) == 1
+    result = _cli(
+        "LLaMA-3 405B", "H100", "16384", "16777216", "--seq-len", "8192", "--axes", "fsdp,tp,pp",
+        "--schedule", "interleaved", "--n-virtual", "8", "--uneven-pipeline", "--micro-batch", "1",
+        "--keep-gathered-weights", "--rank", "fsdp=128,tp=8,pp=16",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    line = next(x for x in result.stdout.splitlines() if "fsdp 128 × tp 8 × pp 16 ranks" in x)
+    expected_ms = float(re.search(r"expected ([\d,]+) ms", line).group(1).replace(",", ""))
+    row = validation.row(measured.run_named("Llama 3 405B, 16,384 H100"))
+    assert expected_ms == pytest.approx(row.expected_step_s * 1e3, abs=0.5)
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ factorization, and a search that would exceed MAX_MESHES meshes is refused
 rather than run for hours.
 """
 
-from .. import _validate, hardware, models
+from .. import _validate, hardware, models, pipeline
 from . import memory_plan
 from .candidate import Candidate, TooFewSequences, evaluate
 from .layout import check_options
@@ -218,19 +218,28 @@ PUBLISHED_LAYOUTS = {
 
 
 def largest_n_virtual(model, pp, uneven_pipeline=False):
-    """The most virtual stages per device a pipeline of pp stages allows:
-    a divisor of the deepest stage's layers that leaves every chunk of the
-    shortest stage a layer."""
+    """The most virtual stages per device a pipeline of pp stages allows: a
+    divisor of the deepest stage's layers. An even pipeline splits every
+    stage alike; an uneven one takes the layers it lacks out of the first
+    stage's first chunks and the last stage's last chunks
+    (pipeline.uneven_chunk_layers), which may leave such a chunk with no
+    transformer layer: Llama 3's first chunk holds only the embedding, its
+    126 layers on 16 stages run chunks of one layer, v = 8 (dubey2024llama3
+    §3.3.2)."""
     m = models.get(model)
     _validate.count("pp", pp)
     if pp > m.n_layers or (m.n_layers % pp and not uneven_pipeline):
         return 1
-    # the deepest stage holds ceil(n/p) layers, which the chunks must divide
-    # (pipeline.deepest_stage_layers), and the shortest floor(n/p), which needs
-    # a layer per chunk: Llama 3's 126 on 16 stages (8 and 7) allows 4
     deepest = memory_plan.deepest_stage_layers(m.n_layers, pp, 1, uneven_pipeline)
-    shortest = m.n_layers // pp
-    return max(v for v in range(1, shortest + 1) if deepest % v == 0)
+    for v in sorted((v for v in range(1, deepest + 1) if deepest % v == 0), reverse=True):
+        if not uneven_pipeline:
+            return v
+        try:
+            pipeline.uneven_chunk_layers(m.n_layers, pp, v)
+        except ValueError:
+            continue
+        return v
+    return 1
 
 
 def run_options(run):
