@@ -373,17 +373,8 @@ def test_a_fit_is_a_fit_and_an_assumption_says_so():
 
 
 def _layout_no_recompute(model, accelerator, mesh, global_tokens, **options):
-    """As _layout, with recompute "none" and without the MoE capacity factor."""
-    import inspect
-
-    from shardbook.planner import layout as layout_module
-
-    defaults = {
-        k: p.default
-        for k, p in inspect.signature(planner.evaluate).parameters.items()
-        if p.kind is p.KEYWORD_ONLY and k not in ("capacity_factor", "recompute")
-    }
-    return layout_module.layout(model, accelerator, mesh, global_tokens, recompute="none", **{**defaults, **options})
+    """As _layout, with recompute "none"."""
+    return _layout(model, accelerator, mesh, global_tokens, **{"recompute": "none", **options})
 
 
 def test_fsdp_exposes_the_first_layers_gather_and_the_last_layers_scatter():

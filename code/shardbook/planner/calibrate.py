@@ -448,13 +448,12 @@ def _by_preset(key, name):
 _DEFAULT_NAMES = {
     "matmul_efficiency": "DEFAULT_MATMUL_EFFICIENCY",
     "scale_up_efficiency": "DEFAULT_SCALE_UP_EFFICIENCY",
+    "in_switch_reduction": "_NO_IN_SWITCH",
 }
 _NO_IN_SWITCH = Figure(False, "default", "no in-switch reduction without a figure")
 
 
 def _default(key):
-    if key == "in_switch_reduction":
-        return _NO_IN_SWITCH
     name = _DEFAULT_NAMES.get(key)
     return globals()[name] if name else None
 
