@@ -276,6 +276,47 @@ def test_v5p_jobs_beyond_one_slice_cross_dcn():
     assert where.n_domains == 2 and where.members_per_domain == 4096
 
 
+def test_a_job_told_its_slices_spreads_its_outer_axis_over_dcn():
+    """A v5p job small enough for one slice may still run on several
+    (MaxText's multislice rows): with slices=2 the outer axis spans two
+    slices and its reduction crosses DCN, slower than over ICI; the
+    default keeps one slice."""
+    args = ("MaxText 32B", "TPU v5p", {"dp": 2, "fsdp": 16, "tp": 4}, 2 * 64 * 8 * 2048)
+    options = dict(seq_len=2048, micro_batch_seqs=32, recompute="minimal")
+    one = explorer.evaluate(*args, **options)
+    two = explorer.evaluate(*args, slices=2, **options)
+    assert one.placement["dp"].n_domains == 1
+    assert two.placement["dp"].n_domains == 2 and two.placement["dp"].members_per_domain == 1
+    assert two.dp_s > 10 * one.dp_s  # DCN's 50 Gb/s per chip against ICI's links
+    assert placement.slice_chips("TPU v5p", 128, slices=2) == 64
+    assert placement.slice_chips("TPU v5p", 128) == 128
+    # v5e's pod is 256 chips: 512 of them are two slices whether told or not
+    spread = explorer.evaluate("MaxText 16B", "TPU v5e", {"dp": 2, "fsdp": 256}, 2 * 256 * 6 * 2048,
+                               seq_len=2048, micro_batch_seqs=6, recompute="nothing_saveable")
+    told = explorer.evaluate("MaxText 16B", "TPU v5e", {"dp": 2, "fsdp": 256}, 2 * 256 * 6 * 2048,
+                             seq_len=2048, micro_batch_seqs=6, recompute="nothing_saveable", slices=2)
+    assert spread.placement["dp"].n_domains == 2 and spread.expected_step_s == told.expected_step_s
+
+
+@pytest.mark.parametrize(
+    "accelerator,n,slices,rule",
+    [
+        ("H100", 128, 2, "only a TPU job is cut into slices; H100 has no slices"),
+        ("TPU v5p", 128, 3, "must divide the 128 chips of the job"),
+        ("TPU v5p", 8192, 1, "1 slice(s) of 8192 chips exceed the largest TPU v5p slice (6144 chips)"),
+        ("TPU v5e", 512, 1, "1 slice(s) of 512 chips exceed the largest TPU v5e slice (256 chips)"),
+        ("TPU v5p", 128, 0, "must be >= 1"),
+        ("TPU v5p", 128, 2.0, "must be an integer"),
+        ("TPU v5p", 128, True, "must be an integer"),
+    ],
+)
+def test_bad_slices_is_one_line_naming_the_rule(accelerator, n, slices, rule):
+    with pytest.raises(ValueError, match="^slices: " + re.escape(rule)):
+        explorer.evaluate("LLaMA-3 8B", accelerator, {"fsdp": n}, n * 4096, slices=slices)
+    with pytest.raises(ValueError, match="^slices: " + re.escape(rule)):
+        explorer.explore("LLaMA-3 8B", accelerator, n, n * 4096, slices=slices)
+
+
 def test_fsdp_regathers_per_microbatch_unless_kept():
     """W9: FSDP gathers forward and backward for every microbatch and
     reduce-scatters each microbatch's gradients; kept weights are gathered

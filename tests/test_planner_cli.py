@@ -148,10 +148,26 @@ def test_explain_breaks_one_mesh_down_and_json_carries_it():
         (("LLaMA-3 8B", "H100", "64", "4M", "--axes", "pp"), "n_devices: no mesh of 64 devices over pp divides"),
         (("LLaMA-3 8B", "H100", "64"), "arguments: expected MODEL ACCELERATOR N_DEVICES BATCH (4 values), got 3"),
         (("LLaMA-3 8B", "H100", "64", "4M", "--explain"), "--explain: name the mesh to explain with --mesh"),
+        (("LLaMA-3 8B", "H100", "64", "4M", "--slices", "2"), "slices: only a TPU job is cut into slices"),
+        (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "3"), "slices: must divide the 64 chips of the job"),
+        (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "-2"), "slices: must be a whole number >= 1"),
     ],
 )
 def test_bad_sizes_are_one_line(args, message):
     _refused(_cli(*args), message)
+
+
+def test_slices_spread_a_tpu_job_over_dcn_on_the_command_line():
+    one = _cli("LLaMA-3 8B", "TPU v5p", "128", "4M", "--mesh", "dp=2,fsdp=64", "--explain")
+    two = _cli("LLaMA-3 8B", "TPU v5p", "128", "4M", "--mesh", "dp=2,fsdp=64", "--explain", "--slices", "2")
+    assert one.returncode == two.returncode == 0, one.stderr + two.stderr
+    def dp_row(result):
+        return next(line for line in result.stdout.splitlines() if line.startswith("dp "))
+
+    # one slice of 128 chips: dp takes a torus dimension; two of 64: dp is the two slices, over DCN
+    assert "torus 2" in dp_row(one) and "2 slices × 1" in dp_row(two)
+    bound_ms = [float(dp_row(r).split()[-4].replace(",", "")) for r in (one, two)]
+    assert bound_ms[1] > 10 * bound_ms[0]
 
 
 def test_bad_files_are_one_line(tmp_path):

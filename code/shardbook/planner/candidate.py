@@ -117,6 +117,7 @@ def evaluate(
     tp_comm_overlap=False,
     capacity_factor=1.0,
     loss_logits="fp32_copy",
+    slices=None,
 ):
     """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
     tuple) with a global batch of `global_tokens` tokens in sequences of
@@ -169,6 +170,10 @@ def evaluate(
     - `loss_logits`: what the loss keeps of the logits (memory.LOSS_LOGITS):
       'fp32_copy' (Megatron's FP32 softmax, 6 bytes per logit at the peak)
       or 'fused_bf16' (a loss XLA compiles: BF16 logits and gradient, 4).
+    - `slices`: a TPU job cut into this many equal slices, the outer axes
+      spanning them over DCN (None: one slice, or as few as the largest
+      slice allows); MaxText's Multislice runs spread jobs that one slice
+      could hold.
     """
     lay = layout(
         model,
@@ -197,6 +202,7 @@ def evaluate(
         grad_reduce_overlap=grad_reduce_overlap,
         capacity_factor=capacity_factor,
         loss_logits=loss_logits,
+        slices=slices,
     )
     acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 

@@ -219,6 +219,11 @@ def _parser():
     )
     parser.add_argument("--fp8-dispatch", action="store_true", help="expert dispatch in FP8")
     parser.add_argument("--precision", default="bf16", help="bf16 (default) or fp8 matmuls")
+    parser.add_argument(
+        "--slices",
+        default=None,
+        help="a TPU job spread over this many equal slices, which talk over DCN (default: as few as fit)",
+    )
     parser.add_argument("--json", action="store_true", help="print the candidates as JSON")
     return parser
 
@@ -313,6 +318,7 @@ def main(argv=None):
             routing_node_limit=args.routing_node_limit,
             fp8_dispatch=args.fp8_dispatch,
             precision=args.precision,
+            slices=None if args.slices is None else inputs.parse_count("slices", args.slices, unit="slices"),
         )
         target = _parse_mesh(args.rank) if args.rank is not None else None
         axes = _parse_axes(args.axes)

@@ -94,6 +94,7 @@ def layout(
     precision="bf16",
     tp_comm_overlap=False,
     loss_logits="fp32_copy",
+    slices=None,
 ):
     """The Layout of a step, or a ValueError naming the argument and the
     rule (TooFewSequences when a data-parallel rank gets less than one
@@ -143,7 +144,7 @@ def layout(
         model=m,
         accelerator=acc,
         mesh=mesh,
-        placement=place(acc, mesh, order),
+        placement=place(acc, mesh, order, slices),
         global_tokens=global_tokens,
         seq_len=seq_len,
         micro_batch_seqs=micro_batch_seqs,

@@ -36,6 +36,7 @@ class Placement:
     members_per_domain: int
     torus_links: float = 0.0
     torus_span: tuple = ()
+    domain_name: str = "domains"  # what a domain is called: "slices" on a TPU
 
     @property
     def where(self):
@@ -48,7 +49,7 @@ class Placement:
             return f"torus {dims}{across}"
         if self.n_domains == 1:
             return "inside one domain"
-        return f"{self.n_domains} domains × {self.members_per_domain}"
+        return f"{self.n_domains} {self.domain_name} × {self.members_per_domain}"
 
 
 def normalize_mesh(mesh):
@@ -148,29 +149,63 @@ def _slice_shape(acc, n):
     return tuple(sorted(sides))
 
 
-def slice_chips(accelerator, n):
-    """Chips per slice for a job of n chips: n itself when it fits in the
-    largest slice the scheduler grants, else the largest divisor of n that
-    does (the job is then that many chips per slice, the rest over DCN)."""
+def largest_slice_chips(accelerator):
+    """The most chips one slice of `accelerator` holds (its pod, or the
+    largest slice its scheduler grants)."""
+    acc = hardware.get(accelerator)
+    return int(LARGEST_SLICE_CHIPS.get(acc.name, acc.scale_up_domain_size))
+
+
+def check_slices(accelerator, n, slices):
+    """ValueError naming `slices` and the rule unless a job of n chips can be
+    cut into `slices` equal slices of `accelerator` (a TPU; None: not set)."""
+    if slices is None:
+        return
+    acc = hardware.get(accelerator)
+    _validate.count("slices", slices)
+    if acc.scale_up_fabric != "torus":
+        raise ValueError(f"slices: only a TPU job is cut into slices; {acc.name} has no slices, got {slices}")
+    if n % slices:
+        raise ValueError(f"slices: must divide the {n} chips of the job, got {slices}")
+    largest = largest_slice_chips(acc)
+    if n // slices > largest:
+        raise ValueError(
+            f"slices: {slices} slice(s) of {n // slices} chips exceed the largest {acc.name} slice ({largest} chips)"
+        )
+
+
+def slice_chips(accelerator, n, slices=None):
+    """Chips per slice for a job of n chips: n / `slices` when the job is
+    told how many slices it runs on (a job small enough for one slice may
+    still be spread over several: MaxText's Multislice runs), otherwise n
+    itself when it fits in the largest slice the scheduler grants, else
+    the largest divisor of n that does (that many chips per slice, the
+    rest over DCN)."""
     acc = hardware.get(accelerator)
     _validate.count("n", n)
-    largest = int(LARGEST_SLICE_CHIPS.get(acc.name, acc.scale_up_domain_size))
+    check_slices(acc, n, slices)
+    if slices is not None:
+        return n // slices
+    largest = largest_slice_chips(acc)
     if n <= largest:
         return n
     return max(d for d in divisors(n) if d <= largest)
 
 
-def place(accelerator, mesh, order=DEFAULT_ORDER):
-    """Placement of every axis of `mesh` (innermost first, in `order`)."""
+def place(accelerator, mesh, order=DEFAULT_ORDER, slices=None):
+    """Placement of every axis of `mesh` (innermost first, in `order`); a
+    TPU job on `slices` slices (None: as few as slice_chips allows), the
+    outer axes spanning them over DCN."""
     acc = hardware.get(accelerator)
     mesh = normalize_mesh(mesh)
     if not isinstance(order, (tuple, list)) or sorted(order) != sorted(AXES):
         raise ValueError(f"order: must list each of {', '.join(AXES)} once, got {order!r}")
     n = math.prod(mesh.values())
+    check_slices(acc, n, slices)
     domain = int(acc.scale_up_domain_size)
     out, inner = {}, 1
     if acc.scale_up_fabric == "torus":
-        shape = _slice_shape(acc, slice_chips(acc, n))
+        shape = _slice_shape(acc, slice_chips(acc, n, slices))
         used = [1] * len(shape)  # chips of each torus dimension already taken by inner axes
     for axis in order:
         d = mesh[axis]
@@ -209,7 +244,9 @@ def _place_on_torus(acc, shape, used, d):
             break
     # what does not fit in the slice spans slices over DCN, one member per slice
     members = d // remaining
-    return Placement(d, remaining, members, torus_links=max(links, 1.0) if span else 0.0, torus_span=tuple(span))
+    return Placement(
+        d, remaining, members, torus_links=max(links, 1.0) if span else 0.0, torus_span=tuple(span), domain_name="slices"
+    )
 
 
 _validate.guard_module(globals())

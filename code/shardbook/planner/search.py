@@ -13,7 +13,7 @@ from .. import _validate, hardware, models, pipeline
 from . import memory_plan
 from .candidate import Candidate, TooFewSequences, evaluate
 from .layout import check_options
-from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, divisors, normalize_mesh
+from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, divisors, normalize_mesh
 
 MAX_MESHES = 100_000
 MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
@@ -169,6 +169,8 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, **
         1,
     )
     _validate.choice("precision", options.get("precision", "bf16"), ("bf16", "fp8"))
+    if options.get("slices") is not None:
+        check_slices(accelerator, _validate.count("n_devices", n_devices), options["slices"])
     if options.get("routing_node_limit") is not None:
         _validate.count("routing_node_limit", options["routing_node_limit"])
     found = _usable(model, accelerator, n_devices, global_tokens, axes, options)
@@ -191,6 +193,7 @@ RUN_OPTIONS = (
     "grad_reduce_overlap",
     "capacity_factor",
     "loss_logits",
+    "slices",
 )
 
 

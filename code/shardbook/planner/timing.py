@@ -179,6 +179,7 @@ def multi_axis_s(accelerator, kind, total_bytes, placements, n_calls=1, *, calib
             math.prod(p.members_per_domain for p in groups),
             torus_links=sum(p.torus_links for p in groups),
             torus_span=tuple(span for p in groups for span in p.torus_span),
+            domain_name=groups[0].domain_name,
         )
         return collective_s(accelerator, kind, total_bytes, whole, n_calls, calibrated=calibrated)
     seconds, size = 0.0, total_bytes
