@@ -175,6 +175,8 @@ class PublishedRun:
       `grad_reduce_overlap`: its gradient reduction overlaps the backward
       pass (False for Megatron-LM before --overlap-grad-reduce, which
       all-reduced the gradient buffer after the last backward).
+    - `slices`: a TPU run spread over this many slices, which talk over
+      DCN (None: one slice, or as few as the job's size needs).
     - `tflops_per_s_per_device`, `tokens_per_s_per_device`, `step_s`: as
       published where published; `step_basis` says how `step_s` was
       obtained when it is derived (from the source's own FLOP count and
@@ -207,6 +209,7 @@ class PublishedRun:
     sequence_parallel: bool | None = None
     capacity_factor: float | None = None
     loss_logits: str | None = None
+    slices: int | None = None
     tflops_per_s_per_device: float | None = None
     published_peak_fraction: float | None = None
     step_s: float | None = None
@@ -698,9 +701,8 @@ KORTHIKANTI_RUNS = tuple(_korthikanti_run(*row, present) for row in KORTHIKANTI_
 # 2024-03-22) reprints five of these rows unchanged (32B, 64B, 128B on v5p-256, 512B, 1024B on
 # v5p-4096), prints other values for three without saying with which configuration, and adds
 # two 1160B rows for which the repository never held a configuration: the table published with
-# its scripts is the one used. The table's "2x" rows (two slices over the data-center network)
-# are not here: the planner places a job of up to 6,144 v5p chips in one slice and cannot yet be
-# told that a smaller job was cut into two.
+# its scripts is the one used. The table's "2x" rows, the same jobs on two slices over the
+# data-center network, are MAXTEXT_V5P_MULTISLICE_TABLE.
 MAXTEXT_V5P_TABLE = (
     ("32B", "v5p-128", 328, 0.7147),
     ("64B", "v5p-128", 323, 0.7031),
@@ -752,7 +754,7 @@ def maxtext_tflops_per_device_step(model, seq_len, per_device_batch):
     return (weights + attention) / 1e12
 
 
-def _maxtext_v5p_run(size, slice_type, tflops, _printed_mfu):
+def _maxtext_v5p_run(size, slice_type, tflops, _printed_mfu, slices=1):
     from . import hardware
 
     chips = int(slice_type.split("-")[1]) // 2
@@ -761,27 +763,32 @@ def _maxtext_v5p_run(size, slice_type, tflops, _printed_mfu):
     # MaxText's 'full' is JAX's nothing_saveable (memory.RECOMPUTE), not Megatron's whole rerun
     recompute = "nothing_saveable" if remat == "full" else remat
     step_tflops = maxtext_tflops_per_device_step(model, 2048, per_device)
+    # base.yml's dcn_data_parallelism -1: the slices are the data-parallel axis
+    mesh = {"dp": slices, "fsdp": chips // tp, "tp": tp} if slices > 1 else {"fsdp": chips // tp, "tp": tp}
+    where = f"{slices}x {slice_type}" if slices > 1 else slice_type
     return PublishedRun(
-        f"MaxText {size}, {slice_type}",
+        f"MaxText {size}, {where}",
         model,
         "TPU v5p",
-        {"fsdp": chips // tp, "tp": tp},
+        mesh,
         2048,
-        per_device * chips,
+        per_device * chips * slices,
         per_device * tp,
         tflops * 1e12 / hardware.get("TPU v5p").bf16_dense_flops_per_s,
         "maxtext-v5p-perf",
         recompute=recompute,
         loss_logits="fused_bf16",
-        note=f"one slice of {chips} chips; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism "
-        f"{tp}; MFU here is the TFLOP/s over 459",
+        note=(f"{slices} slices of {chips} chips over DCN" if slices > 1 else f"one slice of {chips} chips")
+        + f"; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism {tp}; MFU here is the "
+        "TFLOP/s over 459",
         remat_policy=remat if remat != "full" else "full (nn.remat, policy None: nothing saveable)",
         tp_comm_overlap=True,
+        slices=slices if slices > 1 else None,
         tflops_per_s_per_device=tflops,
         published_peak_fraction=_printed_mfu,
         step_s=step_tflops / tflops,
         step_basis="MaxText's TFLOPs per device per step (6N + causal attention) / TFLOP/chip/sec",
-        where=f"configs/v5p/README.md, {size} model, 1x {slice_type} row; configs/v5p/{size.lower()}.sh",
+        where=f"configs/v5p/README.md, {size} model, {slices}x {slice_type} row; configs/v5p/{size.lower()}.sh",
     )
 
 
@@ -792,10 +799,9 @@ MAXTEXT_V5P_RUNS = tuple(_maxtext_v5p_run(*row) for row in MAXTEXT_V5P_TABLE)
 # e47fa1b5d377ee1043e663f1414024f4d0f12df0 of google/maxtext (2023-11-01) printed it, run by
 # MaxText/configs/largest_job/<size>.sh of the same commit on the same base.yml model and parallel
 # block as the v5p table (models.MAXTEXT_V5P_SHAPES). Per size, the one-slice row ("1x v5e-256",
-# 256 chips, one TensorCore each): (size, slice, TFLOP/sec/chip, MFU). The table's 2x to 32x rows
-# span slices over the data-center network, which the planner cannot yet be told of (it places a
-# job of up to 256 v5e chips in one slice); the README prints the sizes as columns, read here
-# row by row as printed.
+# 256 chips, one TensorCore each): (size, slice, TFLOP/sec/chip, MFU). Its 2x to 32x rows, which
+# span slices over the data-center network, are MAXTEXT_V5E_MULTISLICE_TABLE; the README prints
+# the sizes as columns, read here row by row as printed.
 MAXTEXT_V5E_TABLE = (
     ("16B", "v5e-256", 120, 0.6110),
     ("32B", "v5e-256", 132, 0.6686),
@@ -831,39 +837,103 @@ def maxtext_2023_tflops_per_device_step(model, seq_len, per_device_batch):
     return (weights + attention) / 1e12
 
 
-def _maxtext_v5e_run(size, slice_type, tflops, printed_mfu):
+def _maxtext_v5e_run(size, slice_type, tflops, printed_mfu, slices=1):
     from . import hardware
 
     chips = int(slice_type.split("-")[1])
     per_device, remat, tp = MAXTEXT_V5E_CONFIG[size]
     model = f"MaxText {size}"
     mesh = {"fsdp": chips // tp, "tp": tp} if tp > 1 else {"fsdp": chips}
+    if slices > 1:  # base.yml's dcn_data_parallelism -1: the slices are the data-parallel axis
+        mesh = {"dp": slices, **mesh}
     return PublishedRun(
-        f"MaxText {size}, {slice_type}",
+        f"MaxText {size}, {f'{slices}x ' if slices > 1 else ''}{slice_type}",
         model,
         "TPU v5e",
         mesh,
         2048,
-        per_device * chips,
+        per_device * chips * slices,
         per_device * tp,
         tflops * 1e12 / hardware.get("TPU v5e").bf16_dense_flops_per_s,
         "maxtext-v5e-perf",
         recompute="nothing_saveable",
         loss_logits="fused_bf16",
-        note=f"one slice of {chips} chips; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism "
+        note=(f"{slices} slices of {chips} chips over DCN" if slices > 1 else f"one slice of {chips} chips")
+        + f"; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism "
         f"{tp}; MFU here is the TFLOP/s over 197",
         remat_policy="full (nn.remat, policy None: nothing saveable)",
         tp_comm_overlap=True,
+        slices=slices if slices > 1 else None,
         tflops_per_s_per_device=tflops,
         published_peak_fraction=printed_mfu,
         step_s=maxtext_2023_tflops_per_device_step(model, 2048, per_device) / tflops,
         step_basis="MaxText's TFLOPs per device per step (6N + full-square attention) / TFLOP/sec/chip",
-        where=f"README, Runtime Performance Results, TPU v5e, 1x v5e-256 row, {size}; "
+        where=f"README, Runtime Performance Results, TPU v5e, {slices}x v5e-256 row, {size}; "
         f"configs/largest_job/{size.lower()}.sh",
     )
 
 
 MAXTEXT_V5E_RUNS = tuple(_maxtext_v5e_run(*row) for row in MAXTEXT_V5E_TABLE)
+
+
+# The same tables' rows for jobs spread over several slices that talk over the data-center
+# network (DCN), each the one-slice job repeated, its batch with it: (size, slice, slices,
+# TFLOP/chip/sec, MFU), in the order the tables print them (maxtext-v5p-perf, configs/v5p/README.md
+# at 76bd53b0; maxtext-v5e-perf, README.md at e47fa1b5, sizes as columns, read row by row).
+# base.yml's dcn_data_parallelism -1 makes the slices the data-parallel axis. They are not in
+# VALIDATION_RUNS: the validation appendix sets them beside their one-slice rows, since the
+# planner's DCN term does not account for what they lose (shardbook.validation.multislice_rows).
+MAXTEXT_V5P_MULTISLICE_TABLE = (
+    ("32B", "v5p-128", 2, 319, 0.6943),
+    ("64B", "v5p-128", 2, 309, 0.6726),
+    ("128B", "v5p-256", 2, 305, 0.6634),
+    ("128B", "v5p-512", 2, 274, 0.5966),
+    ("256B", "v5p-1024", 2, 289, 0.6299),
+    ("512B", "v5p-1024", 2, 282, 0.6145),
+    ("1024B", "v5p-2048", 2, 237, 0.5155),
+    ("1024B", "v5p-4096", 2, 279, 0.6083),
+)
+MAXTEXT_V5E_MULTISLICE_TABLE = (
+    ("16B", "v5e-256", 2, 117, 0.5937),
+    ("32B", "v5e-256", 2, 128, 0.6481),
+    ("64B", "v5e-256", 2, 112, 0.5666),
+    ("128B", "v5e-256", 2, 110, 0.5582),
+    ("16B", "v5e-256", 4, 117, 0.5914),
+    ("32B", "v5e-256", 4, 126, 0.6410),
+    ("64B", "v5e-256", 4, 110, 0.5585),
+    ("128B", "v5e-256", 4, 108, 0.5493),
+    ("16B", "v5e-256", 8, 115, 0.5827),
+    ("32B", "v5e-256", 8, 125, 0.6367),
+    ("64B", "v5e-256", 8, 108, 0.5496),
+    ("128B", "v5e-256", 8, 104, 0.5293),
+    ("16B", "v5e-256", 16, 111, 0.5656),
+    ("32B", "v5e-256", 16, 123, 0.6226),
+    ("64B", "v5e-256", 16, 105, 0.5329),
+    ("128B", "v5e-256", 16, 100, 0.5086),
+    ("16B", "v5e-256", 32, 108, 0.5465),
+    ("32B", "v5e-256", 32, 119, 0.6040),
+    ("64B", "v5e-256", 32, 99, 0.5018),
+    ("128B", "v5e-256", 32, 91, 0.4625),
+)
+MULTISLICE_RUNS = tuple(
+    _maxtext_v5p_run(size, slice_type, tflops, mfu, slices)
+    for size, slice_type, slices, tflops, mfu in MAXTEXT_V5P_MULTISLICE_TABLE
+) + tuple(
+    _maxtext_v5e_run(size, slice_type, tflops, mfu, slices)
+    for size, slice_type, slices, tflops, mfu in MAXTEXT_V5E_MULTISLICE_TABLE
+)
+
+
+def one_slice_run(run):
+    """The one-slice run of MULTISLICE_RUNS's `run`: the same size on the
+    same slice, from VALIDATION_RUNS."""
+    if not isinstance(run, PublishedRun) or not run.slices:
+        raise ValueError(f"run: must be one of MULTISLICE_RUNS, got {getattr(run, 'name', run)!r}")
+    name = run.name.replace(f"{run.slices}x ", "")
+    for candidate in VALIDATION_RUNS:
+        if candidate.name == name:
+            return candidate
+    raise ValueError(f"run: no one-slice run {name!r} in VALIDATION_RUNS")
 
 
 def _llama3_step_s(run):

@@ -180,6 +180,44 @@ def largest_validation_error(table):
     return max(valid, key=lambda r: abs(r.error))
 
 
+@dataclasses.dataclass(frozen=True)
+class MultisliceRow:
+    """A run spread over several slices (measured.MULTISLICE_RUNS) beside
+    its one-slice run: `measured_loss` is the share of the one-slice
+    throughput the spread run lost (1 − its step time over the spread
+    one's), `expected_loss` the same from the planner's expectation, and
+    `error` the spread run's expected / measured step − 1; `dcn_s` the
+    data-parallel reduction over DCN, in seconds, before any overlap."""
+
+    run: object
+    one_slice: object
+    measured_loss: float
+    expected_loss: float
+    error: float
+    dcn_s: float
+
+
+def multislice_rows(runs=None):
+    """A MultisliceRow for every run of `runs` (default
+    measured.MULTISLICE_RUNS), in their order."""
+    runs = measured.MULTISLICE_RUNS if runs is None else list(runs)
+    out = []
+    for run in runs:
+        one = measured.one_slice_run(run)
+        spread, single = expected_for_run(run), expected_for_run(one)
+        out.append(
+            MultisliceRow(
+                run,
+                one,
+                1 - one.step_s / run.step_s,
+                1 - single.expected_step_s / spread.expected_step_s,
+                spread.expected_step_s / run.step_s - 1,
+                spread.dp_s,
+            )
+        )
+    return out
+
+
 # ---------------------------------------------------------------- the fit
 
 
