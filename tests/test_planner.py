@@ -291,10 +291,9 @@ def test_a_job_told_its_slices_spreads_its_outer_axis_over_dcn():
     assert placement.slice_chips("TPU v5p", 128, slices=2) == 64
     assert placement.slice_chips("TPU v5p", 128) == 128
     # v5e's pod is 256 chips: 512 of them are two slices whether told or not
-    spread = explorer.evaluate("MaxText 16B", "TPU v5e", {"dp": 2, "fsdp": 256}, 2 * 256 * 6 * 2048,
-                               seq_len=2048, micro_batch_seqs=6, recompute="nothing_saveable")
-    told = explorer.evaluate("MaxText 16B", "TPU v5e", {"dp": 2, "fsdp": 256}, 2 * 256 * 6 * 2048,
-                             seq_len=2048, micro_batch_seqs=6, recompute="nothing_saveable", slices=2)
+    v5e = ("MaxText 16B", "TPU v5e", {"dp": 2, "fsdp": 256}, 2 * 256 * 6 * 2048)
+    options = dict(seq_len=2048, micro_batch_seqs=6, recompute="nothing_saveable")
+    spread, told = explorer.evaluate(*v5e, **options), explorer.evaluate(*v5e, slices=2, **options)
     assert spread.placement["dp"].n_domains == 2 and spread.expected_step_s == told.expected_step_s
 
 

@@ -161,6 +161,7 @@ def test_slices_spread_a_tpu_job_over_dcn_on_the_command_line():
     one = _cli("LLaMA-3 8B", "TPU v5p", "128", "4M", "--mesh", "dp=2,fsdp=64", "--explain")
     two = _cli("LLaMA-3 8B", "TPU v5p", "128", "4M", "--mesh", "dp=2,fsdp=64", "--explain", "--slices", "2")
     assert one.returncode == two.returncode == 0, one.stderr + two.stderr
+
     def dp_row(result):
         return next(line for line in result.stdout.splitlines() if line.startswith("dp "))
 

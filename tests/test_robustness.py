@@ -57,6 +57,8 @@ def test_what_the_sweep_leaves_to_other_tests_is_asserted_there():
         source = (Path(__file__).parent / module).read_text()
         body = source.split(f"def {test}(", 1)[1].split("\ndef ", 1)[0]
         assert name.rsplit(".", 1)[1] + "()" in body, f"{module}::{test} no longer calls {name}"
+
+
 finite_numbers = st.one_of(
     st.integers(-3, 12),
     st.integers(2**60, 2**2000),

@@ -285,7 +285,9 @@ def test_maxtext_multislice_rows_as_published():
     assert measured.MAXTEXT_V5P_MULTISLICE_TABLE == tuple((z, s, 2, t, mfu) for z, s, t, mfu in MAXTEXT_V5P_2X)
     sizes = [size for size, _, _ in MAXTEXT_V5E]
     assert measured.MAXTEXT_V5E_MULTISLICE_TABLE == tuple(
-        (size, "v5e-256", k, t, mfu) for k, row in MAXTEXT_V5E_SPREAD.items() for size, (t, mfu) in zip(sizes, row)
+        (size, "v5e-256", k, t, mfu)
+        for k, row in MAXTEXT_V5E_SPREAD.items()
+        for size, (t, mfu) in zip(sizes, row, strict=True)
     )
     assert len(measured.MULTISLICE_RUNS) == len(MAXTEXT_V5P_2X) + 4 * len(MAXTEXT_V5E_SPREAD)
     for run in measured.MULTISLICE_RUNS:

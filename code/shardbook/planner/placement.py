@@ -245,7 +245,12 @@ def _place_on_torus(acc, shape, used, d):
     # what does not fit in the slice spans slices over DCN, one member per slice
     members = d // remaining
     return Placement(
-        d, remaining, members, torus_links=max(links, 1.0) if span else 0.0, torus_span=tuple(span), domain_name="slices"
+        d,
+        remaining,
+        members,
+        torus_links=max(links, 1.0) if span else 0.0,
+        torus_span=tuple(span),
+        domain_name="slices",
     )
 
 
