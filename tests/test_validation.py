@@ -307,6 +307,35 @@ def test_maxtext_multislice_rows_as_published():
         measured.one_slice_run(RUNS[0])
 
 
+# megatron-bridge-perf-summary (docs/performance-summary.md at 17a381f9, 26.04.01): the DGX-H100
+# pre-training rows of Llama 3 70B and Llama 3.1 405B as printed: GPUs, precision, GBS, MBS,
+# sequence length, FSDP, TP, PP, CP, VP, tokens/s/GPU, model TFLOP/s/GPU.
+MEGATRON_BRIDGE_H100 = {
+    "LLaMA-3 70B": (64, "FP8", 256, 1, 8192, 0, 4, 8, 1, 5, 1664, 735),
+    "LLaMA-3 405B": (1024, "FP8", 1536, 1, 8192, 0, 8, 8, 2, 8, 328, 827),
+}
+
+
+def test_megatron_bridge_h100_rows_as_published():
+    from shardbook import training
+
+    assert len(measured.MEGATRON_BRIDGE_H100_RUNS) == len(MEGATRON_BRIDGE_H100)
+    for run in measured.MEGATRON_BRIDGE_H100_RUNS:
+        n, precision, gbs, mbs, seq, fsdp, tp, pp, cp, vp, tokens, tflops = MEGATRON_BRIDGE_H100[run.model]
+        assert (precision, fsdp) == ("FP8", 0)  # FSDP 0: data parallelism with the distributed optimizer
+        assert run.precision == "fp8" and run.zero == 1 and run.state_recipe == "megatron"
+        assert run.n_devices == n and run.mesh.get("fsdp", 1) == 1
+        assert (run.mesh["tp"], run.mesh["pp"], run.mesh.get("cp", 1), run.n_virtual) == (tp, pp, cp, vp)
+        assert (run.sequences_per_step, run.micro_batch_seqs, run.seq_len) == (gbs, mbs, seq)
+        assert run.schedule == "interleaved" and run.recompute == "none" and run.tp_comm_overlap
+        assert run.uneven_pipeline == (training.models.get(run.model).n_layers % (pp * vp) != 0)
+        assert run.step_s == pytest.approx(gbs * seq / (n * tokens), rel=1e-12)
+        # the row's two rates describe one step: its TFLOP/s is tokens/s times a model FLOP count
+        # (the planner's, with the causal half of the scores, agrees within 4 %)
+        per_token = training.model_flops_per_token(run.model, seq, causal=True)
+        assert tokens * per_token / 1e12 == pytest.approx(tflops, rel=0.04)
+
+
 def test_maxtext_llama2_70b_v6e_row_is_the_linked_recipe():
     # maxtext-tiering: 43.8 % and 900 tokens/s/device; tpu-recipes-llama2-70b-trillium at
     # 9e458c7: llama2_70b_4096_sc, remat qkv_proj_offloaded, and a log of 9.052 s per step,
@@ -495,6 +524,27 @@ def test_elementwise_passes_hold_their_fit():
     assert calibrate.ELEMENTWISE_PASSES.value == pytest.approx(validation.fit_elementwise_passes(), abs=0.05)
     with pytest.raises(ValueError, match="high"):
         validation.fit_elementwise_passes(low=2, high=1)
+
+
+def test_fp8_speedup_holds_its_fit():
+    # the matmuls' FP8 gain, fitted on the FP8 calibration run of an accelerator whose η its BF16
+    # runs fix (H100), above the 1.2-1.5x step-level range of megatron-bridge-performance-guide
+    # (the planner prices the work between the matmuls apart) and below the 2x FP8 peak ratio
+    from shardbook import validation
+    from shardbook.planner import calibrate
+
+    runs = validation.fp8_speedup_runs()
+    assert [r.accelerator for r in runs] == ["H100"] and all(r.precision == "fp8" for r in runs)
+    assert all(r.precision != "fp8" for r in validation.efficiency_runs("H100"))
+    assert [r.name for r in validation.efficiency_runs("H800")] == ["DeepSeek-V3, 2,048 H800"]
+    figure = calibrate.FP8_SUSTAINED_SPEEDUP
+    assert figure.source == "fit" and not figure.provisional
+    assert figure.value == pytest.approx(validation.fit_fp8_speedup(), abs=0.01)
+    assert 1.5 < figure.value < calibrate.fp8_peak_ratio("H100")
+    with pytest.raises(TypeError, match="runs: must be"):
+        validation.fit_fp8_speedup(runs=validation.efficiency_runs("H100"))
+    with pytest.raises(ValueError, match="high"):
+        validation.fit_fp8_speedup(low=2, high=1)
 
 
 def test_narrow_models_spend_more_of_their_step_between_the_matmuls():

@@ -876,6 +876,61 @@ def _maxtext_v5e_run(size, slice_type, tflops, printed_mfu, slices=1):
 MAXTEXT_V5E_RUNS = tuple(_maxtext_v5e_run(*row) for row in MAXTEXT_V5E_TABLE)
 
 
+# Megatron Bridge's performance summary (megatron-bridge-perf-summary: docs/performance-summary.md
+# at 17a381f9, the 26.04.01 NeMo container), its DGX-H100 pre-training rows for the models the
+# book has: (model, GPUs, GBS, MBS, sequence length, TP, PP, CP, VP, tokens/s/GPU, model
+# TFLOP/s/GPU), all FP8 with current scaling. The recipes of the same commit
+# (scripts/performance/configs/llama/*_workload_base_configs.py, H100 FP8_CS V2;
+# src/megatron/bridge/recipes/llama/llama3.py) keep no recomputation, use Megatron's distributed
+# optimizer (ZeRO-1) with FP32 gradients (18 bytes per parameter), sequence parallelism, TP
+# communication overlapped with userbuffers, the gradient reduction overlapped, and for 405B count
+# the embedding and the loss as pipeline layers (account_for_*_in_pipeline_split): 126 layers in
+# 64 chunks of two, the first chunk's and the last's one layer short, as the planner's uneven
+# pipeline takes them.
+MEGATRON_BRIDGE_H100_TABLE = (
+    ("LLaMA-3 70B", 64, 256, 1, 8192, 4, 8, 1, 5, 1664, 735),
+    ("LLaMA-3 405B", 1024, 1536, 1, 8192, 8, 8, 2, 8, 328, 827),
+)
+
+
+def _megatron_bridge_run(model, n_gpus, gbs, mbs, seq_len, tp, pp, cp, vp, tokens_per_s, tflops):
+    from . import hardware
+
+    mesh = {"dp": n_gpus // (tp * pp * cp), "tp": tp, "cp": cp, "pp": pp}
+    if cp == 1:
+        del mesh["cp"]
+    size = model.split()[-1]
+    return PublishedRun(
+        f"Megatron Bridge Llama 3 {size}, {n_gpus:,} H100, FP8",
+        model,
+        "H100",
+        mesh,
+        seq_len,
+        gbs,
+        mbs,
+        tflops * 1e12 / hardware.get("H100").bf16_dense_flops_per_s,
+        "megatron-bridge-perf-summary",
+        uneven_pipeline=model == "LLaMA-3 405B",
+        note=f"FP8 (current scaling); {vp} virtual stages; distributed optimizer; no recomputation; "
+        "TP overlap (userbuffers)",
+        remat_policy="none",
+        schedule="interleaved",
+        n_virtual=vp,
+        state_recipe="megatron",
+        zero=1,
+        precision="fp8",
+        tp_comm_overlap=True,
+        sequence_parallel=True,
+        tokens_per_s_per_device=tokens_per_s,
+        tflops_per_s_per_device=tflops,
+        where=f"performance-summary.md, 26.04.01, {model.replace('LLaMA-3', 'LLAMA3')} DGX-H100 row; "
+        "llama3(1)_workload_base_configs.py H100 FP8_CS V2",
+    )
+
+
+MEGATRON_BRIDGE_H100_RUNS = tuple(_megatron_bridge_run(*row) for row in MEGATRON_BRIDGE_H100_TABLE)
+
+
 # The same tables' rows for jobs spread over several slices that talk over the data-center
 # network (DCN), each the one-slice job repeated, its batch with it: (size, slice, slices,
 # TFLOP/chip/sec, MFU), in the order the tables print them (maxtext-v5p-perf, configs/v5p/README.md
@@ -958,7 +1013,15 @@ PUBLISHED_RUNS = tuple(
 )
 
 # Every published run the validation appendix sets beside the planner.
-VALIDATION_RUNS = PUBLISHED_RUNS + SC21_RUNS + MCORE_H100_RUNS + KORTHIKANTI_RUNS + MAXTEXT_V5P_RUNS + MAXTEXT_V5E_RUNS
+VALIDATION_RUNS = (
+    PUBLISHED_RUNS
+    + SC21_RUNS
+    + MCORE_H100_RUNS
+    + KORTHIKANTI_RUNS
+    + MAXTEXT_V5P_RUNS
+    + MAXTEXT_V5E_RUNS
+    + MEGATRON_BRIDGE_H100_RUNS
+)
 
 
 def run_named(name):

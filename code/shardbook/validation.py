@@ -245,16 +245,37 @@ def _log_error_sq(accelerator, runs, value):
         return sum(math.log(expected_for_run(r).expected_step_s / r.step_s) ** 2 for r in runs)
 
 
+def efficiency_runs(accelerator):
+    """The calibration runs that fit `accelerator`'s η: its BF16 runs, or,
+    where it has none (H800: DeepSeek-V3 alone), its FP8 runs. An FP8 run's
+    step also depends on calibrate.FP8_SUSTAINED_SPEEDUP, which the FP8 runs
+    of an accelerator whose η its BF16 runs fix determine
+    (fp8_speedup_runs)."""
+    name = hardware.get(accelerator).name
+    mine = [r for r in calibration_runs() if r.accelerator == name]
+    bf16 = [r for r in mine if r.precision != "fp8"]
+    return bf16 or mine
+
+
+def fp8_speedup_runs():
+    """The FP8 calibration runs on accelerators that also have BF16
+    calibration runs: there η is fixed without FP8, so what the FP8 runs add
+    is the FP8 speedup alone."""
+    runs = calibration_runs()
+    with_bf16 = {r.accelerator for r in runs if r.precision != "fp8"}
+    return [r for r in runs if r.precision == "fp8" and r.accelerator in with_bf16]
+
+
 def fit_matmul_efficiency(accelerator, runs=None, low=0.2, high=1.0, tol=1e-4):
     """The η in [low, high] minimising Σ log²(expected / measured step) over
-    `runs` (default: the calibration runs on `accelerator`), by golden-section
+    `runs` (default: efficiency_runs(accelerator)), by golden-section
     search; everything else at its calibrate.py value."""
     name = hardware.get(accelerator).name
     _validate.positive("low", low)
     _validate.positive("tol", tol)
     if not low < high <= 2:
         raise ValueError(f"high: must lie above low ({low}) and at most 2, got {high}")
-    runs = [r for r in calibration_runs() if r.accelerator == name] if runs is None else list(runs)
+    runs = efficiency_runs(name) if runs is None else list(runs)
     if not all(isinstance(r, measured.PublishedRun) for r in runs):
         raise TypeError("runs: must be measured.PublishedRun records")
     if not runs:
@@ -296,13 +317,14 @@ def _golden(function, low, high, tol):
 
 def _calibration_error_sq(passes):
     """Σ log²(expected / measured step) over the calibration set with
-    ELEMENTWISE_PASSES at `passes` and every accelerator's η refitted."""
+    ELEMENTWISE_PASSES at `passes` and every accelerator's η refitted on
+    its efficiency_runs (the FP8 speedup at its calibrate.py value)."""
     runs = calibration_runs()
     total = 0.0
     with elementwise_passes_set(passes):
         for acc in dict.fromkeys(r.accelerator for r in runs):
             mine = [r for r in runs if r.accelerator == acc]
-            total += _log_error_sq(acc, mine, fit_matmul_efficiency(acc, mine))
+            total += _log_error_sq(acc, mine, fit_matmul_efficiency(acc))
     return total
 
 
@@ -317,6 +339,29 @@ def fit_elementwise_passes(low=0.5, high=8.0, tol=0.01):
     if not low < high <= 50:
         raise ValueError(f"high: must lie above low ({low}) and at most 50, got {high}")
     return _golden(_calibration_error_sq, low, high, tol)
+
+
+def fit_fp8_speedup(runs=None, low=1.0, high=2.0, tol=1e-4):
+    """calibrate.FP8_SUSTAINED_SPEEDUP in [low, high] minimising
+    Σ log²(expected / measured step) over `runs` (default: fp8_speedup_runs),
+    every η at its calibrate.py value; golden-section search. The gain of
+    the math (the matmuls) when they run in FP8, not of the whole step:
+    the planner prices the work between the matmuls apart."""
+    _validate.positive("low", low)
+    _validate.positive("tol", tol)
+    if not low < high <= 4:
+        raise ValueError(f"high: must lie above low ({low}) and at most 4, got {high}")
+    runs = fp8_speedup_runs() if runs is None else list(runs)
+    if not all(isinstance(r, measured.PublishedRun) and r.precision == "fp8" for r in runs):
+        raise TypeError("runs: must be measured.PublishedRun records of FP8 runs")
+    if not runs:
+        raise ValueError("runs: no FP8 calibration run on an accelerator with BF16 calibration runs")
+
+    def error(value):
+        with figure_set("FP8 sustained speedup", "any", value):
+            return sum(math.log(expected_for_run(r).expected_step_s / r.step_s) ** 2 for r in runs)
+
+    return _golden(error, low, high, tol)
 
 
 @contextlib.contextmanager
@@ -408,6 +453,7 @@ def main(argv=None):
         print(f"{r.run.name:40s} {r.role:11s} expected/measured - 1 = {r.error:+.3f}")
     for acc, value in fitted_efficiencies().items():
         print(f"fitted matmul efficiency {acc}: {value:.2f}")
+    print(f"fitted FP8 sustained speedup (the math): {fit_fp8_speedup():.2f}")
     passes = fit_elementwise_passes()
     print(f"fitted elementwise passes (every accelerator): {passes:.2f}")
     with elementwise_passes_set(passes):

@@ -12,7 +12,8 @@ ASSUMPTIONS = """\
   of the buffer each way) and the ring, and every
   overlappable collective hidden; no measured run may beat it. The
   expectation (`expected_step_s`, `expected_mfu`) divides the math by a
-  sustained efficiency per accelerator, adds the work between the matmuls
+  sustained efficiency per accelerator (and, in FP8, by a fitted FP8
+  speedup of the matmuls), adds the work between the matmuls
   at the achieved HBM bandwidth (calibrate.ELEMENTWISE_PASSES times the
   least traffic of what a layer keeps), prices collectives at achieved
   bandwidths with a latency per ring step (per peer message for
