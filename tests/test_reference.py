@@ -183,3 +183,31 @@ def test_the_first_use_of_a_term_is_linked_and_only_that_one():
     ]
     assert refs[1].parent is later and refs[2].parent is code  # not the heading's, not the code's
     assert later.astext() == "The bubble shrinks; the bubble is gone."
+
+
+def test_signatures_lose_their_pre_wrappers_and_nothing_else():
+    # pages.plain_signatures: about 100 kB of the reference page's markup, with no effect on what
+    # a reader sees (the stylesheet lets a signature wrap); text outside a signature keeps them
+    from shardbook.book import pages
+
+    page = (
+        '<dt class="sig sig-object py" id="m.f"><span class="sig-name descname"><span class="pre">f</span></span>'
+        '<span class="sig-paren">(</span><em class="sig-param"><span class="n"><span class="pre">x</span></span>'
+        '<span class="o"><span class="pre">=</span></span><span class="default_value"><span class="pre">(1,</span> '
+        '<span class="pre">2)</span></span></em><span class="sig-paren">)</span></dt>'
+        '<p><code class="literal"><span class="pre">f(x)</span></code></p>'
+    )
+    plain = pages.plain_signatures(page)
+    assert plain == page.replace('<span class="pre">f</span>', "f").replace('<span class="pre">x</span>', "x").replace(
+        '<span class="pre">=</span>', "="
+    ).replace('<span class="pre">(1,</span> <span class="pre">2)</span>', "(1, 2)")
+    assert '<code class="literal"><span class="pre">f(x)</span></code>' in plain
+    assert pages.plain_signatures(plain) == plain
+
+
+def test_the_reference_page_signatures_are_plain(built_book):
+    html = REFERENCE.read_text()
+    signatures = re.findall(r'<dt class="sig sig-object[^>]*>.*?</dt>', html, re.S)
+    assert len(signatures) > 400
+    assert not any('<span class="pre">' in s for s in signatures)
+    assert 'id="shardbook.planner.candidate.evaluate"' in html

@@ -166,6 +166,20 @@ def lighter_head(text, pagename):
     return head + text[head_end:]
 
 
+# An object's signature in the package reference wraps each name, bracket and default value in
+# a <span class="pre"> of its own (about 100 kB of the page's markup, to no effect: the site's
+# stylesheet lets a signature wrap anyway). Only inside a signature's <dt>, where the words carry
+# no other markup that needs the wrapper.
+_SIGNATURE = re.compile(r'(<dt class="sig sig-object[^>]*>)(.*?)(</dt>)', re.S)
+_PRE_SPAN = re.compile(r'<span class="pre">([^<]*)</span>')
+
+
+def plain_signatures(text):
+    """A page's HTML with the <span class="pre"> wrappers inside every object
+    signature (<dt class="sig sig-object ...">) removed, their text kept."""
+    return _SIGNATURE.sub(lambda m: m.group(1) + _PRE_SPAN.sub(r"\1", m.group(2)) + m.group(3), text)
+
+
 _LIVE_DATA = re.compile(r'<script(?=[^>]*\bclass="shardbook-live")[^>]*>')
 _ARTICLE_TITLE_END = re.compile(r'(<article class="bd-article".*?</h1>)', re.S)
 LIVE_BOX = (
@@ -296,6 +310,7 @@ def rewrite_pages(outdir):
         for pattern, replacement in PAGE_FIXES:
             fixed = pattern.sub(replacement, fixed)
         fixed = lighter_head(fixed, page.name)
+        fixed = plain_signatures(fixed)
         # attributes in any order: sphinx-codeautolink re-serializes a page's body
         if _LIVE_DATA.search(fixed) and 'div class="shardbook-live"' not in fixed:
             fixed = _ARTICLE_TITLE_END.sub(lambda m: m.group(1) + "\n" + LIVE_BOX, fixed, count=1)
