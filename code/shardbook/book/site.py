@@ -217,6 +217,26 @@ def sentinel_proxy():
 
 # Sum of the layout shifts a page has had so far (CLS as Lighthouse counts a
 # page load: shifts not caused by the reader's input).
+# What moved, for a report when the total is too large: each shift's score, time and the
+# elements it moved with their boxes before and after.
+LAYOUT_SHIFT_SOURCES_JS = """() => new Promise(resolve => {
+  const out = [];
+  const observer = new PerformanceObserver(list => {
+    for (const e of list.getEntries()) {
+      if (e.hadRecentInput) continue;
+      const moved = (e.sources || []).map(s => {
+        const n = s.node, r = b => b ? `${Math.round(b.y)}+${Math.round(b.height)}` : '?';
+        const name = n ? (n.nodeName + (n.id ? '#' + n.id : '') + (n.className && n.className.baseVal === undefined
+          ? '.' + String(n.className).trim().split(/\\s+/).slice(0, 2).join('.') : '')) : '?';
+        return `${name} y ${r(s.previousRect)} -> ${r(s.currentRect)}`;
+      });
+      out.push(`${e.value.toFixed(3)} at ${Math.round(e.startTime)} ms: ${moved.join('; ')}`);
+    }
+  });
+  observer.observe({type: 'layout-shift', buffered: true});
+  setTimeout(() => { observer.disconnect(); resolve(out); }, 200);
+})"""
+
 LAYOUT_SHIFT_JS = """() => new Promise(resolve => {
   let total = 0;
   const observer = new PerformanceObserver(list => {
