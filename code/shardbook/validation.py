@@ -180,14 +180,16 @@ def largest_validation_error(table):
     return max(valid, key=lambda r: abs(r.error))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclass(frozen=True)
 class MultisliceRow:
     """A run spread over several slices (measured.MULTISLICE_RUNS) beside
     its one-slice run: `measured_loss` is the share of the one-slice
-    throughput the spread run lost (1 − its step time over the spread
-    one's), `expected_loss` the same from the planner's expectation, and
+    throughput per chip the spread run lost (1 − the one-slice step time
+    over the spread run's, the work per chip being the same),
+    `expected_loss` the same from the planner's expected step times, and
     `error` the spread run's expected / measured step − 1; `dcn_s` the
-    data-parallel reduction over DCN, in seconds, before any overlap."""
+    data-parallel reduction across the slices at line rate, in seconds,
+    before any overlap (Candidate.dp_s)."""
 
     run: object
     one_slice: object
