@@ -754,6 +754,16 @@ def maxtext_tflops_per_device_step(model, seq_len, per_device_batch):
     return (weights + attention) / 1e12
 
 
+def _maxtext_slices(mesh, slices, chips):
+    """(mesh, label, note, slices field) of a MaxText table row run on
+    `slices` slices of `chips` chips: base.yml's dcn_data_parallelism -1
+    makes the slices the data-parallel axis; one slice leaves the mesh as
+    it is and the run's `slices` unset."""
+    if slices == 1:
+        return mesh, "", f"one slice of {chips} chips", None
+    return {"dp": slices, **mesh}, f"{slices}x ", f"{slices} slices of {chips} chips over DCN", slices
+
+
 def _maxtext_v5p_run(size, slice_type, tflops, _printed_mfu, slices=1):
     from . import hardware
 
@@ -763,11 +773,9 @@ def _maxtext_v5p_run(size, slice_type, tflops, _printed_mfu, slices=1):
     # MaxText's 'full' is JAX's nothing_saveable (memory.RECOMPUTE), not Megatron's whole rerun
     recompute = "nothing_saveable" if remat == "full" else remat
     step_tflops = maxtext_tflops_per_device_step(model, 2048, per_device)
-    # base.yml's dcn_data_parallelism -1: the slices are the data-parallel axis
-    mesh = {"dp": slices, "fsdp": chips // tp, "tp": tp} if slices > 1 else {"fsdp": chips // tp, "tp": tp}
-    where = f"{slices}x {slice_type}" if slices > 1 else slice_type
+    mesh, label, spread, slices_field = _maxtext_slices({"fsdp": chips // tp, "tp": tp}, slices, chips)
     return PublishedRun(
-        f"MaxText {size}, {where}",
+        f"MaxText {size}, {label}{slice_type}",
         model,
         "TPU v5p",
         mesh,
@@ -778,12 +786,11 @@ def _maxtext_v5p_run(size, slice_type, tflops, _printed_mfu, slices=1):
         "maxtext-v5p-perf",
         recompute=recompute,
         loss_logits="fused_bf16",
-        note=(f"{slices} slices of {chips} chips over DCN" if slices > 1 else f"one slice of {chips} chips")
-        + f"; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism {tp}; MFU here is the "
-        "TFLOP/s over 459",
+        note=f"{spread}; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism {tp}; MFU here "
+        "is the TFLOP/s over 459",
         remat_policy=remat if remat != "full" else "full (nn.remat, policy None: nothing saveable)",
         tp_comm_overlap=True,
-        slices=slices if slices > 1 else None,
+        slices=slices_field,
         tflops_per_s_per_device=tflops,
         published_peak_fraction=_printed_mfu,
         step_s=step_tflops / tflops,
@@ -843,11 +850,10 @@ def _maxtext_v5e_run(size, slice_type, tflops, printed_mfu, slices=1):
     chips = int(slice_type.split("-")[1])
     per_device, remat, tp = MAXTEXT_V5E_CONFIG[size]
     model = f"MaxText {size}"
-    mesh = {"fsdp": chips // tp, "tp": tp} if tp > 1 else {"fsdp": chips}
-    if slices > 1:  # base.yml's dcn_data_parallelism -1: the slices are the data-parallel axis
-        mesh = {"dp": slices, **mesh}
+    one_slice = {"fsdp": chips // tp, "tp": tp} if tp > 1 else {"fsdp": chips}
+    mesh, label, spread, slices_field = _maxtext_slices(one_slice, slices, chips)
     return PublishedRun(
-        f"MaxText {size}, {f'{slices}x ' if slices > 1 else ''}{slice_type}",
+        f"MaxText {size}, {label}{slice_type}",
         model,
         "TPU v5e",
         mesh,
@@ -858,12 +864,11 @@ def _maxtext_v5e_run(size, slice_type, tflops, printed_mfu, slices=1):
         "maxtext-v5e-perf",
         recompute="nothing_saveable",
         loss_logits="fused_bf16",
-        note=(f"{slices} slices of {chips} chips over DCN" if slices > 1 else f"one slice of {chips} chips")
-        + f"; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism "
-        f"{tp}; MFU here is the TFLOP/s over 197",
+        note=f"{spread}; per_device_batch_size {per_device}, remat {remat}, ici_tensor_parallelism {tp}; MFU here "
+        "is the TFLOP/s over 197",
         remat_policy="full (nn.remat, policy None: nothing saveable)",
         tp_comm_overlap=True,
-        slices=slices if slices > 1 else None,
+        slices=slices_field,
         tflops_per_s_per_device=tflops,
         published_peak_fraction=printed_mfu,
         step_s=maxtext_2023_tflops_per_device_step(model, 2048, per_device) / tflops,

@@ -203,10 +203,12 @@ def multislice_rows(runs=None):
     """A MultisliceRow for every run of `runs` (default
     measured.MULTISLICE_RUNS), in their order."""
     runs = measured.MULTISLICE_RUNS if runs is None else list(runs)
-    out = []
+    out, singles = [], {}  # a one-slice run stands beside up to five spread ones: priced once
     for run in runs:
         one = measured.one_slice_run(run)
-        spread, single = expected_for_run(run), expected_for_run(one)
+        if one.name not in singles:
+            singles[one.name] = expected_for_run(one)
+        spread, single = expected_for_run(run), singles[one.name]
         out.append(
             MultisliceRow(
                 run,
@@ -242,9 +244,14 @@ def matmul_efficiency_set(accelerator, value):
             del table[name]
 
 
+def _sum_log_error_sq(runs):
+    """Σ log²(expected / measured step) over `runs`, at the calibrate figures now in force."""
+    return sum(math.log(expected_for_run(r).expected_step_s / r.step_s) ** 2 for r in runs)
+
+
 def _log_error_sq(accelerator, runs, value):
     with matmul_efficiency_set(accelerator, value):
-        return sum(math.log(expected_for_run(r).expected_step_s / r.step_s) ** 2 for r in runs)
+        return _sum_log_error_sq(runs)
 
 
 def efficiency_runs(accelerator):
@@ -361,7 +368,7 @@ def fit_fp8_speedup(runs=None, low=1.0, high=2.0, tol=1e-4):
 
     def error(value):
         with figure_set("FP8 sustained speedup", "any", value):
-            return sum(math.log(expected_for_run(r).expected_step_s / r.step_s) ** 2 for r in runs)
+            return _sum_log_error_sq(runs)
 
     return _golden(error, low, high, tol)
 
