@@ -282,6 +282,50 @@ def test_search_finds_the_chapters(server, browser):
     assert any("02_sharding" in href for href in links), links
     assert any("03_data_parallel" in href for href in links), links
     assert not log["offsite"] and not log["console"]
+    _forget_search_terms(page)
+    page.close()
+
+
+def _forget_search_terms(page):
+    """A search leaves its terms in the site's storage for the next page
+    opened (Sphinx's highlighting); clear them, so that the tests after this
+    one in the shared profile open pages as a reader who came from no search
+    (test_a_page_opened_from_a_search_result_does_not_jump covers that path)."""
+    page.evaluate("localStorage.removeItem('sphinx_highlight_terms')")
+
+
+def test_a_page_opened_from_a_search_result_does_not_jump(server, browser):
+    """On a phone, a search, then its first result: the chapter opens with the
+    query highlighted and Sphinx's "Hide Search Matches" link on screen, and
+    the link, added when the page may already be drawn, moves nothing (it
+    floats; in the page's flow it pushed the chapter 65 px down, a layout
+    shift of 0.074 that failed a phone screenshot test run after a search)."""
+    page = browser.new_page()
+    page.add_init_script(_stored_theme_js("light"))
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{server}/search.html?q=all-gather", wait_until="networkidle")
+    first = page.locator("#search-results ul.search li a").first
+    first.wait_for(timeout=30_000)
+    first.click()
+    page.wait_for_load_state("networkidle")
+    _settle(page)
+    assert "/chapters/" in page.url, page.url
+    link = page.locator("#searchbox p.highlight-link a")
+    link.wait_for(timeout=10_000)
+    box = link.bounding_box()
+    assert box and 0 <= box["y"] and box["y"] + box["height"] <= 844 and box["x"] + box["width"] <= 390, box
+    page.wait_for_function("document.querySelectorAll('main span.highlighted').length > 0")  # 10 ms after the link
+    shift = page.evaluate(site.LAYOUT_SHIFT_JS)
+    moved = " | ".join(page.evaluate(site.LAYOUT_SHIFT_SOURCES_JS)) if shift > LAYOUT_SHIFT_LIMIT else ""
+    assert shift <= LAYOUT_SHIFT_LIMIT, f"layout shift {shift:.3f} (limit {LAYOUT_SHIFT_LIMIT}): {moved}"
+    # whether the link was added before or after the first paint is a race (a shift only in the second
+    # case), so also check what decides it: the link takes no room in the page's flow
+    article_top = "document.querySelector('article.bd-article').getBoundingClientRect().top + window.scrollY"
+    top_with_link = page.evaluate(article_top)
+    link.click()  # hides the matches, as a reader would
+    page.wait_for_function("document.querySelectorAll('main span.highlighted').length === 0")
+    assert page.locator("#searchbox p.highlight-link").count() == 0
+    assert page.evaluate(article_top) == top_with_link, "the link pushed the chapter down"
     page.close()
 
 
@@ -672,6 +716,7 @@ def _search(page, server, query):
     page.wait_for_selector("#search-results ul.search li", timeout=30_000)
     page.wait_for_function("(document.querySelector('#search-progress') || {}).textContent !== 'Preparing search...'")
     page.wait_for_timeout(1500)  # snippets are filled in as their pages arrive
+    _forget_search_terms(page)
     return page.evaluate(
         "[...document.querySelectorAll('#search-results ul.search > li')].map(li => ({"
         "href: li.querySelector('a').getAttribute('href'), kind: li.className,"
