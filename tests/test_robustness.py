@@ -5,6 +5,7 @@ ZeroDivisionError, IndexError or AttributeError from inside a formula."""
 import importlib
 import inspect
 import math
+import re
 
 import numpy as np
 import pytest
@@ -31,14 +32,13 @@ def _public_functions():
                 yield f"{module.__name__}.{name}", function
 
 
-# A function the sweep would call with no argument at all (it has no required one), whose result
-# another test already asserts exactly: calling it here again checks nothing more and costs a
-# whole fit (five seconds of `make check`). The test named must exist (checked below).
+# A function the sweep would call with no argument at all (it has no required one) that a chapter
+# already calls so, printing its result through the ledger (a changed result fails the build): calling
+# it here checks nothing more and costs a whole fit (five seconds of `make check`, where
+# test_elementwise_passes_hold_their_fit checks the stored figure is the fit's minimum in one). The
+# chapter must still call it (checked below).
 ASSERTED_ELSEWHERE = {
-    "shardbook.validation.fit_elementwise_passes": (
-        "test_validation.py",
-        "test_elementwise_passes_hold_their_fit",
-    ),
+    "shardbook.validation.fit_elementwise_passes": "chapters/97_validation.md",
 }
 FUNCTIONS = sorted(f for f in _public_functions() if f[0] not in ASSERTED_ELSEWHERE)
 
@@ -47,16 +47,20 @@ def test_what_the_sweep_leaves_to_other_tests_is_asserted_there():
     from pathlib import Path
 
     public = dict(_public_functions())
-    for name, (module, test) in ASSERTED_ELSEWHERE.items():
+    for name, chapter in ASSERTED_ELSEWHERE.items():
         required = [
             p
             for p in inspect.signature(public[name]).parameters.values()
             if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
         assert not required, f"{name} takes arguments: the sweep must draw them"
-        source = (Path(__file__).parent / module).read_text()
-        body = source.split(f"def {test}(", 1)[1].split("\ndef ", 1)[0]
-        assert name.rsplit(".", 1)[1] + "()" in body, f"{module}::{test} no longer calls {name}"
+        source = (Path(__file__).parents[1] / chapter).read_text()
+        module, function = name.rsplit(".", 1)
+        call = re.search(rf"^(\w+) = {module.rsplit('.', 1)[1]}\.{function}\(\)$", source, re.M)
+        assert call, f"{chapter} no longer calls {name}() on a line of its own"
+        assert re.search(rf"ledger\.show\(\"\w+\", {call.group(1)}\b", source), (
+            f"{chapter} no longer prints it through the ledger"
+        )
 
 
 finite_numbers = st.one_of(

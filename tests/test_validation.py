@@ -521,7 +521,13 @@ def test_elementwise_passes_hold_their_fit():
     from shardbook.planner import calibrate
 
     assert calibrate.ELEMENTWISE_PASSES.source == "fit" and not calibrate.ELEMENTWISE_PASSES.provisional
-    assert calibrate.ELEMENTWISE_PASSES.value == pytest.approx(validation.fit_elementwise_passes(), abs=0.05)
+    # the error is unimodal in the passes (the fit's golden-section search assumes it), so the stored
+    # value lies within 0.05 of the minimum when the error rises 0.05 either side of it: three
+    # evaluations of what the search evaluates thirty times (chapter 97 runs the search itself, and
+    # the build's ledger holds its printed result)
+    stored = calibrate.ELEMENTWISE_PASSES.value
+    error_at = validation._calibration_error_sq
+    assert error_at(stored) < min(error_at(stored - 0.05), error_at(stored + 0.05)), stored
     with pytest.raises(ValueError, match="high"):
         validation.fit_elementwise_passes(low=2, high=1)
 
