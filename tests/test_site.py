@@ -783,3 +783,27 @@ def test_the_search_icon_does_not_cover_the_query(server, browser, where):
     icon_right = icon["x"] + icon["width"]
     assert icon_right <= text_left + 0.5, f"{where}: the icon ends at {icon_right}, the text starts at {text_left}"
     page.close()
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (390, 844)])
+def test_one_way_to_search_and_no_empty_bar_above_the_page(server, browser, width, height):
+    """One search control on screen, and the page starts at the top: on a
+    desktop, sphinx-book-theme 1.3 drew pydata's header bar, 64 px holding
+    nothing but a second search field, over the sidebar's own
+    (executablebooks/sphinx-book-theme#986); a phone keeps its magnifier in
+    the article's header. Ctrl+K still opens the search dialog."""
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(f"{server}/chapters/03_data_parallel.html", wait_until="networkidle")
+    _settle(page)
+    shown = page.evaluate(
+        "[...document.querySelectorAll('.search-button-field, .search-button__button')].filter(e => {"
+        " const r = e.getBoundingClientRect(), s = getComputedStyle(e);"
+        " return r.width > 0 && r.height > 0 && s.visibility !== 'hidden'; }).length"
+    )
+    assert shown == 1, f"{width} px: {shown} search controls on screen"
+    header = page.evaluate("(document.querySelector('#pst-header') || {offsetHeight: 0}).offsetHeight")
+    assert header == 0, f"{width} px: a {header} px header bar above the page"
+    page.keyboard.press("Control+k")
+    page.locator("#pst-search-dialog input[name=q]").wait_for(state="visible")
+    page.close()
