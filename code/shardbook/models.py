@@ -334,8 +334,42 @@ def _maxtext(size, emb, mlp, layers, heads):
     )
 
 
+# MosaicML's MPT models as llm-foundry's benchmark table trained them
+# (llm-foundry-benchmarks: scripts/train/yamls/pretrain/mpt-<size>.yaml at
+# 49521837): (d_model, n_heads, n_layers); MLP 4·D (expansion_ratio 4, GELU,
+# two matrices), heads of 128 (the 760M, 1B and 3B yamls cut their heads to
+# reach it, for FlashAttention), vocabulary 50,368, the output layer tied to
+# the embedding (MPT's default), no dropout (its pdrop defaults are 0).
+MPT_SHAPES = {
+    "760M": (1536, 12, 24),
+    "1B": (2048, 16, 24),
+    "3B": (2560, 20, 32),
+    "7B": (4096, 32, 32),
+    "13B": (5120, 40, 40),
+    "30B": (7168, 56, 48),
+    "70B": (8192, 64, 80),
+}
+MPT_VOCAB = 50368
+
+
+def _mpt(size, d_model, n_heads, n_layers):
+    return Model(
+        f"MPT {size}",
+        "llm-foundry-benchmarks",
+        d_model,
+        4 * d_model,
+        n_layers,
+        n_heads,
+        n_heads,
+        d_model // n_heads,
+        MPT_VOCAB,
+        tied_embeddings=True,
+        gated_mlp=False,
+    )
+
+
 # The models of published throughput runs that are not the book's teaching presets (they appear
-# in the validation appendix only): Megatron-LM's GPT models and MaxText's scaled models.
+# in the validation appendix only): Megatron-LM's GPT models, MaxText's scaled models, MPT.
 GPT_PRESETS = {
     m.name: m
     for m in [
@@ -352,6 +386,7 @@ GPT_PRESETS = {
             for size, (h, layers, heads) in KORTHIKANTI_SHAPES.items()
         ),
         *(_maxtext(size, *shape) for size, shape in MAXTEXT_V5P_SHAPES.items()),
+        *(_mpt(size, *shape) for size, shape in MPT_SHAPES.items()),
     ]
 }
 
