@@ -215,9 +215,10 @@ PRESETS = {
 }
 
 
-def _gpt(name, source, d_model, n_layers, n_heads, vocab_size, tied_embeddings):
-    """A GPT-style model as Megatron-LM trains it: a plain two-matrix MLP of
-    width 4·D, multi-head attention (as many KV heads as heads), dropout."""
+def _gpt(name, source, d_model, n_layers, n_heads, vocab_size, tied_embeddings, dropout=True):
+    """A GPT-style model: a plain two-matrix MLP of width 4·D, multi-head
+    attention (as many KV heads as heads), dropout as Megatron-LM trains it
+    (`dropout`; MPT has none)."""
     return Model(
         name,
         source,
@@ -230,7 +231,7 @@ def _gpt(name, source, d_model, n_layers, n_heads, vocab_size, tied_embeddings):
         vocab_size,
         tied_embeddings=tied_embeddings,
         gated_mlp=False,
-        dropout=True,
+        dropout=dropout,
     )
 
 
@@ -353,19 +354,7 @@ MPT_VOCAB = 50368
 
 
 def _mpt(size, d_model, n_heads, n_layers):
-    return Model(
-        f"MPT {size}",
-        "llm-foundry-benchmarks",
-        d_model,
-        4 * d_model,
-        n_layers,
-        n_heads,
-        n_heads,
-        d_model // n_heads,
-        MPT_VOCAB,
-        tied_embeddings=True,
-        gated_mlp=False,
-    )
+    return _gpt(f"MPT {size}", "llm-foundry-benchmarks", d_model, n_layers, n_heads, MPT_VOCAB, True, dropout=False)
 
 
 # The models of published throughput runs that are not the book's teaching presets (they appear

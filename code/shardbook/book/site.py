@@ -176,13 +176,18 @@ def _handler(directory, requests=None):
     return Handler
 
 
+# how often a server thread looks for shutdown(): socketserver's default, 0.5 s, made every
+# `with serve(...)` wait up to half a second on exit (a second of each test that serves twice)
+SHUTDOWN_POLL_S = 0.02
+
+
 @contextlib.contextmanager
 def serve(directory, requests=None):
     """Serve `directory` on a free port of 127.0.0.1, compressed and cacheable
     as a static host serves it; yields the base URL and stops the server on
     exit. `requests`, if a list, receives the path of every request served."""
     httpd = _Server(("127.0.0.1", 0), _handler(directory, requests))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
@@ -207,7 +212,7 @@ def sentinel_proxy():
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Refuse)
     server.daemon_threads = True
     server.seen = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{server.server_address[1]}", server.seen
     finally:
