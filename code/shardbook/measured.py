@@ -985,15 +985,16 @@ MULTISLICE_RUNS = tuple(
 
 
 # MosaicML's MPT benchmark table (llm-foundry-benchmarks): scripts/train/benchmarking/README.md of
-# mosaicml/llm-foundry at 495218376830947dce625efabc4d86be7c47cc45, its "H100 80GB BF16" table, every
-# row at sequence length 2,048, in the table's order: (size, GPUs, MFU %, microbatch, gradient
-# accumulation, global batch in sequences, tokens/s, activation checkpointing). PyTorch FSDP,
-# FULL_SHARD over every GPU (the planner's fsdp axis; weights gathered again for each microbatch),
-# amp_bf16, FlashAttention (submit_benchmarks.py's default attn_impl); activation checkpointing
-# reruns each block's forward (the planner's 'full'). The table's MFU is (6·N + 6·layers·2·D·s) FLOPs per token, N with MPT's learned position
-# table, over 989 TFLOP/s. Not validation runs: none calibrates or validates (a framework none of
-# the fitted runs used); chapter 97 sets them beside the planner as a held-out check, and the tests
-# hold the bound and the memory to them as to every published run.
+# mosaicml/llm-foundry at 495218376830947dce625efabc4d86be7c47cc45, its "H100 80GB BF16" table,
+# every row at sequence length 2,048, in the table's order: (size, GPUs, MFU %, microbatch,
+# gradient accumulation, global batch in sequences, tokens/s, activation checkpointing). PyTorch
+# FSDP, FULL_SHARD over every GPU (the planner's fsdp axis; weights gathered again for each
+# microbatch), amp_bf16, FlashAttention (submit_benchmarks.py's default attn_impl); activation
+# checkpointing reruns each block's forward (the planner's 'full'). The table's MFU is
+# (6·N + 6·layers·2·D·s) FLOPs per token, N with MPT's learned position table, over 989 TFLOP/s.
+# Not validation runs: none calibrates or validates (a framework none of the fitted runs used);
+# chapter 97 sets them beside the planner as a held-out check, and the tests hold the bound and
+# the memory to them as to every published run.
 MPT_H100_TABLE = (
     ("70B", 64, 42.57, 8, 4, 2048, 66523, True),
     ("70B", 32, 36.15, 2, 16, 1024, 28242, True),
