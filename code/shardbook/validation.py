@@ -180,6 +180,19 @@ def largest_validation_error(table):
     return max(valid, key=lambda r: abs(r.error))
 
 
+def step_s_per_sequence(table_row, without_fsdp=False):
+    """A Row's measured step time per sequence each device trains, in
+    seconds; with `without_fsdp`, less the planner's calibrated FSDP
+    traffic of that step (the expectation's `fsdp` term, all of it, as if
+    none were hidden). Runs of one model that train the same sequences per
+    device in different microbatches compare on it."""
+    if not isinstance(table_row, Row):
+        raise TypeError(f"table_row: must be a validation.Row, got {type(table_row).__name__}")
+    run = table_row.run
+    step = run.step_s - (table_row.expected.expected_terms["fsdp"] if without_fsdp else 0.0)
+    return step * run.n_devices / run.sequences_per_step
+
+
 @dataclass(frozen=True)
 class MultisliceRow:
     """A run spread over several slices (measured.MULTISLICE_RUNS) beside
