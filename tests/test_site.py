@@ -807,3 +807,32 @@ def test_one_way_to_search_and_no_empty_bar_above_the_page(server, browser, widt
     page.keyboard.press("Control+k")
     page.locator("#pst-search-dialog input[name=q]").wait_for(state="visible")
     page.close()
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (768, 1024), (390, 844)])
+def test_stacked_tables_stay_inside_the_text_column(server, browser, width, height):
+    """Every table.shardbook-stack (chapter 7's candidates, chapter 97's
+    runs) fits the text column: on a desktop a long run name wraps between
+    words instead of pushing the last columns under the contents sidebar
+    (a label kept on one line made chapter 97's tables 59 and 134 px too
+    wide at 1,280 px), and on a phone a card's title wraps inside the card.
+    A label is never squeezed to a word per line either: it keeps 9em."""
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": height})
+    for chapter in ("07_choosing_a_mesh", "97_validation"):
+        page.goto(f"{server}/chapters/{chapter}.html", wait_until="networkidle")
+        _settle(page)
+        tables = page.evaluate(
+            "[...document.querySelectorAll('table.shardbook-stack')].map(t => {"
+            " const th = t.querySelector('tbody th'), column = t.parentElement.getBoundingClientRect();"
+            " return {label: th.textContent, right: t.getBoundingClientRect().right, column: column.right,"
+            " wide: t.scrollWidth, room: t.parentElement.clientWidth,"
+            " labelWidth: th.getBoundingClientRect().width, em: parseFloat(getComputedStyle(th).fontSize)}; })"
+        )
+        assert len(tables) >= (3 if chapter.startswith("07") else 4), chapter
+        for t in tables:
+            where = f"{chapter} at {width} px, the table led by {t['label']!r}"
+            assert t["right"] <= t["column"] + 1 and t["wide"] <= t["room"] + 1, f"{where}: wider than its column ({t})"
+            if width > 640:  # a table, not cards: the label column keeps its 9em
+                assert t["labelWidth"] >= 9 * t["em"] - 1, f"{where}: label column squeezed ({t})"
+    page.close()
