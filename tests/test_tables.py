@@ -31,6 +31,16 @@ def test_cells_carry_their_column_and_numbers_are_recorded(shown):
     assert [(e["name"], e["value"], e["text"]) for e in entries] == [("t__fsdp_8__step_s", 1.234, "1.23")]
 
 
+def test_a_long_identifier_may_break_after_an_underscore(shown):
+    # a remat policy such as save_dot_except_mlpwi is one word: without a break opportunity it
+    # sets its column's least width and pushed chapter 97's runs table past the text column
+    tables.html_table("t", ["Run", "Recomputation"], [["a_b", "save_dot_except_mlpwi"]])
+    markup, _, entries = shown[0]
+    assert '<td data-label="Recomputation">save_<wbr>dot_<wbr>except_<wbr>mlpwi</td>' in markup
+    assert '<th scope="row" data-label="Run">a_<wbr>b</th>' in markup
+    assert entries == []
+
+
 def test_a_row_of_the_wrong_length_is_refused(shown):
     with pytest.raises(ValueError, match=r"rows\[0\]: has 1 cells, the header has 2"):
         tables.html_table("t", ["a", "b"], [["x"]])

@@ -61,7 +61,8 @@ def html_table(name, columns, rows, *, css_class="shardbook-stack", caption=None
                 text, numeric = str(cell), ""
             tag = "th" if j == 0 else "td"
             scope = ' scope="row"' if j == 0 else ""
-            cells.append(f'<{tag}{scope}{numeric} data-label="{html.escape(columns[j])}">{html.escape(text)}</{tag}>')
+            shown = html.escape(text).replace("_", "_<wbr>")  # a long identifier may break after "_"
+            cells.append(f'<{tag}{scope}{numeric} data-label="{html.escape(columns[j])}">{shown}</{tag}>')
         body.append("<tr>" + "".join(cells) + "</tr>")
     head = "".join(f'<th scope="col">{html.escape(c)}</th>' for c in columns)
     cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
