@@ -816,7 +816,8 @@ def test_stacked_tables_stay_inside_the_text_column(server, browser, width, heig
     words instead of pushing the last columns under the contents sidebar
     (a label kept on one line made chapter 97's tables 59 and 134 px too
     wide at 1,280 px), and on a phone a card's title wraps inside the card.
-    A label is never squeezed to a word per line either: it keeps 9em."""
+    A label is never squeezed to a word per line either: it keeps 9em, and a
+    caption spans the table (as cards, it was one word wide)."""
     page = browser.new_page()
     page.set_viewport_size({"width": width, "height": height})
     for chapter, least in (("01_topology", 1), ("06_pipeline", 1), ("07_choosing_a_mesh", 3), ("97_validation", 5)):
@@ -827,7 +828,8 @@ def test_stacked_tables_stay_inside_the_text_column(server, browser, width, heig
             " const th = t.querySelector('tbody th'), column = t.parentElement.getBoundingClientRect();"
             " return {label: th.textContent, right: t.getBoundingClientRect().right, column: column.right,"
             " wide: t.scrollWidth, room: t.parentElement.clientWidth,"
-            " labelWidth: th.getBoundingClientRect().width, em: parseFloat(getComputedStyle(th).fontSize)}; })"
+            " labelWidth: th.getBoundingClientRect().width, em: parseFloat(getComputedStyle(th).fontSize),"
+            " caption: t.caption ? t.caption.getBoundingClientRect().width : null}; })"
         )
         assert len(tables) >= least, chapter
         for t in tables:
@@ -835,4 +837,6 @@ def test_stacked_tables_stay_inside_the_text_column(server, browser, width, heig
             assert t["right"] <= t["column"] + 1 and t["wide"] <= t["room"] + 1, f"{where}: wider than its column ({t})"
             if width > 640:  # a table, not cards: the label column keeps its 9em
                 assert t["labelWidth"] >= 9 * t["em"] - 1, f"{where}: label column squeezed ({t})"
+            if t["caption"] is not None:  # a caption spans the table (as cards, a block under them)
+                assert t["caption"] >= 0.8 * t["room"], f"{where}: caption squeezed ({t})"
     page.close()
