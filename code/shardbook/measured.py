@@ -296,7 +296,7 @@ def mcore_flops_per_iteration(batch_seqs, seq_len, n_layers, d_model, vocab_size
 # ici_fsdp_parallelism -1 is every chip; per_device_batch_size sequences per chip per step.
 PUBLISHED_RUNS = (
     PublishedRun(
-        "MaxText Llama 2 70B, v5p-512",
+        "MaxText Llama 2 70B, v5p-1024",
         "LLaMA-2 70B",
         "TPU v5p",
         {"fsdp": 512},
@@ -310,7 +310,8 @@ PUBLISHED_RUNS = (
         tokens_per_s_per_device=692,
         note="remat save_dot_except_mlpwi",
         remat_policy="save_dot_except_mlpwi",
-        where="tiering.md, Llama2-70B on v5p-512; benchmarks/maxtext_v5p_model_configs.py",
+        where='tiering.md, Llama2-70B on v5p, "512 Chips" (v5p-1024 in the TensorCores the slice names count); '
+        "benchmarks/maxtext_v5p_model_configs.py",
     ),
     # The tiering table links the tpu-recipes Trillium recipe, which runs llama2_70b_4096_sc
     # (remat qkv_proj_offloaded, ici_fsdp_transpose_parallelism -1). Its printed config says

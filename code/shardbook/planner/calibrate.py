@@ -78,7 +78,7 @@ MATMUL_EFFICIENCY = {
     "TPU v5p": Figure(
         0.73,
         "fit",
-        "validation.fit_matmul_efficiency on the v5p calibration runs (MaxText Llama 2 70B v5p-512; MaxText's "
+        "validation.fit_matmul_efficiency on the v5p calibration runs (MaxText Llama 2 70B v5p-1024; MaxText's "
         "v5p table: 32B v5p-128, 128B v5p-256, 256B v5p-1024, 1024B v5p-2048)",
     ),
     "TPU v5e": Figure(
