@@ -151,10 +151,37 @@ def test_explain_breaks_one_mesh_down_and_json_carries_it():
         (("LLaMA-3 8B", "H100", "64", "4M", "--slices", "2"), "slices: only a TPU job is cut into slices"),
         (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "3"), "slices: must divide the 64 chips of the job"),
         (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "-2"), "slices: must be a whole number >= 1"),
+        (
+            ("LLaMA-3 70B", "H100", "256", "4M", "--seq-len", "8192", "--micro-batch", "1000"),
+            "micro_batch: microbatches of 1,000 sequences leave some data-parallel rank",
+        ),
+        (("LLaMA-3 70b", "H100", "64", "4M"), "model: unknown preset 'LLaMA-3 70b'; did you mean 'LLaMA-3 70B'"),
+        (("llama3 8b", "H100", "64", "4M"), "model: unknown preset 'llama3 8b'; did you mean 'LLaMA-3 8B'?"),
     ],
 )
 def test_bad_sizes_are_one_line(args, message):
     _refused(_cli(*args), message)
+
+
+def test_a_mesh_explained_is_the_row_the_table_ranked():
+    # --mesh without --micro-batch prices the mesh at the microbatch the search picks for it, so
+    # --explain on a row of the table shows that row (it had taken one sequence per microbatch:
+    # fsdp 32 x tp 8 ranks at 2, and was explained at 21.6 s against the row's 19.1 s)
+    args = ("LLaMA-3 70B", "H100", "256", "4M", "--seq-len", "8192")
+    rows = json.loads(_cli(*args, "--json", "--top", "50").stdout)
+    row = next(r for r in rows if r["mesh"] == {"dp": 1, "fsdp": 32, "tp": 8, "cp": 1, "ep": 1, "pp": 1})
+    assert row["micro_batch_seqs"] == 2
+    explained = _cli(*args, "--mesh", "fsdp=32,tp=8", "--explain")
+    assert explained.returncode == 0, explained.stderr
+    assert "2 sequence(s) per microbatch" in explained.stdout
+    data = json.loads(_cli(*args, "--mesh", "fsdp=32,tp=8", "--explain", "--json").stdout)
+    assert data["expected_step_s"] == pytest.approx(row["expected_step_s"], rel=1e-9)
+    # like every table the planner prints, the breakdown ends with the assumptions it rests on
+    assert "\nAssumptions:\n" in explained.stdout
+    assert explained.stdout.index("Assumptions:") > explained.stdout.index("Expected step by component:")
+    # a microbatch the reader gives is kept
+    one = json.loads(_cli(*args, "--mesh", "fsdp=32,tp=8", "--micro-batch", "1", "--json").stdout)
+    assert one[0]["micro_batch_seqs"] == 1
 
 
 def test_slices_spread_a_tpu_job_over_dcn_on_the_command_line():

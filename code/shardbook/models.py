@@ -6,6 +6,7 @@ experts, k = routed experts per token. Shapes come from each model's published
 configuration; `source` names the references.bib key.
 """
 
+import re
 from dataclasses import dataclass, fields, replace
 
 from . import _validate
@@ -399,8 +400,25 @@ def get(name):
     try:
         return PRESETS[name] if name in PRESETS else GPT_PRESETS[name]
     except (KeyError, TypeError):
-        known = ", ".join([*PRESETS, *GPT_PRESETS])
-        raise ValueError(f"model: unknown preset {name!r}; known: {known}") from None
+        raise ValueError(f"model: unknown preset {name!r}; {_nearest_presets(name)}") from None
+
+
+def _nearest_presets(name):
+    """The close names first (case and spacing aside), then the chapters'
+    presets, and how to list the rest: the published runs' models are
+    many, and one error line stays readable."""
+    import difflib
+
+    everything = [*PRESETS, *GPT_PRESETS]
+    folded = {re.sub(r"[\s_-]+", "", n).lower(): n for n in everything}
+    key = re.sub(r"[\s_-]+", "", str(name)).lower()
+    close = [folded[key]] if key in folded else []
+    close += [n for n in difflib.get_close_matches(str(name), everything, n=3, cutoff=0.6) if n not in close]
+    hint = f"did you mean {' or '.join(repr(n) for n in close[:3])}? " if close else ""
+    return (
+        f"{hint}the chapters' presets: {', '.join(PRESETS)}; and {len(GPT_PRESETS)} models of published runs "
+        "(models.gpt_names())"
+    )
 
 
 def with_changes(name, **changes):

@@ -282,12 +282,32 @@ def _json_path(path):
     return path
 
 
+def _one_mesh(args, model, accelerator, tokens, n_devices, options):
+    """([Candidate], explain()'s answer or None) for --mesh: at the
+    microbatch the search would pick for the mesh, as its row in the table
+    shows, unless --micro-batch names one."""
+    from .candidate import evaluate
+    from .explain import explain
+    from .search import best_for_mesh
+
+    mesh = _parse_mesh(args.mesh)
+    if args.micro_batch is None:
+        options = dict(options, micro_batch_seqs=None)
+        options["micro_batch_seqs"] = best_for_mesh(
+            model, accelerator, mesh, tokens, n_devices=n_devices, **options
+        ).micro_batch_seqs
+    if args.explain:
+        explained = explain(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
+        return [explained[0]], explained
+    return [evaluate(model, accelerator, mesh, tokens, n_devices=n_devices, **options)], None
+
+
 def main(argv=None):
     """`python -m shardbook.explorer MODEL ACCELERATOR N_DEVICES BATCH`:
     print the ranked meshes (or one, with --mesh; its breakdown with
     --explain); bad input is one line on stderr and exit code 2."""
-    from .candidate import TooFewSequences, evaluate
-    from .explain import explain, format_explain
+    from .candidate import TooFewSequences
+    from .explain import format_explain
     from .search import explore
 
     args = _parser().parse_args(_negative_sizes(sys.argv[1:] if argv is None else list(argv)))
@@ -324,13 +344,7 @@ def main(argv=None):
         axes = _parse_axes(args.axes)
         explained = None
         if args.mesh is not None:
-            mesh = _parse_mesh(args.mesh)
-            options["micro_batch_seqs"] = args.micro_batch or 1
-            if args.explain:
-                explained = explain(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
-                found = [explained[0]]
-            else:
-                found = [evaluate(model, accelerator, mesh, tokens, n_devices=n_devices, **options)]
+            found, explained = _one_mesh(args, model, accelerator, tokens, n_devices, options)
         else:
             found = explore(model, accelerator, n_devices, tokens, axes=axes, **options)
             if not found:
@@ -356,6 +370,7 @@ def main(argv=None):
     print()
     if explained is not None:
         print(format_explain(*explained))
+        print("\nAssumptions:\n" + ASSUMPTIONS)
         return 0
     print(format_table(found, args.top))
     if target is not None:

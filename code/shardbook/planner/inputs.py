@@ -214,6 +214,15 @@ def no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options
 
     m = models.get(model)
     n_seqs = tokens // seq_len
+    micro = options.get("micro_batch_seqs")
+    if micro is not None and explore(
+        m, accelerator, n_devices, tokens, axes=axes, **dict(options, micro_batch_seqs=None)
+    ):
+        return (
+            f"micro_batch: microbatches of {micro:,} sequences leave some data-parallel rank of every mesh of "
+            f"{n_devices:,} devices over {','.join(axes)} without a whole microbatch of the {n_seqs:,} sequences; "
+            "a smaller one runs (without --micro-batch the search picks it)"
+        )
     roomy = explore(m, accelerator, n_devices, n_devices * seq_len * 64, axes=axes, **options)
     if roomy:
         return (

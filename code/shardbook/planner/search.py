@@ -127,6 +127,16 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
     return best
 
 
+def best_for_mesh(model, accelerator, mesh, global_tokens, *, n_devices, **options):
+    """The Candidate `explore` ranks for `mesh`: with `micro_batch_seqs`
+    None, at the microbatch size the search picks (fitting first, then the
+    shortest expected step, the smallest size on a tie). The command line's
+    --mesh and --explain price a mesh this way, so that they show the row
+    the table showed."""
+    options.setdefault("micro_batch_seqs", None)
+    return _best_of(model, accelerator, normalize_mesh(mesh), global_tokens, n_devices, options)
+
+
 def _usable(model, accelerator, n_devices, global_tokens, axes, options):
     """A Candidate for every mesh over `axes` that leaves each data-parallel
     rank at least one microbatch."""
