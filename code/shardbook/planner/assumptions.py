@@ -26,6 +26,11 @@ ASSUMPTIONS = """\
   sourced, fitted or marked assumed, none per run; an accelerator file
   gives its own in a [calibration] table, else the defaults); the search
   ranks fitting meshes by it;
+- the batch: every data-parallel rank (dp × fsdp × ep of them) gets at
+  least one microbatch, and the step is priced at the average share; a
+  share that is not a whole number of microbatches is priced as if it
+  ran, although a framework needs the batch to divide: check that yours
+  does;
 - math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the causal half of
   the attention scores, as MaxText counts them), plus what the
   recomputation policy runs again (a flash kernel's recomputation inside

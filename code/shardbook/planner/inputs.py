@@ -227,7 +227,7 @@ def no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options
     if roomy:
         return (
             f"tokens: {n_seqs:,} sequence{'s' if n_seqs != 1 else ''} of {seq_len:,} cannot give every "
-            f"data-parallel rank the same whole number (at least one) on any mesh of {n_devices:,} devices "
+            f"data-parallel rank at least one sequence on any mesh of {n_devices:,} devices "
             f"over {','.join(axes)}"
         )
     return (
