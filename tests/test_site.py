@@ -73,6 +73,16 @@ def _visit(context, url, theme=None):
     return page, log
 
 
+def _open_at(browser, url, width, height):
+    """A new page of the shared browser at width × height, `url` loaded and
+    parsed (_settle)."""
+    page = browser.new_page()
+    page.set_viewport_size({"width": width, "height": height})
+    page.goto(url, wait_until="networkidle")
+    _settle(page)
+    return page
+
+
 def _settle(page):
     """Wait, after "networkidle", for the parse to end: that event once came
     before a busy machine had parsed a long page (the PDF printed half the
@@ -792,10 +802,7 @@ def test_one_way_to_search_and_no_empty_bar_above_the_page(server, browser, widt
     nothing but a second search field, over the sidebar's own
     (executablebooks/sphinx-book-theme#986); a phone keeps its magnifier in
     the article's header. Ctrl+K still opens the search dialog."""
-    page = browser.new_page()
-    page.set_viewport_size({"width": width, "height": height})
-    page.goto(f"{server}/chapters/03_data_parallel.html", wait_until="networkidle")
-    _settle(page)
+    page = _open_at(browser, f"{server}/chapters/03_data_parallel.html", width, height)
     shown = page.evaluate(
         "[...document.querySelectorAll('.search-button-field, .search-button__button')].filter(e => {"
         " const r = e.getBoundingClientRect(), s = getComputedStyle(e);"
@@ -818,11 +825,8 @@ def test_stacked_tables_stay_inside_the_text_column(server, browser, width, heig
     wide at 1,280 px), and on a phone a card's title wraps inside the card.
     A label is never squeezed to a word per line either: it keeps 9em, and a
     caption spans the table (as cards, it was one word wide)."""
-    page = browser.new_page()
-    page.set_viewport_size({"width": width, "height": height})
     for chapter, least in (("01_topology", 1), ("06_pipeline", 1), ("07_choosing_a_mesh", 3), ("97_validation", 5)):
-        page.goto(f"{server}/chapters/{chapter}.html", wait_until="networkidle")
-        _settle(page)
+        page = _open_at(browser, f"{server}/chapters/{chapter}.html", width, height)
         tables = page.evaluate(
             "[...document.querySelectorAll('table.shardbook-stack')].map(t => {"
             " const th = t.querySelector('tbody th'), column = t.parentElement.getBoundingClientRect();"
@@ -839,4 +843,4 @@ def test_stacked_tables_stay_inside_the_text_column(server, browser, width, heig
                 assert t["labelWidth"] >= 9 * t["em"] - 1, f"{where}: label column squeezed ({t})"
             if t["caption"] is not None:  # a caption spans the table (as cards, a block under them)
                 assert t["caption"] >= 0.8 * t["room"], f"{where}: caption squeezed ({t})"
-    page.close()
+        page.close()
