@@ -45,10 +45,10 @@ ASSUMPTIONS = """\
   the largest one granted (v5p: 6,144 chips), or into `slices` equal
   ones, each axis takes torus dimensions of the slice (two links per
   wrapped dimension, one without), and what does not fit spans slices over
-  DCN; on several slices the expectation is optimistic: it prices the DCN
-  transfers, but MaxText's published multislice runs lost more than those
-  explain, more the more slices (appendix "The planner against published
-  runs");
+  DCN; on several slices the loss the expectation puts on spreading is
+  optimistic: it prices the DCN transfers, but MaxText's published
+  multislice runs lost more than those explain, more the more slices
+  (appendix "The planner against published runs");
 - FSDP gathers weights (BF16) forward and backward for every microbatch
   (once per step with keep_gathered_weights) and reduce-scatters each
   microbatch's gradients; dense weights are sharded over ep as MaxText does
