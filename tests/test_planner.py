@@ -583,3 +583,15 @@ def test_audit_counterexamples_are_value_errors():
         explorer.factorizations(64, "LLaMA-3 70B", axes=())
     with pytest.raises(ValueError, match="axes: 'tp' is given twice"):
         explorer.factorizations(64, "LLaMA-3 70B", axes=("tp", "tp"))
+
+
+def test_best_for_mesh_is_the_fastest_fitting_microbatch_the_search_tries():
+    # the sizes tried run smallest first and stop at the first that leaves a rank no whole
+    # microbatch; the choice is fitting first, then the shortest expected step, the smallest on a tie
+    tried = explorer.candidates_by_micro_batch("LLaMA-3 8B", "MI355X", {"fsdp": 8}, 2**20, n_devices=8)
+    assert list(tried) == list(explorer.MICRO_BATCH_CHOICES[: len(tried)]) and len(tried) > 1
+    assert all(c.micro_batch_seqs == m for m, c in tried.items())
+    best = explorer.best_for_mesh("LLaMA-3 8B", "MI355X", {"fsdp": 8}, 2**20, n_devices=8)
+    fastest = min(c.expected_step_s for c in tried.values() if c.fits)
+    assert best.fits and best.expected_step_s == fastest
+    assert best.micro_batch_seqs == min(m for m, c in tried.items() if c.fits and c.expected_step_s == fastest)

@@ -110,21 +110,39 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
         raise TooFewSequences("schedule: cannot run on this mesh")
     if options.get("micro_batch_seqs") is not None:
         return evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options)
-    best = None
+    tried = _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
+    if not tried:
+        raise TooFewSequences("global_tokens: no microbatch size leaves each data-parallel rank one microbatch")
+    # fitting first, then the shortest expected step; min keeps the first (smallest) size on a tie
+    return min(tried.values(), key=lambda cand: (not cand.fits, cand.expected_step_s))
+
+
+def _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options):
+    """{microbatch size: Candidate} for each size of MICRO_BATCH_CHOICES,
+    smallest first, up to the first that leaves a data-parallel rank no
+    whole microbatch; sizes whose memory cannot be counted are left out."""
+    tried = {}
     for micro in MICRO_BATCH_CHOICES:
         try:
-            cand = evaluate(
+            tried[micro] = evaluate(
                 model, accelerator, mesh, global_tokens, n_devices=n_devices, **dict(options, micro_batch_seqs=micro)
             )
         except TooFewSequences:
             break
         except memory_plan.Unusable:
             continue
-        if best is None or (not cand.fits, cand.expected_step_s) < (not best.fits, best.expected_step_s):
-            best = cand
-    if best is None:
-        raise TooFewSequences("global_tokens: no microbatch size leaves each data-parallel rank one microbatch")
-    return best
+    return tried
+
+
+def candidates_by_micro_batch(model, accelerator, mesh, global_tokens, *, n_devices, **options):
+    """{microbatch size: Candidate} for every size the search tries on
+    `mesh` (`micro_batch_seqs` is set per size), in the order it tries them:
+    what `best_for_mesh` chooses among."""
+    mesh = normalize_mesh(mesh)
+    options = _for_mesh(model, mesh, options)
+    if options is None:
+        raise TooFewSequences("schedule: cannot run on this mesh")
+    return _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
 
 
 def best_for_mesh(model, accelerator, mesh, global_tokens, *, n_devices, **options):
