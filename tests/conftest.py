@@ -86,6 +86,35 @@ SHARED_FIXTURE_GROUPS = {
 }
 
 
+def _mark_expression_deselects_jax(config):
+    """Whether `-m` leaves out every test a JAX module's tests can be: marked
+    jax, with or without build and browser (the tests it marks)."""
+    text = config.getoption("markexpr", "")
+    if not text:
+        return False
+    from _pytest.mark.expression import Expression  # what -m itself compiles with (pytest pinned)
+
+    expression = Expression.compile(text)
+    for build in (False, True):
+        for browser in (False, True):
+            marks = {"jax": True, "build": build, "browser": browser}
+            if expression.evaluate(lambda name, marks=marks, **_: marks.get(name, False)):
+                return False
+    return True
+
+
+def pytest_ignore_collect(collection_path, config):
+    # `make check` deselects the JAX tests; importing their modules only to drop
+    # them would import JAX on every worker (1.8 s each)
+    if (
+        collection_path.suffix == ".py"
+        and collection_path.stem in JAX_MODULES
+        and _mark_expression_deselects_jax(config)
+    ):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     # the tests that read the small model's records go last: under `make test`
     # the background trainer writes them while the tests beside the build run,

@@ -118,6 +118,13 @@ def read_json(path, *, missing, remedy, folder=None):
 
 
 def _finite(value):
+    kind = type(value)
+    if kind is int:
+        return True
+    if kind is float:
+        return math.isfinite(value)
+    if kind is list or kind is tuple:  # long lists of plain numbers: no call per element
+        return all(True if type(v) is int else math.isfinite(v) if type(v) is float else _finite(v) for v in value)
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return True
     if isinstance(value, numbers.Real):
