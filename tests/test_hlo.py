@@ -176,7 +176,7 @@ def test_planted_artifact_change_is_caught(tmp_path):
     assert "over 4 [[0, 1, 2, 3], [4, 5, 6, 7]]" in result.stdout and "over 2 [[0, 4]" in result.stdout
 
 
-@pytest.mark.parametrize("name", ["fsdp_matmul", "moe_dispatch", "hsdp_train_step"])
+@pytest.mark.parametrize("name", ["fsdp_matmul", "moe_dispatch", "hsdp_train_step", "collective_matmul"])
 def test_two_processes_agree_with_one(name):
     from shardbook.hlo import multiprocess
 
@@ -427,7 +427,14 @@ def test_collective_matmul_sends_each_block_beside_the_dot_that_reads_it():
 
 @pytest.mark.parametrize(
     "name",
-    ["context_ring", "context_all_gather_kv", "context_ulysses", "moe_dispatch_auto", "moe_dispatch_expert_on_batch"],
+    [
+        "context_ring",
+        "context_all_gather_kv",
+        "context_ulysses",
+        "moe_dispatch_auto",
+        "moe_dispatch_expert_on_batch",
+        "collective_matmul",  # chapter 4: the result equals the plain product
+    ],
 )
 def test_the_fixture_computes_its_single_device_result(name):
     """Each way of splitting the sequence (and each dispatch constraint)
