@@ -226,8 +226,10 @@ def groups_along(device_grid, axis):
 
 def rail_misaligned_groups(device_grid, axis, devices_per_node):
     """Groups along `axis` whose members do not share one local rank
-    (device id mod devices_per_node): on a rail-optimized network their
-    traffic leaves the rail's leaf switch. [] when the axis is aligned."""
+    (device id mod devices_per_node): where such a group crosses nodes, on a
+    rail-optimized network its traffic leaves the rail's leaf switch (a
+    group inside one node uses the node's own links, and no rail). [] when
+    the axis is aligned."""
     _validate.count("devices_per_node", devices_per_node)
     return [g for g in groups_along(device_grid, axis) if len({d % devices_per_node for d in g}) > 1]
 
