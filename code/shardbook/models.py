@@ -176,6 +176,8 @@ PRESETS = {
         Model("LLaMA-3 70B", "dubey2024llama3", 8192, 28672, 80, 64, 8, 128, 128256),
         Model("LLaMA-3 405B", "dubey2024llama3", 16384, 53248, 126, 128, 8, 128, 128256),
         Model("Mixtral 8x7B", "jiang2024mixtral", 4096, 14336, 32, 32, 8, 128, 32000, n_experts=8, top_k=2),
+        # v0.1's 32,000-token vocabulary (its safetensors count, tests/test_presets.py); MaxText's
+        # mixtral-8x22b.yml has the v3 tokenizer's 32,768, 0.007 % more parameters
         Model("Mixtral 8x22B", "mistral2024mixtral8x22b", 6144, 16384, 56, 48, 8, 128, 32000, n_experts=8, top_k=2),
         Model(
             "DeepSeek-V2-Lite",
