@@ -292,10 +292,10 @@ def _one_mesh(args, model, accelerator, tokens, n_devices, options):
 
     mesh = _parse_mesh(args.mesh)
     if args.micro_batch is None:
-        options = dict(options, micro_batch_seqs=None)
-        options["micro_batch_seqs"] = best_for_mesh(
-            model, accelerator, mesh, tokens, n_devices=n_devices, **options
-        ).micro_batch_seqs
+        searched = best_for_mesh(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
+        options = dict(options, micro_batch_seqs=searched.micro_batch_seqs)
+    # priced again with the reader's own options: the search adapts some to the mesh (n_virtual),
+    # and a reader's value that does not fit the mesh must be refused, not silently changed
     if args.explain:
         explained = explain(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
         return [explained[0]], explained

@@ -89,12 +89,12 @@ def factorizations(n_devices, model, axes=TUPLE_AXES, seq_len=4096, uneven_pipel
 
 def _for_mesh(model, mesh, options):
     """The options adapted to one mesh: an interleaved schedule's virtual
-    stages capped at what the mesh's pipeline allows; None when the
-    schedule cannot run on the mesh (DualPipe on an odd pipeline)."""
+    stages capped at what the mesh's pipeline allows; TooFewSequences when
+    the schedule cannot run on the mesh (DualPipe on an odd pipeline)."""
     pp = mesh.get("pp", 1)
     schedule = options.get("schedule", "1f1b")
     if schedule == "dualpipe" and pp > 1 and pp % 2:
-        return None
+        raise TooFewSequences("schedule: cannot run on this mesh")
     v = options.get("n_virtual", 1)
     if v > 1:
         most = largest_n_virtual(model, pp, options.get("uneven_pipeline", False)) if pp > 1 else 1
@@ -106,8 +106,6 @@ def _for_mesh(model, mesh, options):
 def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
     """The mesh's best Candidate over the microbatch sizes (when not given)."""
     options = _for_mesh(model, mesh, options)
-    if options is None:
-        raise TooFewSequences("schedule: cannot run on this mesh")
     if options.get("micro_batch_seqs") is not None:
         return evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options)
     tried = _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
@@ -140,8 +138,6 @@ def candidates_by_micro_batch(model, accelerator, mesh, global_tokens, *, n_devi
     what `best_for_mesh` chooses among."""
     mesh = normalize_mesh(mesh)
     options = _for_mesh(model, mesh, options)
-    if options is None:
-        raise TooFewSequences("schedule: cannot run on this mesh")
     return _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
 
 
