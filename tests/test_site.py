@@ -339,6 +339,46 @@ def test_a_page_opened_from_a_search_result_does_not_jump(server, browser):
     page.close()
 
 
+# Every write of the theme on <html> as a first visit makes it (nothing stored):
+# the value it replaced and whether the body was being parsed yet. A
+# MutationObserver's callback runs right after the script that wrote.
+THEME_WRITES_JS = """
+localStorage.removeItem('mode'); localStorage.removeItem('theme');
+window.shardbookThemeWrites = [];
+new MutationObserver(records => records.forEach(r => window.shardbookThemeWrites.push(
+  [r.oldValue, document.body !== null]))).observe(document,
+  {subtree: true, attributes: true, attributeFilter: ['data-theme'], attributeOldValue: true});
+"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_a_first_visit_has_its_colour_scheme_before_the_body_is_parsed(server, browser, scheme):
+    """On a first visit (nothing stored) the page has the mode and theme that
+    pydata-sphinx-theme's script sets (auto, and the system's scheme) before
+    its body is parsed, and that script, when it sets them again, changes
+    nothing. They were empty: the first paint had no scheme, and the script
+    then restyled the whole page (0.2 s of a phone's main thread on chapter
+    4, which Lighthouse counts as blocking)."""
+    page = browser.new_page()
+    page.emulate_media(color_scheme=scheme)
+    page.add_init_script(THEME_WRITES_JS)
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(f"{server}/chapters/04_tensor_parallel.html", wait_until="load")
+    writes, mode, theme = page.evaluate(
+        "[window.shardbookThemeWrites, document.documentElement.dataset.mode, document.documentElement.dataset.theme]"
+    )
+    assert (mode, theme) == ("auto", scheme)
+    # what each write left: the value the next one replaced, the last one's the page's
+    values = [old for old, _ in writes[1:]] + [theme]
+    assert any(not in_body for _, in_body in writes), "nothing set the theme in the head"
+    changed_in_body = [(old, new) for (old, in_body), new in zip(writes, values, strict=True) if in_body and old != new]
+    assert not changed_in_body, f"the theme changed after the body was parsed: {changed_in_body}"
+    assert not errors, errors
+    page.evaluate(_stored_theme_js("light"))  # the shared profile's storage back to light
+    page.close()
+
+
 @pytest.mark.parametrize("chapter", ["01_topology", "02_sharding"])
 def test_dark_mode_keeps_figures_readable(server, browser, chapter):
     """Plots (chapter 1) and HLO graphs (chapter 2) keep a light background
