@@ -531,16 +531,22 @@ def test_the_run_fits_under_its_declared_policy(run, table):
     assert row.bound.fits, f"{used / 1e9:.1f} GB of {row.bound.hbm_bytes / 1e9:.1f} GB"
 
 
-# Validation runs outside the tolerance, each with what was found. MaxText's v5p table
-# (maxtext-v5p-perf) measures the same per-chip work twice, 1024B on v5p-2048 and on v5p-4096
-# (per-device batch, remat, TP 16 and slice type alike; only the FSDP degree differs), at 254 and
-# 297 TFLOP/s per chip: 17 % apart, so a planner that prices a chip's work holds both within
-# ±10 % only in a window 4.5 % wide, where the planner's expectation lands. The slower one
-# calibrates, which pulls TPU v5p's η down, and the table's other full-recomputation run, 512B
-# on v5p-1024 (294 TFLOP/s), lands just outside. strict: the day it falls within, this fails and
-# the entry goes.
+# Validation runs outside the tolerance, each with what was found. All three are v5p runs whose
+# remat policy recomputes matmuls in the backward pass (nothing_saveable: the Q/K/V projections and
+# the MLP's first matmul; save_dot_except_mlpwi: the gated MLP's two input matmuls); every v5p run
+# that saves them (minimal) lands within -3 % to +6 %. Measured, the three recomputing runs sustain 0.77
+# of the peak over the FLOPs they run, the saving ones 0.67-0.72 (validation.hardware_flops_fraction): the planner prices every FLOP at
+# one η per accelerator, fitted on the v5p calibration runs (MaxText's v5p table, where three of the
+# four save their matmuls), and no sourced mechanism found so far separates the two. MaxText's v5p
+# table also measures the same per-chip work twice, 1024B on v5p-2048 and v5p-4096 (per-device batch,
+# remat, TP 16 and slice type alike; only the FSDP degree differs), at 254 and 297 TFLOP/s per chip:
+# 17 % apart, so a planner that prices a chip's work holds both within ±10 % only in a window 4.5 %
+# wide. strict: the day one falls within, this fails and its entry goes.
+RECOMPUTES_MATMULS = "v5p run recomputing matmuls: faster per FLOP than the η fitted on runs that save them"
 OUTSIDE_TOLERANCE = {
-    "MaxText 512B, v5p-1024": "v5p table: the 1024B pair's 17 % scatter in one calibration run pulls η down",
+    "MaxText 512B, v5p-1024": RECOMPUTES_MATMULS,
+    "MaxText 1024B, v5p-4096": RECOMPUTES_MATMULS,
+    "MaxText Llama 2 70B, v5p-1024": RECOMPUTES_MATMULS,
 }
 TOLERANCE_CASES = [
     pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=OUTSIDE_TOLERANCE[r.name]))
@@ -550,11 +556,32 @@ TOLERANCE_CASES = [
 ]
 
 
+def test_on_v5p_the_runs_that_recompute_matmuls_are_the_ones_outside(table):
+    # the pattern OUTSIDE_TOLERANCE names, over every v5p run (calibration and validation): those
+    # that save every matmul's output (minimal) all lie more than 5 points below the three outside,
+    # which recompute matmuls in the backward pass; the fourth that does is the 1024B pair's slow run
+    from shardbook import validation
+
+    v5p = [r for r in RUNS if r.accelerator == "TPU v5p"]
+    saving = [r for r in v5p if r.recompute == "minimal"]
+    recomputing = [r for r in v5p if r.recompute in ("nothing_saveable", "save_dot_except_mlpwi")]
+    assert len(saving) == 5 and len(recomputing) == 4 and len(v5p) == 9
+    outside = {r.name for r in recomputing if abs(table[r.name].error) > validation.TOLERANCE}
+    assert outside == set(OUTSIDE_TOLERANCE)
+    assert max(table[r.name].error for r in saving) < min(table[n].error for n in outside) - 0.05
+    # what they sustain over the FLOPs they run (recomputation included)
+    assert all(0.66 < validation.hardware_flops_fraction(r) < 0.72 for r in saving)
+    assert all(0.76 < validation.hardware_flops_fraction(measured.run_named(n)) < 0.78 for n in outside)
+    with pytest.raises(TypeError, match="run: must be"):
+        validation.hardware_flops_fraction("MaxText 512B, v5p-1024")
+    assert {r.name for r in recomputing} - outside == {"MaxText 1024B, v5p-2048"}
+
+
 def test_the_1024b_pair_does_the_same_work_per_chip_at_different_speeds():
     # the two rows the note above rests on: the planner's expectation is the same for both
     # (the same work per chip), the measured step times are 17 % apart, and chapter 97's window:
     # an expectation holds both within the tolerance only between the slow step less 10 % and the
-    # fast step plus 10 %, a window under 5 % wide, and the planner's lies in it
+    # fast step plus 10 %, a window under 5 % wide; the planner's lies just above it
     from shardbook import validation
 
     a, b = (measured.run_named(f"MaxText 1024B, v5p-{n}") for n in (2048, 4096))
@@ -563,7 +590,8 @@ def test_the_1024b_pair_does_the_same_work_per_chip_at_different_speeds():
     assert a.step_s / b.step_s == pytest.approx(297 / 254, rel=0.01)
     low, high = a.step_s * (1 - validation.TOLERANCE), b.step_s * (1 + validation.TOLERANCE)
     assert 0 < high / low - 1 < 0.05
-    assert low <= ea <= high and low <= eb <= high
+    # the planner's expectation lies above the window: slower than the fast run by more than 10 %
+    assert ea > high and eb > high
 
 
 @pytest.mark.parametrize("run", TOLERANCE_CASES, ids=lambda r: r.name)

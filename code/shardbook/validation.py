@@ -126,6 +126,20 @@ def measured_mfu(run, candidate):
     return candidate.mfu * candidate.step_s / run.step_s
 
 
+def hardware_flops_fraction(run):
+    """The fraction of the dense BF16 peak a run sustains over the FLOPs it
+    runs: the planner's hardware FLOPs per token (model FLOPs plus what the
+    run's remat policy recomputes, training.hardware_flops_per_token, the
+    causal half of the scores) × its tokens, over its measured step time ×
+    devices × peak. Where a policy recomputes matmuls this is above the MFU."""
+    from . import training
+
+    if not isinstance(run, measured.PublishedRun):
+        raise TypeError(f"run: must be a measured.PublishedRun, got {type(run).__name__}")
+    flops = training.hardware_flops_per_token(run.model, run.seq_len, run.recompute, causal=True) * run.global_tokens
+    return flops / (run.step_s * run.n_devices * hardware.get(run.accelerator).bf16_dense_flops_per_s)
+
+
 def expected_for_run(run):
     """The planner's Candidate for a run's own mesh and options with the
     overlap the run declares: its tensor-parallel collectives hidden only
