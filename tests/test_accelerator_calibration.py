@@ -8,6 +8,7 @@ line) naming the key and the rule."""
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -150,7 +151,7 @@ def test_a_file_without_calibration_behaves_as_before_and_says_so():
         "Plain H100 is not a preset and its file has no [calibration] table: defaults for matmul efficiency 0.65, "
         "scale-up efficiency 0.8, in-switch all-reduce off; none for HBM bandwidth (no weight-streaming floor, "
         "no elementwise term), HBM capacity (the datasheet's 80.0 GB used), FP8 peak ratio (no FP8 speedup); "
-        "memory per device depends on none of these"
+        "of these, only the HBM capacity bears on memory (whether it fits)"
     )
     assert inputs.accelerator_note("H100") == ""
 
@@ -291,7 +292,7 @@ def test_the_header_says_where_each_figure_came_from(tmp_path, capsys):
     assert lines[2] == (
         "Mine's calibration: from its file matmul efficiency 0.45; from H100 (based_on) scale-up efficiency 0.82, "
         "HBM bandwidth 3.35 TB/s, HBM capacity 85.5 GB, FP8 peak ratio 2×, in-switch all-reduce on; "
-        "memory per device depends on none of these"
+        "of these, only the HBM capacity bears on memory (whether it fits)"
     )
 
 
@@ -309,3 +310,28 @@ def test_the_page_reads_a_pasted_calibration():
         "error": "accelerator file: calibration.based_on: must name a preset, got 'h100'; presets: "
         + ", ".join(hardware.names()),
     }
+
+
+def test_a_file_under_a_presets_name_must_keep_its_figures(tmp_path):
+    # the planner's calibration is looked up by name (NVML's capacity among it): a file that kept
+    # "H100" but changed the HBM was planned against the preset's 85.5 GB with no word (a review)
+    template = accelerator_file.to_toml("H100")
+    assert accelerator_file.from_text(template, "toml", "same.toml").name == "H100"  # unchanged: allowed
+    changed = template.replace("value = 80000000000.0", "value = 94000000000.0", 1)
+    assert changed != template
+    with pytest.raises(ValueError, match="name: 'H100' is a preset's name, and the file's hbm_bytes differs"):
+        accelerator_file.from_text(changed, "toml", "my94.toml")
+    renamed = changed.replace('name = "H100"', 'name = "My 94 GB GPU"')
+    assert float(accelerator_file.from_text(renamed, "toml", "mine.toml").hbm_bytes) == 94e9
+    path = tmp_path / "my94.toml"
+    path.write_text(changed)
+    result = _cli("LLaMA-3 8B", str(path), "64", "4M")
+    assert result.returncode == 2 and result.stderr.startswith(f"error: {path}: name: 'H100'"), result.stderr
+
+
+def test_a_domain_is_a_whole_number_of_devices():
+    text = accelerator_file.to_toml("H100").replace('name = "H100"', 'name = "Half"')
+    bad = re.sub(r"(\[scale_up_domain_size\]\nvalue = )8\.0", r"\g<1>7.5", text)
+    assert bad != text
+    with pytest.raises(ValueError, match="Half.scale_up_domain_size: must be a whole number of devices, got 7.5"):
+        accelerator_file.from_text(bad, "toml", "half.toml")

@@ -595,3 +595,67 @@ def test_best_for_mesh_is_the_fastest_fitting_microbatch_the_search_tries():
     fastest = min(c.expected_step_s for c in tried.values() if c.fits)
     assert best.fits and best.expected_step_s == fastest
     assert best.micro_batch_seqs == min(m for m, c in tried.items() if c.fits and c.expected_step_s == fastest)
+
+
+def test_options_a_run_cannot_have_are_refused_by_name():
+    # FP8 on an accelerator without FP8 matmuls was priced as BF16 without a word, and an
+    # interleaved schedule of one virtual stage as 1F1B with its sends overlapped (a review)
+    with pytest.raises(ValueError, match="precision: 'fp8' needs FP8 matmuls, which A100 does not have"):
+        explorer.evaluate("LLaMA-3 8B", "A100", {"fsdp": 8}, 2**20, seq_len=4096, micro_batch_seqs=1, precision="fp8")
+    with pytest.raises(ValueError, match="n_virtual: the interleaved schedule needs 2 or more virtual stages"):
+        explorer.evaluate(
+            "LLaMA-3 70B", "H100", {"fsdp": 8, "pp": 8}, 2**22, seq_len=4096, micro_batch_seqs=1, schedule="interleaved"
+        )
+    # without a pipeline the schedule does not matter, and FP8 where the accelerator has it runs
+    explorer.evaluate(
+        "LLaMA-3 8B", "H100", {"fsdp": 8}, 2**20, seq_len=4096, micro_batch_seqs=1, schedule="interleaved"
+    )
+    fp8 = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 8}, 2**20, seq_len=4096, micro_batch_seqs=1, precision="fp8")
+    bf16 = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 8}, 2**20, seq_len=4096, micro_batch_seqs=1)
+    assert fp8.expected_step_s < bf16.expected_step_s
+
+
+def test_a_mesh_that_does_not_fit_shows_its_least_memory():
+    # the search kept the fastest microbatch of a mesh that fits at none, overstating what it needs
+    from shardbook.planner import search
+
+    tried = search.candidates_by_micro_batch("LLaMA-3 405B", "H100", {"fsdp": 4, "tp": 2}, 2**22, n_devices=8)
+    assert not any(c.fits for c in tried.values()) and len(tried) > 1
+    best = search.best_for_mesh("LLaMA-3 405B", "H100", {"fsdp": 4, "tp": 2}, 2**22, n_devices=8)
+    assert best.memory_bytes_per_device == min(c.memory_bytes_per_device for c in tried.values())
+    result = _cli("LLaMA-3 405B", "H100", "8", "4M")
+    assert result.returncode == 0, result.stderr
+    note = next(x for x in result.stdout.splitlines() if x.startswith("No mesh fits"))
+    found = explorer.explore("LLaMA-3 405B", "H100", 8, 2**22)
+    least = min(found, key=lambda c: c.memory_bytes_per_device)
+    assert f"the smallest need, {least.label}, holds {least.memory_bytes_per_device / 1e9:,.1f} GB" in note
+
+
+def test_the_command_line_says_what_it_adapted_and_why_a_mesh_is_missing():
+    adapted = _cli("LLaMA-3 70B", "H100", "64", "4M", "--schedule", "interleaved", "--n-virtual", "3", "--top", "3")
+    assert adapted.returncode == 0, adapted.stderr
+    line = next(x for x in adapted.stdout.splitlines() if x.startswith("--n-virtual 3 does not divide"))
+    assert "fsdp 2 × tp 2 × pp 16: 1f1b" in line or "more (--json gives each one's schedule)" in line
+    as_json = json.loads(_cli("LLaMA-3 70B", "H100", "64", "4M", "--schedule", "interleaved", "--n-virtual", "3",
+                              "--top", "100", "--json").stdout)  # fmt: skip
+    pipelined = [c for c in as_json if c["mesh"]["pp"] > 1]
+    assert pipelined and all(c["n_virtual"] in (1, 2) for c in pipelined)
+    assert f"of {len(pipelined)} of these meshes" in line
+    assert len(as_json) == 25 and len(json.loads(_cli("LLaMA-3 70B", "H100", "64", "4M", "--json").stdout)) == 10
+    ranked = _cli("LLaMA-3 70B", "H100", "64", "4M", "--rank", "fsdp=32,tp=4")
+    assert "fsdp 32 × tp 4: not among the candidates: its degrees multiply to 128, not to the device count 64" in (
+        ranked.stdout
+    )
+    ranked = _cli("LLaMA-3 70B", "H100", "64", "4M", "--rank", "fsdp=16,cp=4")
+    assert "fsdp 16 × cp 4: not among the candidates: no candidate uses cp (name it in --axes)" in ranked.stdout
+    ranked = _cli("LLaMA-3 70B", "H100", "64", "4M", "--rank", "fsdp=16,tp=4")
+    assert re.search(r"fsdp 16 × tp 4 ranks \d+ of the \d+ that fit: expected", ranked.stdout), ranked.stdout
+
+
+def test_a_flag_for_one_input_may_stand_between_the_others():
+    # MODEL first, then --accelerator-file, then N_DEVICES and BATCH was refused as unrecognized
+    path = "tests/data/accelerators/my-h100.toml"
+    after = _cli("LLaMA-3 70B", "--accelerator-file", path, "256", "4M", "--top", "2")
+    before = _cli("--accelerator-file", path, "LLaMA-3 70B", "256", "4M", "--top", "2")
+    assert after.returncode == 0 and before.returncode == 0, after.stderr
+    assert after.stdout == before.stdout

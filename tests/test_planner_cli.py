@@ -87,7 +87,7 @@ def test_an_accelerator_file_in_place_of_a_preset(tmp_path):
         "My H100 is not a preset and its file has no [calibration] table: defaults for matmul efficiency 0.65, "
         "scale-up efficiency 0.8, in-switch all-reduce off; none for HBM bandwidth (no weight-streaming floor, "
         "no elementwise term), HBM capacity (the datasheet's 80.0 GB used), FP8 peak ratio (no FP8 speedup); "
-        "memory per device depends on none of these"
+        "of these, only the HBM capacity bears on memory (whether it fits)"
     )
 
     def columns(out):  # mesh: ((fits, memory GB, HBM GB), bound step ms) of every mesh

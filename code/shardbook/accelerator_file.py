@@ -184,6 +184,18 @@ def from_dict(data, where="accelerator"):
         acc = hardware.Accelerator(**kwargs)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
+    if acc.name in hardware.PRESETS:
+        # the planner looks calibration up by name (the reported HBM capacity among it): a file
+        # that keeps a preset's name must keep its figures, or be planned with the preset's
+        preset = hardware.PRESETS[acc.name]
+        changed = [n for n, f in acc.figures() if getattr(preset, n) is None or float(f) != float(getattr(preset, n))]
+        changed += [n for n in hardware.Accelerator.DESCRIPTIVE if getattr(acc, n) != getattr(preset, n)]
+        if changed:
+            raise ValueError(
+                f"{where}: name: {acc.name!r} is a preset's name, and the file's {changed[0]} differs from the "
+                f"preset's; give the accelerator a name of its own (based_on = {acc.name!r} in [calibration] "
+                f"takes the preset's calibration)"
+            )
     calibration = None if figures is None else calibrate.file_calibration(where, acc, based_on, figures)
     calibrate.register(acc, calibration)
     return acc

@@ -51,7 +51,8 @@ class Accelerator:
       links per device); 'switch': every device reaches every other through
       switches, limited by its own egress (NVLink/NVSwitch, NVL72);
       'torus': links to neighbours along each torus axis, two per axis,
-      wraparound only when a slice spans the whole axis (TPU ICI).
+      with wraparound where the slice's shape allows it (TPU ICI; which
+      shapes: fabric.has_wraparound).
     - ``torus_dims``: dimensions of the torus (0 when the fabric is not a torus).
     - ``scale_out_layout``: 'rail_optimized' (device i of every node shares a
       leaf switch), 'unspecified' (the source gives no switch topology),
@@ -107,6 +108,11 @@ class Accelerator:
                 )
             if not value > 0:
                 raise ValueError(f"{self.name}.{f.name}: must be positive, got {float(value)!r}")
+        if float(self.scale_up_domain_size) != int(self.scale_up_domain_size):
+            raise ValueError(
+                f"{self.name}.scale_up_domain_size: must be a whole number of devices, "
+                f"got {float(self.scale_up_domain_size)!r}"
+            )
 
     @property
     def collective_bytes_per_s(self):

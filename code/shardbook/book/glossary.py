@@ -26,16 +26,17 @@ class Term:
 TERMS = (
     Term(
         "α (alpha)",
-        "A device's peak FLOP/s divided by the bandwidth a collective sees on one of its links, "
-        "$C/W$: the FLOPs it must do per byte it sends for the communication to hide behind the "
-        "computation. Data parallelism stays compute-bound above α tokens per device and mesh axis.",
+        "A device's peak FLOP/s divided by the bandwidth its collectives see, $C/W$ (W: a GPU's "
+        "scale-up egress, one direction; one torus axis of a TPU, both directions): the FLOPs it must "
+        "do per byte it sends for the communication to hide behind the computation. Data parallelism "
+        "over one such axis stays compute-bound above about α tokens per device per step.",
         patterns=("α",),
     ),
     Term(
         "M_X",
-        "The number of torus axes (or independent links) that the data axis spans. A data axis laid "
-        "over more links moves its bytes that many times faster, so the compute-bound threshold "
-        "becomes $\\alpha/M_X$ tokens per device.",
+        "The number of torus axes that the data axis spans. A data axis laid over more axes moves its "
+        "bytes over that many times the links, so the compute-bound threshold becomes "
+        "$\\alpha/M_X$ tokens per device.",
     ),
     Term(
         "mesh",
@@ -87,7 +88,8 @@ TERMS = (
     Term(
         "ICI and DCN",
         "A TPU slice's inter-chip interconnect (direct links between neighbouring chips of its torus) "
-        "and the data-center network between slices; MaxText names mesh axes after them.",
+        "and the data-center network between slices; MaxText's settings name each mesh axis's degree "
+        "over both (ici_fsdp_parallelism, dcn_data_parallelism).",
         patterns=(r"\bICI\b", r"\bDCN\b"),
     ),
     Term(
@@ -128,8 +130,9 @@ TERMS = (
     ),
     Term(
         "context parallelism (CP)",
-        "The sequence is split over devices for attention too, and keys and values travel between "
-        "them: around a ring, all-gathered, or exchanged for heads by an all-to-all (Ulysses).",
+        "The sequence is split over devices for attention too: keys and values travel between them "
+        "around a ring or are all-gathered, or (Ulysses) all-to-alls trade the sequence split of Q, K "
+        "and V for a split of the heads and trade the output back.",
         patterns=(r"(?i)\bcontext parallelism\b",),
     ),
     Term(
@@ -140,7 +143,8 @@ TERMS = (
     ),
     Term(
         "capacity factor",
-        "The slots each expert has, as a multiple of an even share of the routed tokens, $c\\,kB/E$; "
+        "The slots each expert has, as a multiple of an even share of a group's routed tokens, "
+        "$\\lceil c\\,kT/E \\rceil$ for T tokens; "
         "tokens beyond an expert's capacity are dropped or wait.",
         patterns=(r"(?i)\bcapacity factors?\b",),
     ),
@@ -188,8 +192,8 @@ TERMS = (
     ),
     Term(
         "SPMD partitioner",
-        "The compiler pass (GSPMD, or Shardy) that turns a program annotated with shardings into the "
-        "program each device runs, inserting the collectives.",
+        "XLA's compiler pass that turns a program annotated with shardings into the program each "
+        "device runs, inserting the collectives; GSPMD and Shardy propagate the shardings it reads.",
         patterns=(r"(?i)\bSPMD partition(er|ing)\b", r"\bGSPMD\b", r"\bShardy\b"),
     ),
 )

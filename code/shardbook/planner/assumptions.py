@@ -3,7 +3,9 @@ prints them; chapters show them): what each step of the planner counts and
 how. Kept apart from the package's __init__ so that the command line can
 read them without importing the package that imports it."""
 
-ASSUMPTIONS = """\
+from .calibrate import exposed_fraction
+
+ASSUMPTIONS = f"""\
 - two step times: the bound (`step_s`, `mfu`) takes peak FLOP/s (the FP8
   peak for precision='fp8'), collectives at line rate with no latency,
   all-reduce inside an NVSwitch domain with NVLink SHARP (H100, H200,
@@ -21,8 +23,10 @@ ASSUMPTIONS = """\
   collective: FSDP's first gather and last reduce-scatter of one layer,
   the gradient reduction's last bucket (Megatron-Core's default size),
   the pipeline's sends in full unless the schedule overlaps them
-  (interleaved, DualPipe: then those of the fill and drain), an assumed
-  fraction of context parallelism's (planner.calibrate: each figure
+  (interleaved, DualPipe: then those of the fill and drain), and a fixed
+  share of the rest: {exposed_fraction("tp_overlapped"):.0%} of an overlapped TP collective's
+  (provisional), {exposed_fraction("ep_overlapped"):.0%} of an overlapped EP exchange's and
+  {exposed_fraction("cp"):.0%} of context parallelism's (both assumed) (planner.calibrate: each figure
   sourced, fitted or marked assumed, none per run; an accelerator file
   gives its own in a [calibration] table, else the defaults); the search
   ranks fitting meshes by it;
@@ -64,7 +68,8 @@ ASSUMPTIONS = """\
   SHARP does not speed up; K and V replicated beyond the KV heads) and EP (dispatch and combine, forward and
   backward; optionally node-limited and with FP8 dispatch) sit on the
   critical path unless tp_comm_overlap or ideal_overlap (collective matmul)
-  hides TP, and ideal_overlap or DualPipe hides EP. PP adds its schedule's
+  overlaps TP, and ideal_overlap or DualPipe overlaps EP (the bound hides
+  them then; the expectation leaves the shares above exposed). PP adds its schedule's
   bubble (pipeline.schedule_bubble_overhead: GPipe and 1F1B (p-1)/m,
   interleaved (p-1)/(v·m), ZB-H1 (p-1)/(3m), DualPipe (p-2)/(3m)); the
   bound runs every stage at the average depth, the expectation at the

@@ -10,6 +10,7 @@ Bad input is one line on stderr and exit code 2, never a traceback.
 
 import argparse
 import json
+import math
 import re
 import sys
 
@@ -78,16 +79,49 @@ def rank_line(candidates, mesh):
     label = " × ".join(f"{k} {v}" for k, v in target.items() if v > 1) or "1 device"
     own = next((c for c in candidates if c.mesh == target), None)
     if own is None:
-        return f"{label}: not among the candidates (check that its axes are searched and its degrees divide)"
+        devices = {math.prod(c.mesh.values()) for c in candidates}
+        given = math.prod(target.values())
+        if len(devices) == 1 and given not in devices:
+            return f"{label}: not among the candidates: its degrees multiply to {given}, not to the device count {devices.pop()}"
+        searched = {a for c in candidates for a, d in c.mesh.items() if d > 1}
+        off = [a for a, d in target.items() if d > 1 and a not in searched]
+        why = (
+            f"no candidate uses {', '.join(off)} (name it in --axes)"
+            if off
+            else "the model or the batch does not allow one of its degrees (--mesh says which)"
+        )
+        return f"{label}: not among the candidates: {why}"
     fitting = [c for c in candidates if c.fits]
     faster = sum(c.expected_step_s < own.expected_step_s * (1 - 1e-9) for c in fitting if c is not own)
-    count = len(fitting) + (0 if own.fits else 1)
     best = min(fitting, key=lambda c: c.expected_step_s) if fitting else own
     slower = own.expected_step_s / best.expected_step_s - 1
-    fits = "" if own.fits else " (it does not fit)"
+    place = (
+        f"ranks {1 + faster} of the {len(fitting)} that fit"
+        if own.fits
+        else f"does not fit; by its expected step it would rank {1 + faster} of the {len(fitting) + 1}"
+    )
     return (
-        f"{label} ranks {1 + faster} of {count}{fits}: expected {own.expected_step_s * 1e3:,.0f} ms, "
+        f"{label} {place}: expected {own.expected_step_s * 1e3:,.0f} ms, "
         f"{slower:.1%} slower than the best ({best.label}); bound MFU {own.mfu:.1%}"
+    )
+
+
+def adapted_line(candidates, schedule, n_virtual):
+    """'' or one line naming the pipelined candidates the search ran under
+    another schedule than the one asked for (search._for_mesh: virtual
+    stages capped at a divisor of the mesh's layers per stage, 1F1B where
+    only one is left)."""
+    adapted = [c for c in candidates if c.mesh.get("pp", 1) > 1 and (c.schedule, c.n_virtual) != (schedule, n_virtual)]
+    if not adapted:
+        return ""
+    shown = "; ".join(
+        f"{c.label}: {c.schedule}" + (f" with {c.n_virtual} virtual stages" if c.schedule == "interleaved" else "")
+        for c in adapted[:4]
+    )
+    more = f"; and {len(adapted) - 4} more (--json gives each one's schedule)" if len(adapted) > 4 else ""
+    return (
+        f"--n-virtual {n_virtual} does not divide the layers per stage of {len(adapted)} of these meshes, "
+        f"which run otherwise: {shown}{more}"
     )
 
 
@@ -224,7 +258,9 @@ def _parser():
         default=None,
         help="a TPU job spread over this many equal slices, which talk over DCN (default: as few as fit)",
     )
-    parser.add_argument("--json", action="store_true", help="print the candidates as JSON")
+    parser.add_argument(
+        "--json", action="store_true", help="print the first --top candidates as JSON (all: a large --top)"
+    )
     return parser
 
 
@@ -310,7 +346,8 @@ def main(argv=None):
     from .explain import format_explain
     from .search import explore
 
-    args = _parser().parse_args(_negative_sizes(sys.argv[1:] if argv is None else list(argv)))
+    # intermixed: MODEL, N_DEVICES and BATCH may stand on either side of a flag that stands for another
+    args = _parser().parse_intermixed_args(_negative_sizes(sys.argv[1:] if argv is None else list(argv)))
     try:
         model, accelerator, n_devices, tokens = _positionals(args)
         seq_len = inputs.parse_count("seq_len", args.seq_len)
@@ -373,8 +410,10 @@ def main(argv=None):
         print("\nAssumptions:\n" + ASSUMPTIONS)
         return 0
     print(format_table(found, args.top))
-    if target is not None:
-        print("\n" + rank_line(found, target))
+    notes = (adapted_line(found, args.schedule, args.n_virtual), inputs.no_fit_note(found))
+    notes += (rank_line(found, target) if target is not None else "",)
+    for note in filter(None, notes):
+        print("\n" + note)
     print("\nAssumptions:\n" + ASSUMPTIONS)
     return 0
 

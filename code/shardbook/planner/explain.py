@@ -1,5 +1,5 @@
-"""One mesh's full breakdown: for each axis, where its groups sit, the bytes
-a device sends over it in a step, its time at line rate (the bound) and
+"""One mesh's full breakdown: for each axis, where its groups sit, the
+buffer bytes of its collectives in a step, its time at line rate (the bound) and
 calibrated (the expectation), and how much of that the math hides; the
 step's time by component (math, bubble, each exposed collective, summing to
 the expected step time); and memory per device by component against HBM.
@@ -149,7 +149,8 @@ def format_explain(cand, rows, parts, memory):
         f"Expected step {cand.expected_step_s * 1e3:,.0f} ms (MFU {cand.expected_mfu:.1%}); "
         f"bound {cand.step_s * 1e3:,.0f} ms (MFU {cand.mfu:.1%}), which no run may beat",
         "",
-        "Per axis (bytes: what one device sends or receives over it in a step):",
+        "Per axis (bytes: its collectives' buffers times their calls in a step; a device moves about"
+        " twice that in a ring all-reduce, about once in an all-gather or reduce-scatter):",
     ]
     header = ("axis", "degree", "where its groups sit", "bytes", "bound ms", "expected ms", "hidden ms", "exposed ms")
     table = [header]

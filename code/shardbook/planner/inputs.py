@@ -174,7 +174,8 @@ def accelerator_note(accelerator):
     saying where each calibration figure comes from (planner.calibrate keys
     them by preset name; an accelerator file's [calibration] table gives
     them): its file, the preset it is `based_on`, or the default, and which
-    it lacks. Memory per device depends on none of them. Empty for a preset."""
+    it lacks. Of them only the HBM capacity bears on memory, deciding
+    whether a mesh fits. Empty for a preset."""
     acc = hardware.get(accelerator)
     if acc.name in hardware.names():
         return ""
@@ -203,7 +204,22 @@ def accelerator_note(accelerator):
         if own is not None
         else f"{acc.name} is not a preset and its file has no [calibration] table"
     )
-    return f"{lead}: {'; '.join(parts)}; memory per device depends on none of these"
+    # what memory needs depends on no calibration figure; whether it fits, on the capacity's
+    return f"{lead}: {'; '.join(parts)}; of these, only the HBM capacity bears on memory (whether it fits)"
+
+
+def no_fit_note(candidates):
+    """'' if some candidate fits; else one line naming the mesh that needs
+    the least memory (each mesh at its least-memory microbatch) and what to
+    change."""
+    if any(c.fits for c in candidates):
+        return ""
+    best = min(candidates, key=lambda c: c.memory_bytes_per_device)
+    return (
+        f"No mesh fits: the smallest need, {best.label}, holds "
+        f"{best.memory_bytes_per_device / 1e9:,.1f} GB per device against {best.hbm_bytes / 1e9:,.0f} GB of HBM; "
+        "add devices, shorten the sequences or pick a larger accelerator."
+    )
 
 
 def no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options):

@@ -8,7 +8,7 @@ output layer, and the deepest pipeline stage's share by layer count).
 import math
 
 from .. import _validate, hardware, memory, models, pipeline
-from . import memory_plan
+from . import calibrate, memory_plan
 from .placement import DEFAULT_ORDER, check_mesh, normalize_mesh, place
 from .shape import Layout, check_layout
 
@@ -25,11 +25,15 @@ class TooFewSequences(memory_plan.Unusable):
 def check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, pp):
     """ValueError naming the argument and the valid values for an unknown
     schedule, recomputation policy, attention kernel, state recipe or ZeRO
-    stage, or virtual stages without an interleaved schedule."""
+    stage, virtual stages without an interleaved schedule, or an
+    interleaved schedule with one virtual stage on a pipeline."""
     memory_plan.check_schedule(schedule)
     _validate.count("n_virtual", n_virtual)
     if n_virtual > 1 and schedule != "interleaved":
         raise ValueError(f"n_virtual: {n_virtual} virtual stages need schedule='interleaved', got {schedule!r}")
+    if schedule == "interleaved" and n_virtual < 2 and pp > 1:
+        # one chunk per device is 1F1B; priced as interleaved it would overlap its sends as no framework does
+        raise ValueError("n_virtual: the interleaved schedule needs 2 or more virtual stages per device, got 1")
     if recompute is not None:
         memory_plan.check_recompute(recompute)
     memory_plan.check_attention(attention)
@@ -111,6 +115,11 @@ def layout(
     check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, mesh["pp"])
     zero = memory.check_zero(zero)  # a numpy integer becomes an int
     _validate.choice("precision", precision, PRECISIONS)
+    if precision == "fp8" and calibrate.fp8_peak_ratio(acc) <= 1:
+        raise ValueError(
+            f"precision: 'fp8' needs FP8 matmuls, which {acc.name} does not have "
+            f"(none in planner.calibrate.FP8_PEAK_RATIO or its file's calibration); use 'bf16'"
+        )
     _validate.positive("capacity_factor", capacity_factor)
     _validate.choice("loss_logits", loss_logits, memory_plan.LOSS_LOGITS)
     if routing_node_limit is not None:

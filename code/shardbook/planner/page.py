@@ -79,14 +79,7 @@ def _plan(form):
             }
         )
     fitting = sum(c.fits for c in found)
-    note = ""
-    if not fitting:
-        best = min(found, key=lambda c: c.memory_bytes_per_device)
-        note = (
-            f"No mesh fits: the smallest need, {best.label}, holds "
-            f"{best.memory_bytes_per_device / 1e9:,.1f} GB per device against {best.hbm_bytes / 1e9:,.0f} GB of HBM; "
-            "add devices, shorten the sequences or pick a larger accelerator."
-        )
+    note = inputs.no_fit_note(found)
     return {
         "ok": True,
         "title": (

@@ -111,8 +111,12 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
     tried = _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
     if not tried:
         raise TooFewSequences("global_tokens: no microbatch size leaves each data-parallel rank one microbatch")
-    # fitting first, then the shortest expected step; min keeps the first (smallest) size on a tie
-    return min(tried.values(), key=lambda cand: (not cand.fits, cand.expected_step_s))
+    # fitting first, by the shortest expected step; if none fits, the least memory (what the mesh
+    # needs at best); min keeps the first (smallest) size on a tie
+    return min(
+        tried.values(),
+        key=lambda cand: (not cand.fits, cand.expected_step_s if cand.fits else cand.memory_bytes_per_device),
+    )
 
 
 def _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options):
