@@ -193,22 +193,25 @@ def _mi300x():
 
 
 def _hopper(name, src, hbm_gb, nvlink_links):
-    # NVLink 4: 25 GB/s per link per direction; H100/H200 have 18 links, H800 8.
+    # NVLink 4: 25 GB/s per link per direction (the NVLink page prints 900 GB/s over 18 links,
+    # both directions); H100/H200 have 18 links, H800 8. H800 SXM is H100 SXM's export
+    # variant: its node and host link are H100's, as H100's datasheet prints them.
     link = 25 * GB
+    board = "nvidia-h100-datasheet" if name == "H800" else src
     return Accelerator(
         name=name,
         family="gpu",
         scale_up_fabric="switch",
         scale_out_layout="rail_optimized",
-        bf16_dense_flops_per_s=_f(989.5 * TFLOP, src, note="1,979 TFLOP/s with sparsity, halved"),
+        bf16_dense_flops_per_s=_f(989.5 * TFLOP, src, "derived", "1,979 TFLOP/s with sparsity, halved"),
         hbm_bytes=_f(hbm_gb * GB, src),
-        scale_up_link_bytes_per_s=_f(link, "nvidia-nvlink"),
-        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, "nvidia-nvlink"),
+        scale_up_link_bytes_per_s=_f(link, "nvidia-nvlink", "derived", "900 GB/s over 18 links, per direction"),
+        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, "nvidia-nvlink", "derived", "900 GB/s over 18 links"),
         scale_up_egress_bytes_per_s=_f(nvlink_links * link, src, "derived", f"{nvlink_links} NVLinks x 25 GB/s"),
-        scale_up_domain_size=_f(8, src, note="8-GPU HGX node"),
+        scale_up_domain_size=_f(8, board, note="8-GPU HGX node"),
         scale_out_bytes_per_s=_f(gbit_per_s_to_bytes_per_s(400), "scaling-book-gpus", note="one 400 Gb/s NIC per GPU"),
         scale_out_nics_per_device=_f(1, "scaling-book-gpus", note="8 NICs per node, rail-optimized"),
-        host_link_bytes_per_s=_f(64 * GB, src, note="PCIe Gen5 x16"),
+        host_link_bytes_per_s=_f(64 * GB, board, note="PCIe Gen5 x16"),
     )
 
 
@@ -226,10 +229,14 @@ def _a100():
         family="gpu",
         scale_up_fabric="switch",
         scale_out_layout="rail_optimized",
-        bf16_dense_flops_per_s=_f(312 * TFLOP, src, note="624 TFLOP/s with sparsity, halved"),
+        bf16_dense_flops_per_s=_f(312 * TFLOP, src, "derived", "624 TFLOP/s with sparsity, halved"),
         hbm_bytes=_f(80 * GB, src, note="80 GB HBM2e, 2,039 GB/s (SXM)"),
-        scale_up_link_bytes_per_s=_f(link, "nvidia-nvlink", note="NVLink 3, one link, one direction"),
-        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, "nvidia-nvlink", note="NVLink 3, one link"),
+        scale_up_link_bytes_per_s=_f(
+            link, "nvidia-nvlink", "derived", "NVLink 3: 600 GB/s over 12 links, per direction"
+        ),
+        scale_up_link_bidirectional_bytes_per_s=_f(
+            2 * link, "nvidia-nvlink", "derived", "NVLink 3: 600 GB/s over 12 links"
+        ),
         scale_up_egress_bytes_per_s=_f(
             12 * link, src, "derived", "12 NVLinks x 25 GB/s; 600 GB/s printed for both directions"
         ),
@@ -244,18 +251,19 @@ def _a100():
     )
 
 
-def _blackwell(name, src, flops, hbm_gb, domain, nic_gbit):
-    # NVLink 5: 50 GB/s per link per direction, 18 links per GPU.
+def _blackwell(name, src, flops, hbm_gb, domain, nic_gbit, flops_note, hbm_note):
+    # NVLink 5: 50 GB/s per link per direction, 18 links per GPU (1,800 GB/s both ways). The
+    # system pages print the whole system's figures: peak and HBM are per GPU by division.
     link = 50 * GB
     return Accelerator(
         name=name,
         family="gpu",
         scale_up_fabric="switch",
         scale_out_layout="rail_optimized",
-        bf16_dense_flops_per_s=_f(flops, src),
-        hbm_bytes=_f(hbm_gb * GB, src),
-        scale_up_link_bytes_per_s=_f(link, "nvidia-nvlink"),
-        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, "nvidia-nvlink"),
+        bf16_dense_flops_per_s=_f(flops, src, "derived", flops_note),
+        hbm_bytes=_f(hbm_gb * GB, src, "derived", hbm_note),
+        scale_up_link_bytes_per_s=_f(link, "nvidia-nvlink", "derived", "1,800 GB/s over 18 links, per direction"),
+        scale_up_link_bidirectional_bytes_per_s=_f(2 * link, "nvidia-nvlink", "derived", "1,800 GB/s over 18 links"),
         scale_up_egress_bytes_per_s=_f(18 * link, src, "derived", "18 NVLinks x 50 GB/s"),
         scale_up_domain_size=_f(domain, src),
         scale_out_bytes_per_s=_f(gbit_per_s_to_bytes_per_s(nic_gbit), src, note=f"{nic_gbit} Gb/s NIC per GPU"),
@@ -352,9 +360,36 @@ _BUILDERS = {
     "H100": lambda: _hopper("H100", "nvidia-h100-datasheet", 80, 18),
     "H200": lambda: _hopper("H200", "nvidia-h200-datasheet", 141, 18),
     "H800": lambda: _hopper("H800", "parallelize-transformer", 80, 8),
-    "B200": lambda: _blackwell("B200", "nvidia-dgx-b200", 2.25 * PFLOP, 180, 8, 400),
-    "GB200 NVL72": lambda: _blackwell("GB200 NVL72", "nvidia-gb200-nvl72", 2.5 * PFLOP, 186, 72, 400),
-    "GB300 NVL72": lambda: _blackwell("GB300 NVL72", "nvidia-gb300-nvl72", 2.5 * PFLOP, 288, 72, 800),
+    "B200": lambda: _blackwell(
+        "B200",
+        "nvidia-dgx-b200",
+        2.25 * PFLOP,
+        180,
+        8,
+        400,
+        "72 PFLOPS FP8 training (with sparsity) over 8 GPUs, halved for dense and again for BF16",
+        "1,440 GB over 8 GPUs",
+    ),
+    "GB200 NVL72": lambda: _blackwell(
+        "GB200 NVL72",
+        "nvidia-gb200-nvl72",
+        2.5 * PFLOP,
+        186,
+        72,
+        400,
+        "360 PFLOPS BF16 (with sparsity) over 72 GPUs, halved",
+        "13.4 TB over 72 GPUs",
+    ),
+    "GB300 NVL72": lambda: _blackwell(
+        "GB300 NVL72",
+        "nvidia-gb300-nvl72",
+        2.5 * PFLOP,
+        288,
+        72,
+        800,
+        "360 PFLOPS BF16 (with sparsity) over 72 GPUs, halved",
+        "20.7 TB over 72 GPUs",
+    ),
     "TPU v5e": lambda: _tpu(
         "TPU v5e",
         "google-tpu-v5e",

@@ -195,7 +195,9 @@ def _parser():
         "inputs",
         nargs="*",
         metavar="MODEL ACCELERATOR N_DEVICES BATCH",
-        help=f"MODEL: a preset ({', '.join(models.names())}) or the path of a Hugging Face config.json "
+        help=f"MODEL: a preset ({', '.join(models.names())}), a published run's model "
+        f"({len(models.gpt_names())} of them, from {models.gpt_names()[0]!r} to {models.gpt_names()[-1]!r}: "
+        "shardbook.models.gpt_names() lists them) or the path of a Hugging Face config.json "
         "(or --config); ACCELERATOR: a preset "
         f"({', '.join(hardware.names())}) or the path of an accelerator file, .toml or .json "
         "(or --accelerator-file); N_DEVICES; BATCH: the global batch in tokens (4194304, 4M: K, M, G are "
