@@ -597,15 +597,24 @@ def test_best_for_mesh_is_the_fastest_fitting_microbatch_the_search_tries():
     assert best.micro_batch_seqs == min(m for m, c in tried.items() if c.fits and c.expected_step_s == fastest)
 
 
-def test_options_a_run_cannot_have_are_refused_by_name():
+def test_fp8_without_fp8_matmuls_is_refused_and_one_virtual_stage_is_1f1b():
     # FP8 on an accelerator without FP8 matmuls was priced as BF16 without a word, and an
     # interleaved schedule of one virtual stage as 1F1B with its sends overlapped (a review)
     with pytest.raises(ValueError, match="precision: 'fp8' needs FP8 matmuls, which A100 does not have"):
         explorer.evaluate("LLaMA-3 8B", "A100", {"fsdp": 8}, 2**20, seq_len=4096, micro_batch_seqs=1, precision="fp8")
-    with pytest.raises(ValueError, match="n_virtual: the interleaved schedule needs 2 or more virtual stages"):
+    # an interleaved schedule of one virtual stage is 1F1B: its sends are not overlapped either
+    one, plain = (
         explorer.evaluate(
-            "LLaMA-3 70B", "H100", {"fsdp": 8, "pp": 8}, 2**22, seq_len=4096, micro_batch_seqs=1, schedule="interleaved"
+            "LLaMA-3 70B", "H100", {"fsdp": 8, "pp": 8}, 2**22, seq_len=4096, micro_batch_seqs=1, schedule=s
         )
+        for s in ("interleaved", "1f1b")
+    )
+    assert one.expected_step_s == pytest.approx(plain.expected_step_s, rel=1e-12) and one.step_s == plain.step_s
+    two = explorer.evaluate(
+        "LLaMA-3 70B", "H100", {"fsdp": 8, "pp": 8}, 2**22, seq_len=4096, micro_batch_seqs=1,
+        schedule="interleaved", n_virtual=2,
+    )  # fmt: skip
+    assert two.expected_step_s < plain.expected_step_s
     # without a pipeline the schedule does not matter, and FP8 where the accelerator has it runs
     explorer.evaluate(
         "LLaMA-3 8B", "H100", {"fsdp": 8}, 2**20, seq_len=4096, micro_batch_seqs=1, schedule="interleaved"

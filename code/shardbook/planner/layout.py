@@ -25,15 +25,11 @@ class TooFewSequences(memory_plan.Unusable):
 def check_options(schedule, n_virtual, recompute, attention, state_recipe, zero, pp):
     """ValueError naming the argument and the valid values for an unknown
     schedule, recomputation policy, attention kernel, state recipe or ZeRO
-    stage, virtual stages without an interleaved schedule, or an
-    interleaved schedule with one virtual stage on a pipeline."""
+    stage, or virtual stages without an interleaved schedule."""
     memory_plan.check_schedule(schedule)
     _validate.count("n_virtual", n_virtual)
     if n_virtual > 1 and schedule != "interleaved":
         raise ValueError(f"n_virtual: {n_virtual} virtual stages need schedule='interleaved', got {schedule!r}")
-    if schedule == "interleaved" and n_virtual < 2 and pp > 1:
-        # one chunk per device is 1F1B; priced as interleaved it would overlap its sends as no framework does
-        raise ValueError("n_virtual: the interleaved schedule needs 2 or more virtual stages per device, got 1")
     if recompute is not None:
         memory_plan.check_recompute(recompute)
     memory_plan.check_attention(attention)
