@@ -610,6 +610,8 @@ def test_fp8_without_fp8_matmuls_is_refused_and_one_virtual_stage_is_1f1b():
         for s in ("interleaved", "1f1b")
     )
     assert one.expected_step_s == pytest.approx(plain.expected_step_s, rel=1e-12) and one.step_s == plain.step_s
+    # and keeps 1F1B's p microbatches in flight on the first stage, not interleaving's 2p - 1
+    assert one.activation_bytes_per_device == plain.activation_bytes_per_device
     two = explorer.evaluate(
         "LLaMA-3 70B", "H100", {"fsdp": 8, "pp": 8}, 2**22, seq_len=4096, micro_batch_seqs=1,
         schedule="interleaved", n_virtual=2,

@@ -192,12 +192,12 @@ def _mi300x():
     )
 
 
-def _hopper(name, src, hbm_gb, nvlink_links):
+def _hopper(name, src, hbm_gb, nvlink_links, board_src=None):
     # NVLink 4: 25 GB/s per link per direction (the NVLink page prints 900 GB/s over 18 links,
-    # both directions); H100/H200 have 18 links, H800 8. H800 SXM is H100 SXM's export
-    # variant: its node and host link are H100's, as H100's datasheet prints them.
+    # both directions); H100/H200 have 18 links, H800 8. `board_src`: where the node and host
+    # link are printed, when not in `src` (H800 SXM, H100 SXM's export variant: H100's datasheet).
     link = 25 * GB
-    board = "nvidia-h100-datasheet" if name == "H800" else src
+    board = board_src or src
     return Accelerator(
         name=name,
         family="gpu",
@@ -359,7 +359,7 @@ _BUILDERS = {
     "A100": _a100,
     "H100": lambda: _hopper("H100", "nvidia-h100-datasheet", 80, 18),
     "H200": lambda: _hopper("H200", "nvidia-h200-datasheet", 141, 18),
-    "H800": lambda: _hopper("H800", "parallelize-transformer", 80, 8),
+    "H800": lambda: _hopper("H800", "parallelize-transformer", 80, 8, board_src="nvidia-h100-datasheet"),
     "B200": lambda: _blackwell(
         "B200",
         "nvidia-dgx-b200",

@@ -215,7 +215,7 @@ def evaluate(
     # communication, at line rate and calibrated; the bubble of the schedule
     bound_terms = timing.communication_s(lay, policy, calibrated=False)
     expected_terms = timing.communication_s(lay, policy, calibrated=True)
-    overhead = memory_plan.bubble_overhead(schedule, pp, math.ceil(lay.n_micro), n_virtual) if pp > 1 else 0.0
+    overhead = memory_plan.bubble_overhead(lay.schedule, pp, math.ceil(lay.n_micro), n_virtual) if pp > 1 else 0.0
     step_s = timing.bound_step_s(math_s, bound_terms, timing.hidden_terms(lay, bound=True), math_s * overhead)
     expected_s = timing.expected_step_s(
         math_expected,

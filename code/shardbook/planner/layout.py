@@ -153,7 +153,9 @@ def layout(
         global_tokens=global_tokens,
         seq_len=seq_len,
         micro_batch_seqs=micro_batch_seqs,
-        schedule=schedule,
+        # one virtual stage per device is 1F1B (its bubble, its activations in flight, its
+        # blocking sends), whatever the schedule is called
+        schedule="1f1b" if schedule == "interleaved" and n_virtual == 1 else schedule,
         n_virtual=n_virtual,
         sequence_parallel=sequence_parallel and tp > 1,
         attention=attention,

@@ -556,8 +556,7 @@ def pp_exposed_fraction(lay):
     pp = lay.mesh["pp"]
     if pp == 1:
         return 0.0
-    # an interleaved schedule of one virtual stage is 1F1B, and sends as 1F1B does
-    if lay.schedule not in P2P_OVERLAP_SCHEDULES or (lay.schedule == "interleaved" and lay.n_virtual == 1):
+    if lay.schedule not in P2P_OVERLAP_SCHEDULES:
         return 1.0
     return min(1.0, (pp - 1) / (lay.n_virtual * lay.n_micro))
 
