@@ -534,10 +534,11 @@ def test_the_run_fits_under_its_declared_policy(run, table):
 # Validation runs outside the tolerance, each with what was found. All three are v5p runs whose
 # remat policy recomputes matmuls in the backward pass (nothing_saveable: the Q/K/V projections and
 # the MLP's first matmul; save_dot_except_mlpwi: the gated MLP's two input matmuls); every v5p run
-# that saves them (minimal) lands within -3 % to +6 %. Measured, the three recomputing runs sustain 0.77
-# of the peak over the FLOPs they run, the saving ones 0.67-0.72 (validation.hardware_flops_fraction): the planner prices every FLOP at
-# one η per accelerator, fitted on the v5p calibration runs (MaxText's v5p table, where three of the
-# four save their matmuls), and no sourced mechanism found so far separates the two. MaxText's v5p
+# that saves them (minimal) lands within -3 % to +6 %. Measured, the three recomputing runs sustain
+# 0.77 of the peak over the FLOPs they run, the saving ones 0.67-0.72
+# (validation.hardware_flops_fraction): the planner prices every FLOP at one η per accelerator,
+# fitted on the v5p calibration runs (MaxText's v5p table, where three of the four save their
+# matmuls), and no sourced mechanism found so far separates the two. MaxText's v5p
 # table also measures the same per-chip work twice, 1024B on v5p-2048 and v5p-4096 (per-device batch,
 # remat, TP 16 and slice type alike; only the FSDP degree differs), at 254 and 297 TFLOP/s per chip:
 # 17 % apart, so a planner that prices a chip's work holds both within ±10 % only in a window 4.5 %
