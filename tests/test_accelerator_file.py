@@ -61,7 +61,23 @@ def test_units_parse_and_a_json_file_reads(tmp_path):
         ({"scale_up_domain_size": {"value": "8 GB", "source": "x"}}, "unit 'GB' does not parse; valid: none"),
         ({"hbm_bytes": {"value": "80 GB"}}, "hbm_bytes: missing 'source' \\(every figure needs a value and its source"),
         ({"hbm_bytes": 80e9}, "hbm_bytes must be a table with a value and a source, got 80000000000.0"),
-        ({"hbm_bytes": {"value": "-80 GB", "source": "x"}}, "hbm_bytes: must be positive, got -80000000000.0"),
+        (
+            {"hbm_bytes": {"value": "-80 GB", "source": "x"}},
+            "hbm_bytes: must be positive and finite, got -80000000000.0",
+        ),
+        ({"hbm_bytes": {"value": float("inf"), "source": "x"}}, "hbm_bytes.value must be a finite number, got inf"),
+        ({"hbm_bytes": {"value": "1e400 GB", "source": "x"}}, "hbm_bytes.value '1e400 GB' is not a finite number"),
+        ({"hbm_bytes": {"value": 10**400, "source": "x"}}, "hbm_bytes.value is too large for a float, got 401 digits"),
+        (
+            {"scale_up_fabric": "torus", "torus_dims": 3},
+            "torus_wraparound_side: a torus needs the side its slices must span to wrap",
+        ),
+        (
+            {"scale_up_fabric": "torus", "torus_dims": 3, "torus_wraparound_side": 4, "torus_wraparound_rule": "cubes"},
+            "torus_wraparound_rule: unknown value 'cubes'; valid: whole_cubes, full_axis",
+        ),
+        ({"torus_wraparound_side": 4}, "torus_wraparound_side: only a torus has a wraparound rule"),
+        ({"largest_slice_devices": {"value": 16, "source": "x"}}, "largest_slice_devices: at most the scale-up domain"),
         ({"hbm_bytes": {"value": "80 GB", "source": "x", "kind": "guess"}}, "hbm_bytes.kind: unknown value 'guess'"),
         ({"hbm_bytes": {"value": "80 GB", "source": "x", "unit": "GB"}}, "hbm_bytes: unknown key 'unit'"),
         ({"hbm_gb": 80}, "unknown field 'hbm_gb'; fields: name, family"),
@@ -73,6 +89,24 @@ def test_units_parse_and_a_json_file_reads(tmp_path):
 def test_bad_fields_get_one_line(change, message):
     with pytest.raises(ValueError, match=message):
         accelerator_file.from_dict({**_h100_like(), **change})
+
+
+@pytest.mark.parametrize("preset", [n for n in hardware.names() if hardware.get(n).scale_up_fabric == "torus"])
+def test_a_renamed_tpu_template_plans_as_its_preset_does(preset, tmp_path):
+    # the README's route for a reader's own machine: the template, a name of its own, the
+    # preset's calibration by based_on; the torus's wraparound rule and largest slice travel
+    # in the file, so the planner prices the same meshes the same way
+    from shardbook import explorer
+
+    text = accelerator_file.to_toml(preset).replace(f'name = "{preset}"', 'name = "Our TPU"', 1)
+    path = tmp_path / "our-tpu.toml"
+    path.write_text(text + f'\n[calibration]\nbased_on = "{preset}"\n')
+    ours = accelerator_file.from_file(path)
+    mine = explorer.explore("LLaMA-3 8B", ours, 256, 2**22)[:3]
+    theirs = explorer.explore("LLaMA-3 8B", preset, 256, 2**22)[:3]
+    assert [(c.label, c.expected_step_s, c.step_s) for c in mine] == [
+        (c.label, c.expected_step_s, c.step_s) for c in theirs
+    ]
 
 
 def test_missing_fields_and_bad_files(tmp_path):

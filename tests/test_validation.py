@@ -832,3 +832,20 @@ def test_the_planner_prices_little_of_what_runs_on_several_slices_lose():
     # the chapter: the loss is what the planner underprices; the step time lands on either side
     assert all(r.expected_loss < r.measured_loss for r in rows if r.measured_loss > 0.01)
     assert min(r.error for r in rows) < 0 < max(r.error for r in rows)
+
+
+def test_a_fit_too_fine_to_end_and_a_trial_out_of_range_are_refused():
+    # the reliability probe: tol 1e-17 never ended (the golden-section bracket stops shrinking in
+    # floating point); an efficiency of 5 gave 177 % MFU and negative passes a negative term
+    from shardbook import validation
+
+    with pytest.raises(ValueError, match="tol: at least 1e-09"):
+        validation.fit_matmul_efficiency("H100", tol=1e-17)
+    with pytest.raises(ValueError, match="tol: at least 1e-09"):
+        validation.fit_fp8_speedup(tol=1e-17)
+    with pytest.raises(ValueError, match=r"value: a matmul efficiency is a fraction of the peak in \(0, 2\], got 5.0"):
+        with validation.matmul_efficiency_set("H100", 5.0):
+            pass
+    with pytest.raises(ValueError, match=r"value: elementwise passes are a count of HBM passes in \[0, 50\], got -5"):
+        with validation.elementwise_passes_set(-5):
+            pass

@@ -71,13 +71,19 @@ def choice(name, value, options):
     return value
 
 
-def read_text(name, path, if_folder):
+MAX_INPUT_FILE_BYTES = 16 * 2**20  # a config or accelerator file is a few KB; this stops /dev/zero
+
+
+def read_text(name, path, if_folder, max_bytes=MAX_INPUT_FILE_BYTES):
     """The UTF-8 text of file `path`, given as argument `name`, or one
     ValueError naming both: no such file, a folder (`if_folder` says what
-    to give instead), or unreadable."""
+    to give instead), unreadable, or longer than `max_bytes`."""
     try:
         with open(path, encoding="utf-8") as f:
-            return f.read()
+            text = f.read(max_bytes + 1)
+        if len(text) > max_bytes:
+            raise ValueError(f"{name}: {path}: longer than {max_bytes:,} characters; is it the right file?")
+        return text
     except FileNotFoundError:
         raise ValueError(f"{name}: {path}: no such file") from None
     except IsADirectoryError:
@@ -93,6 +99,8 @@ def json_object(where, text):
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: nested too deeply to be a config") from None
     if not isinstance(data, dict):
         raise ValueError(f"{where}: must hold a JSON object, got {type(data).__name__}")
     return data

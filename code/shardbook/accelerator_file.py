@@ -2,7 +2,8 @@
 `hardware.Accelerator`, validated as the presets are.
 
 The file has the Accelerator's fields. The descriptive ones are plain values
-(name, family, scale_up_fabric, scale_out_layout, torus_dims); every figure
+(name, family, scale_up_fabric, scale_out_layout, torus_dims, and for a
+torus torus_wraparound_side and torus_wraparound_rule); every figure
 is a table with a `value` and a `source` (a references.bib key, a URL or a
 document name), and optionally `kind` (spec, achieved or derived; default
 spec) and `note`. A value is a number in SI base units or a string with its
@@ -30,6 +31,7 @@ expected step time uses it wherever the Accelerator is passed.
 
 import dataclasses
 import json
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -87,7 +89,13 @@ def _value(where, field, raw):
     if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
         raise ValueError(f"{where}: {field}.value must be a number or a string with a unit, got {raw!r}")
     if not isinstance(raw, str):
-        return float(raw)
+        try:
+            value = float(raw)
+        except OverflowError:
+            raise ValueError(f"{where}: {field}.value is too large for a float, got {len(str(raw))} digits") from None
+        if math.isinf(value):  # NaN is left to the figure's own rule, which names it
+            raise ValueError(f"{where}: {field}.value must be a finite number, got {raw!r}")
+        return value
     match = _NUMBER_WITH_UNIT.match(raw)
     if not match:
         raise ValueError(f"{where}: {field}.value {raw!r} is not a number followed by a unit")
@@ -95,13 +103,19 @@ def _value(where, field, raw):
     if unit not in units:
         valid = ", ".join(repr(u) for u in units) if dimension != "count" else "none (a count)"
         raise ValueError(f"{where}: {field}.value {raw!r}: unit {unit!r} does not parse; valid: {valid}")
-    return float(number) * units[unit]
+    value = float(number) * units[unit]
+    if math.isinf(value):
+        raise ValueError(f"{where}: {field}.value {raw!r} is not a finite number")
+    return value
 
 
 def _descriptive(where, name, raw):
-    if name == "torus_dims":
+    if name in ("torus_dims", "torus_wraparound_side"):
         if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
-            raise ValueError(f"{where}: torus_dims must be an integer >= 0, got {raw!r}")
+            raise ValueError(f"{where}: {name} must be an integer >= 0, got {raw!r}")
+    elif name == "torus_wraparound_rule":
+        if not isinstance(raw, str):
+            raise ValueError(f"{where}: {name} must be a string, got {raw!r}")
     elif not isinstance(raw, str) or not raw:
         raise ValueError(f"{where}: {name} must be a non-empty string, got {raw!r}")
     return raw
@@ -208,11 +222,15 @@ def from_text(text, fmt, where="accelerator"):
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ValueError(f"{where}: not valid TOML ({exc})") from None
+        except RecursionError:
+            raise ValueError(f"{where}: nested too deeply to be an accelerator file") from None
     elif fmt == "json":
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+        except RecursionError:
+            raise ValueError(f"{where}: nested too deeply to be an accelerator file") from None
     else:
         raise ValueError(f"fmt: unknown value {fmt!r}; valid: toml, json")
     return from_dict(data, where)
@@ -244,6 +262,8 @@ def to_toml(accelerator):
     lines = []
     for name in hardware.Accelerator.DESCRIPTIVE:
         value = getattr(acc, name)
+        if name.startswith("torus_wraparound") and acc.scale_up_fabric != "torus":
+            continue  # only a torus has a wraparound rule
         lines.append(f"{name} = {value}" if isinstance(value, int) else f"{name} = {_toml_string(value)}")
     for name, figure in acc.figures():
         lines += ["", f"[{name}]", f"value = {float(figure)!r}", f"source = {_toml_string(figure.source)}"]

@@ -26,21 +26,17 @@ from . import _validate, collectives, hardware
 
 COLLECTIVE_KINDS = collectives.COLLECTIVE_KINDS
 
-# A slice axis has wraparound links when its length is a multiple of this:
-# training chips join 4×4×4 cubes through optical switches, inference chips
-# only close a full 16-chip axis (scaling-book-tpus). Ironwood's pod is built
-# like v5p's (google-tpu7x).
-WRAPAROUND_MULTIPLE = {"TPU v5e": 16, "TPU v6e": 16, "TPU v5p": 4, "Ironwood": 4}
-
 
 def has_wraparound(accelerator, slice_shape, axis):
     """Whether torus axis `axis` of a slice of shape `slice_shape` closes
-    into a ring: v5p and Ironwood need a whole number of 4×4×4 cubes (every
-    side a multiple of 4), v5e and v6e a side of 16."""
+    into a ring, by the accelerator's torus_wraparound_rule: 'whole_cubes'
+    (v5p and Ironwood) needs a whole number of cubes, every side a multiple
+    of torus_wraparound_side (4); 'full_axis' (v5e and v6e) needs that axis's
+    side to be a multiple of torus_wraparound_side (16)."""
     acc = hardware.get(accelerator)
-    multiple = WRAPAROUND_MULTIPLE.get(acc.name)
-    if multiple is None:
-        raise ValueError(f"accelerator: no torus wraparound rule for {acc.name}")
+    if acc.scale_up_fabric != "torus":
+        raise ValueError(f"accelerator: {acc.name} is not a torus (scale_up_fabric {acc.scale_up_fabric!r})")
+    multiple = acc.torus_wraparound_side
     if not isinstance(slice_shape, (tuple, list)) or not slice_shape:
         raise ValueError(f"slice_shape: must be a non-empty tuple of chips per torus axis, got {slice_shape!r}")
     if len(slice_shape) > acc.torus_dims:
@@ -50,8 +46,8 @@ def has_wraparound(accelerator, slice_shape, axis):
     _validate.count("axis", axis, minimum=0)
     if axis >= len(slice_shape):
         raise ValueError(f"axis: the slice has {len(slice_shape)} axes (0 to {len(slice_shape) - 1}), got {axis}")
-    if multiple == 4:
-        return all(side % 4 == 0 for side in slice_shape)
+    if acc.torus_wraparound_rule == "whole_cubes":
+        return all(side % multiple == 0 for side in slice_shape)
     return slice_shape[axis] % multiple == 0
 
 

@@ -9,6 +9,7 @@ without ``bidirectional`` is one direction; vendors often print the doubled
 bidirectional figure, which lives in its own field and is never mixed in.
 """
 
+import math
 from dataclasses import dataclass, fields
 
 from . import _validate
@@ -16,6 +17,11 @@ from .units import GB, PFLOP, TFLOP, GiB, gbit_per_s_to_bytes_per_s
 
 SOURCE_KINDS = ("spec", "achieved", "derived")
 FABRICS = ("full_mesh", "switch", "torus")
+# Which slices of a torus close into rings: 'whole_cubes', a slice made of whole cubes of
+# torus_wraparound_side chips a side wraps on every axis (v5p and Ironwood join 4 x 4 x 4
+# cubes through optical circuit switches); 'full_axis', an axis wraps when the slice spans
+# it, torus_wraparound_side chips (v5e and v6e pods of 16 x 16). Ref: scaling-book-tpus.
+WRAPAROUND_RULES = ("whole_cubes", "full_axis")
 SCALE_OUT_LAYOUTS = ("rail_optimized", "unspecified", "dcn")
 
 
@@ -54,6 +60,8 @@ class Accelerator:
       with wraparound where the slice's shape allows it (TPU ICI; which
       shapes: fabric.has_wraparound).
     - ``torus_dims``: dimensions of the torus (0 when the fabric is not a torus).
+    - ``torus_wraparound_side`` and ``torus_wraparound_rule``: which slices of a
+      torus close into rings (WRAPAROUND_RULES; 0 and '' when not a torus).
     - ``scale_out_layout``: 'rail_optimized' (device i of every node shares a
       leaf switch), 'unspecified' (the source gives no switch topology),
       or 'dcn' (TPU data-center network).
@@ -68,6 +76,9 @@ class Accelerator:
     - ``scale_out_bytes_per_s``: one direction of the scale-out path per device
       (its NIC share, or DCN per TPU chip).
     - ``host_link_bytes_per_s``: one direction of the host/I/O path (PCIe), where cited.
+    - ``largest_slice_devices``: the most devices one job may join over scale-up
+      links, where the scheduler grants less than the domain (v5p: 6,144 of a
+      pod's 8,960 chips); none: the whole domain.
     """
 
     name: str
@@ -83,17 +94,46 @@ class Accelerator:
     scale_out_bytes_per_s: Sourced
     scale_out_nics_per_device: Sourced
     host_link_bytes_per_s: Sourced | None = None
+    largest_slice_devices: Sourced | None = None
     torus_dims: int = 0
+    torus_wraparound_side: int = 0
+    torus_wraparound_rule: str = ""
 
-    OPTIONAL = ("host_link_bytes_per_s",)
-    DESCRIPTIVE = ("name", "family", "scale_up_fabric", "scale_out_layout", "torus_dims")
+    OPTIONAL = ("host_link_bytes_per_s", "largest_slice_devices")
+    DESCRIPTIVE = (
+        "name",
+        "family",
+        "scale_up_fabric",
+        "scale_out_layout",
+        "torus_dims",
+        "torus_wraparound_side",
+        "torus_wraparound_rule",
+    )
 
     def __post_init__(self):
         _validate.choice("family", self.family, ("gpu", "tpu"))
         _validate.choice("scale_up_fabric", self.scale_up_fabric, FABRICS)
         _validate.choice("scale_out_layout", self.scale_out_layout, SCALE_OUT_LAYOUTS)
+        self._check_torus()
+        self._check_figures()
+
+    def _check_torus(self):
         if (self.scale_up_fabric == "torus") != (self.torus_dims > 0):
             raise ValueError(f"{self.name}.torus_dims: must be > 0 exactly when scale_up_fabric is 'torus'")
+        if self.scale_up_fabric == "torus":
+            if not self.torus_wraparound_side > 0:
+                raise ValueError(
+                    f"{self.name}.torus_wraparound_side: a torus needs the side its slices must span to wrap "
+                    f"(v5p and Ironwood 4, v5e and v6e 16), got {self.torus_wraparound_side!r}"
+                )
+            _validate.choice("torus_wraparound_rule", self.torus_wraparound_rule, WRAPAROUND_RULES)
+        elif self.torus_wraparound_side or self.torus_wraparound_rule:
+            raise ValueError(
+                f"{self.name}.torus_wraparound_side: only a torus has a wraparound rule "
+                f"(scale_up_fabric is {self.scale_up_fabric!r})"
+            )
+
+    def _check_figures(self):
         for f in fields(self):
             if f.name in self.DESCRIPTIVE:
                 continue
@@ -106,12 +146,16 @@ class Accelerator:
                 raise ValueError(
                     f"{self.name}.{f.name}: must be a hardware.Sourced (a value with its source), got {value!r}"
                 )
-            if not value > 0:
-                raise ValueError(f"{self.name}.{f.name}: must be positive, got {float(value)!r}")
-        if float(self.scale_up_domain_size) != int(self.scale_up_domain_size):
+            if not (value > 0 and math.isfinite(float(value))):
+                raise ValueError(f"{self.name}.{f.name}: must be positive and finite, got {float(value)!r}")
+        for name in ("scale_up_domain_size", "largest_slice_devices"):
+            value = getattr(self, name)
+            if value is not None and float(value) != int(value):
+                raise ValueError(f"{self.name}.{name}: must be a whole number of devices, got {float(value)!r}")
+        if self.largest_slice_devices is not None and self.largest_slice_devices > self.scale_up_domain_size:
             raise ValueError(
-                f"{self.name}.scale_up_domain_size: must be a whole number of devices, "
-                f"got {float(self.scale_up_domain_size)!r}"
+                f"{self.name}.largest_slice_devices: at most the scale-up domain's "
+                f"{int(self.scale_up_domain_size):,} devices, got {int(self.largest_slice_devices):,}"
             )
 
     @property
@@ -283,10 +327,13 @@ def _tpu(
     dcn_src,
     dcn_kind,
     dcn_note,
+    wraparound,
     ici_src=None,
+    largest_slice=None,
 ):
     """A TPU from Google's tables: ICI is printed per chip, both directions of
-    all its links together; one link, one direction is that / (2 · links)."""
+    all its links together; one link, one direction is that / (2 · links).
+    `wraparound`: (torus_wraparound_side, torus_wraparound_rule)."""
     ici_src = ici_src or src
     link = ici_chip_bidirectional / (2 * n_links)
     per_chip = f"{ici_chip_bidirectional / GB:g} GB/s per chip, both directions, over {n_links} links"
@@ -296,6 +343,9 @@ def _tpu(
         scale_up_fabric="torus",
         scale_out_layout="dcn",
         torus_dims=n_links // 2,
+        torus_wraparound_side=wraparound[0],
+        torus_wraparound_rule=wraparound[1],
+        largest_slice_devices=largest_slice,
         bf16_dense_flops_per_s=_f(flops, src),
         hbm_bytes=_f(hbm_bytes, src),
         scale_up_link_bytes_per_s=_f(link, ici_src, "derived", per_chip),
@@ -323,6 +373,7 @@ def _ironwood():
         "google-tpu7x",
         "spec",
         "100 Gb/s of DCN per chip",
+        (4, "whole_cubes"),  # built like v5p's pod (google-tpu7x)
         ici_src="google-ironwood",
     )
 
@@ -402,6 +453,7 @@ _BUILDERS = {
         "google-tpu-v5e",
         "derived",
         "6.4 Tb/s of DCN per 256-chip pod",
+        (16, "full_axis"),
     ),
     # HBM as Google's table prints it: 95 GiB a program can allocate (96 GiB physical)
     "TPU v5p": lambda: _tpu(
@@ -416,6 +468,10 @@ _BUILDERS = {
         "google-tpu-v5p",
         "spec",
         "50 Gb/s of DCN per chip",
+        (4, "whole_cubes"),
+        # Google's v5p page: the largest job one slice can hold is 96 cubes,
+        # 16 x 16 x 24 = 6,144 chips, of the pod's 8,960; more needs Multislice over DCN
+        largest_slice=_f(6144, "google-tpu-v5p", note="16 x 16 x 24, 96 cubes"),
     ),
     "TPU v6e": lambda: _tpu(
         "TPU v6e",
@@ -429,6 +485,7 @@ _BUILDERS = {
         "google-tpu-v6e",
         "derived",
         "25.6 Tb/s of DCN per 256-chip pod (4 x 200 Gb/s NICs per 8-chip host)",
+        (16, "full_axis"),
     ),
     "Ironwood": _ironwood,
 }
@@ -457,9 +514,8 @@ def alpha(name):
     return acc.bf16_dense_flops_per_s / acc.collective_bytes_per_s
 
 
-# Google's v5p page: the largest job one slice can hold is 96 cubes,
-# 16 x 16 x 24 = 6,144 chips, of the pod's 8,960; more needs Multislice over DCN.
-TPU_V5P_LARGEST_SLICE_CHIPS = Sourced(6144, "google-tpu-v5p", "spec", "16 x 16 x 24, 96 cubes")
+# the v5p preset's largest slice (largest_slice_devices), by the name the chapters use
+TPU_V5P_LARGEST_SLICE_CHIPS = PRESETS["TPU v5p"].largest_slice_devices
 # The same page: "Single slice training is supported for up to 6144 chips. You can
 # scale up to 18432 chips using Multislice."
 TPU_V5P_MULTISLICE_MAX_CHIPS = Sourced(18432, "google-tpu-v5p", "spec", "largest Multislice job")

@@ -103,7 +103,10 @@ def from_hf_config(config, name=None, source="hf-transformers"):
     vocab = f.int("vocab_size")
     tied = f.bool_or("tie_word_embeddings", _TIED_DEFAULT.get(model_type, False))
     if name is None:
-        name = data.get("_name_or_path") or f"{model_type} config"
+        given = data.get("_name_or_path")
+        if given is not None and not isinstance(given, str):
+            raise ValueError(f"{where}: _name_or_path must be a string (the model's name), got {given!r}")
+        name = given or f"{model_type} config"
     fields = {"tied_embeddings": tied}
     if model_type.startswith("deepseek"):
         fields.update(_deepseek(f, model_type))

@@ -22,6 +22,13 @@ class MLA:
     qk_rope_head_dim: int
     v_head_dim: int
 
+    def __post_init__(self):
+        for f in fields(self):
+            value = getattr(self, f.name)
+            minimum = 0 if f.name == "q_lora_rank" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise ValueError(f"mla.{f.name}: must be an integer >= {minimum}, got {value!r}")
+
 
 @dataclass(frozen=True)
 class Model:
@@ -72,6 +79,11 @@ class Model:
                 value = getattr(self, f.name)
                 if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                     raise ValueError(f"{self.name}.{f.name}: must be an integer >= {minimum}, got {value!r}")
+            elif f.type == "bool" or f.type is bool:
+                if not isinstance(getattr(self, f.name), bool):
+                    raise ValueError(f"{self.name}.{f.name}: must be True or False, got {getattr(self, f.name)!r}")
+        if self.mla is not None and not isinstance(self.mla, MLA):
+            raise ValueError(f"{self.name}.mla: must be a models.MLA or None, got {self.mla!r}")
         if self.top_k > self.n_experts:
             raise ValueError(f"{self.name}.top_k: must be <= n_experts ({self.n_experts}), got {self.top_k}")
         if self.n_dense_layers > self.n_layers:

@@ -259,6 +259,8 @@ def matmul_efficiency_set(accelerator, value):
     planner = _planner()
     table = planner.calibrate.MATMUL_EFFICIENCY
     name = hardware.get(accelerator).name
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 2:
+        raise ValueError(f"value: a matmul efficiency is a fraction of the peak in (0, 2], got {value!r}")
     had = name in table
     old = table.get(name)
     table[name] = planner.calibrate.Figure(value, "fit", "trial value of validation.fit_matmul_efficiency")
@@ -324,6 +326,8 @@ def elementwise_passes_set(value):
     """Within the block, calibrate.ELEMENTWISE_PASSES is `value` (a trial of
     the fit); restored afterwards."""
     planner = _planner()
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 50:
+        raise ValueError(f"value: elementwise passes are a count of HBM passes in [0, 50], got {value!r}")
     old = planner.calibrate.ELEMENTWISE_PASSES
     planner.calibrate.ELEMENTWISE_PASSES = planner.calibrate.Figure(
         value, "fit", "trial value of validation.fit_elementwise_passes"
@@ -334,7 +338,17 @@ def elementwise_passes_set(value):
         planner.calibrate.ELEMENTWISE_PASSES = old
 
 
+MIN_TOL = 1e-9  # below it the bracket stops shrinking in floating point, and the search never ends
+
+
+def _check_tol(tol):
+    _validate.positive("tol", tol)
+    if tol < MIN_TOL:
+        raise ValueError(f"tol: at least {MIN_TOL:g} (a finer bracket does not shrink in floating point), got {tol!r}")
+
+
 def _golden(function, low, high, tol):
+    _check_tol(tol)
     g = (math.sqrt(5) - 1) / 2
     a, b = low, high
     c, d = b - g * (b - a), a + g * (b - a)

@@ -289,9 +289,9 @@ def _positionals(args):
     if "ACCELERATOR" in given:
         accelerator = inputs.read_accelerator(given["ACCELERATOR"])
     else:
-        accelerator = inputs.read_accelerator(args.accelerator_file)
         if not args.accelerator_file.lower().endswith((".toml", ".json")):
             raise ValueError(f"--accelerator-file: must end in .toml or .json, got {args.accelerator_file!r}")
+        accelerator = inputs.read_accelerator(args.accelerator_file)
     n_devices = inputs.parse_count("n_devices", given["N_DEVICES"], unit="devices")
     tokens = inputs.batch_tokens(args.seq_len, given.get("BATCH"), args.batch_seqs)
     return model, accelerator, n_devices, tokens
@@ -340,6 +340,16 @@ def _one_mesh(args, model, accelerator, tokens, n_devices, options):
     return [evaluate(model, accelerator, mesh, tokens, n_devices=n_devices, **options)], None
 
 
+def _check_flag_combinations(args):
+    """One ValueError for flags that cannot go together."""
+    if args.explain and args.mesh is None:
+        raise ValueError("--explain: name the mesh to explain with --mesh (e.g. --mesh fsdp=32,tp=8)")
+    if args.rank is not None and args.mesh is not None:
+        raise ValueError("--rank: ranks a mesh among the search's candidates; drop --mesh, which prices one mesh")
+    if args.rank is not None and args.json:
+        raise ValueError("--rank: prints a line under the table, which --json does not print; drop one of them")
+
+
 def main(argv=None):
     """`python -m shardbook.explorer MODEL ACCELERATOR N_DEVICES BATCH`:
     print the ranked meshes (or one, with --mesh; its breakdown with
@@ -356,8 +366,7 @@ def main(argv=None):
         _validate.count("--top", args.top)
         if tokens < n_devices:
             raise ValueError(f"tokens: {tokens:g} is below one token per device ({n_devices} devices)")
-        if args.explain and args.mesh is None:
-            raise ValueError("--explain: name the mesh to explain with --mesh (e.g. --mesh fsdp=32,tp=8)")
+        _check_flag_combinations(args)
         options = dict(
             seq_len=seq_len,
             micro_batch_seqs=args.micro_batch,

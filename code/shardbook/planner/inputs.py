@@ -36,9 +36,16 @@ PUBLISHED_SIZES = {
 
 def published_size(model):
     """(release, published total parameters, references.bib key) for a Model
-    whose dimensions match a release in PUBLISHED_SIZES, else None."""
+    whose dimensions match a release in PUBLISHED_SIZES and whose counted
+    parameters agree with the published total (within the last printed
+    digit: 0.1 B, or 0.5 % of larger models), else None: a config that
+    keeps a release's widths but changes its heads or ties its embeddings
+    is not that release."""
     m = models.get(model)
-    return PUBLISHED_SIZES.get((m.d_model, m.n_layers, m.d_ff, m.vocab_size, m.n_experts))
+    found = PUBLISHED_SIZES.get((m.d_model, m.n_layers, m.d_ff, m.vocab_size, m.n_experts))
+    if found is None or abs(models.param_count(m) - found[1]) > max(0.1e9, 0.005 * found[1]):
+        return None
+    return found
 
 
 def read_model(text):

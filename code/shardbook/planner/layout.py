@@ -101,6 +101,19 @@ def layout(
     microbatch)."""
     m, acc = models.get(model), hardware.get(accelerator)
     mesh = normalize_mesh(mesh)
+    flags = {
+        "sequence_parallel": sequence_parallel,
+        "uneven_pipeline": uneven_pipeline,
+        "keep_gathered_weights": keep_gathered_weights,
+        "ideal_overlap": ideal_overlap,
+        "grad_reduce_overlap": grad_reduce_overlap,
+        "dense_over_ep": dense_over_ep,
+        "fp8_dispatch": fp8_dispatch,
+        "tp_comm_overlap": tp_comm_overlap,
+    }
+    for name, value in flags.items():
+        if not isinstance(value, bool):  # a string such as "False" would read as true
+            raise ValueError(f"{name}: must be True or False, got {value!r}")
     _validate.positive("global_tokens", global_tokens)
     _validate.count("seq_len", seq_len)
     _validate.count("micro_batch_seqs", micro_batch_seqs)
@@ -145,6 +158,12 @@ def layout(
     if m.tied_embeddings and pp > 1:
         output_params += input_params
     chunk_layers = stage_chunk_layers(m.n_layers, pp, n_virtual if pp > 1 else 1, uneven_pipeline)
+    # TP beyond the KV heads replicates K and V: each rank keeps one KV head's projections whole
+    # (2·d·head_dim, and its biases) where sharding would leave it 1/tp of all of them
+    kv_extra = 0.0
+    if m.mla is None and tp > m.n_kv_heads:
+        kv_layer = 2 * m.n_kv_heads * m.head_dim * (m.d_model + (1 if m.qkv_bias else 0))
+        kv_extra = kv_layer * (1 / m.n_kv_heads - 1 / tp) / dense_shard
     return Layout(
         model=m,
         accelerator=acc,
@@ -175,11 +194,11 @@ def layout(
         n_micro=seqs_per_replica / micro_batch_seqs,
         deepest=deepest,
         chunk_layers=tuple(tuple(row) for row in chunk_layers),
-        dense_layer_local=layer_dense_params / m.n_layers / dense_split,
+        dense_layer_local=layer_dense_params / m.n_layers / dense_split + kv_extra,
         expert_layer_local=expert_params / m.n_layers / (tp * fsdp * ep),
         embedding_local=input_params / dense_split,
         head_local=output_params / dense_split,
-        dense_local=dense_params * stage_share / (tp * dense_shard),
+        dense_local=dense_params * stage_share / (tp * dense_shard) + kv_extra * deepest,
         expert_local=expert_params * stage_share / (tp * fsdp * ep),
         dense_shard=dense_shard,
         dense_replicas=mesh["dp"] * mesh["cp"] * (1 if dense_over_ep else ep),

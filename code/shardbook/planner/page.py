@@ -27,22 +27,37 @@ def plan(form):
         if isinstance(form, str):
             form = json.loads(form)
         return _plan(form)
+    except RecursionError:
+        return {"ok": False, "error": "form: nested too deeply"}
     except (ValueError, TypeError) as error:
         return {"ok": False, "error": str(error).splitlines()[0][:500]}
 
 
+def _text(form, key):
+    """The form's field `key` as a string ('' when absent), or a ValueError
+    naming it."""
+    value = form.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"{key}: must be text, got {type(value).__name__}")
+    return value
+
+
 def _plan(form):
-    if (form.get("config") or "").strip():
+    if not isinstance(form, dict):
+        raise ValueError(f"form: must be an object of the page's fields, got {type(form).__name__}")
+    if _text(form, "config").strip():
         model = inputs.read_model_text(form["config"])
     else:
         model = models.get(form.get("model"))
-    if (form.get("accelerator_file") or "").strip():
+    if _text(form, "accelerator_file").strip():
         accelerator = inputs.read_accelerator_text(form["accelerator_file"])
     else:
         accelerator = hardware.get(form.get("accelerator"))
     n_devices = inputs.parse_count("n_devices", form.get("n_devices"), unit="devices")
     seq_len = inputs.parse_count("seq_len", form.get("seq_len"))
-    seqs = (form.get("batch_seqs") or "").strip() or None
+    seqs = _text(form, "batch_seqs").strip() or None
     tokens = inputs.batch_tokens(seq_len, None if seqs else form.get("batch"), seqs)
     axes = ("fsdp", "tp", "ep", "pp")
     found = explore(model, accelerator, n_devices, tokens, seq_len=seq_len, axes=axes)

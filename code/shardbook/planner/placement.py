@@ -21,7 +21,6 @@ DEFAULT_ORDER = ("tp", "ep", "cp", "fsdp", "dp", "pp")
 TUPLE_AXES = ("fsdp", "tp", "ep", "pp")
 
 # The largest slice a scheduler grants, where it is smaller than the pod.
-LARGEST_SLICE_CHIPS = {"TPU v5p": hardware.TPU_V5P_LARGEST_SLICE_CHIPS}
 
 
 @dataclass(frozen=True)
@@ -153,7 +152,7 @@ def largest_slice_chips(accelerator):
     """The most chips one slice of `accelerator` holds (its pod, or the
     largest slice its scheduler grants)."""
     acc = hardware.get(accelerator)
-    return int(LARGEST_SLICE_CHIPS.get(acc.name, acc.scale_up_domain_size))
+    return int(acc.largest_slice_devices or acc.scale_up_domain_size)
 
 
 def check_slices(accelerator, n, slices):

@@ -110,7 +110,12 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
         return evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options)
     tried = _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
     if not tried:
-        raise TooFewSequences("global_tokens: no microbatch size leaves each data-parallel rank one microbatch")
+        ranks = mesh.get("dp", 1) * mesh.get("fsdp", 1) * mesh.get("ep", 1)
+        seq_len = options.get("seq_len")
+        seqs = f"{global_tokens / seq_len:g} sequences of {seq_len}" if seq_len else f"{global_tokens:g} tokens"
+        raise TooFewSequences(
+            f"batch: {seqs} over {ranks} data-parallel ranks (dp × fsdp × ep) leave less than one sequence per rank"
+        )
     # fitting first, by the shortest expected step; if none fits, the least memory (what the mesh
     # needs at best); min keeps the first (smallest) size on a tie
     return min(
