@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from shardbook import collectives, explorer, fabric, hardware, measured, memory, models, planner
-from shardbook.planner import calibrate, memory_plan, placement, timing
+from shardbook import accelerator_file, collectives, explorer, fabric, hardware, measured, memory, models, planner
+from shardbook.planner import calibrate, memory_plan, page, placement, timing
 
 LLAMA_405B_MESH = {"fsdp": 128, "tp": 8, "pp": 16}  # dubey2024llama3 Table 4, 16,384 GPUs
 LLAMA_OPTIONS = dict(seq_len=8192, micro_batch_seqs=1, uneven_pipeline=True)
@@ -182,6 +182,21 @@ def test_uneven_pipelines_and_tp_beyond_the_kv_heads():
     assert {"dp": 1, "fsdp": 4, "tp": 16, "cp": 1, "ep": 1, "pp": 1} in meshes
 
 
+def test_tp_beyond_the_kv_heads_keeps_a_whole_kv_head_per_rank():
+    # LLaMA-3 70B has 8 KV heads: on tp 64 each rank keeps one head's K and V projections whole,
+    # 2·d·head_dim per layer, where fsdp 8 × tp 8 shards the same 64 devices' state evenly
+    m = models.get("LLaMA-3 70B")
+    opts = dict(micro_batch_seqs=1, recompute="full")
+    wide = explorer.evaluate(m, "H100", {"tp": 64}, 2**22, **opts)
+    even = explorer.evaluate(m, "H100", {"fsdp": 8, "tp": 8}, 2**22, **opts)
+    extra_params = m.n_layers * 2 * m.d_model * m.head_dim * m.n_kv_heads * (1 / m.n_kv_heads - 1 / 64)
+    state = ("weights", "gradients", "master_weights", "optimizer_state")
+    moved = sum(wide.memory_breakdown[k] - even.memory_breakdown[k] for k in state)
+    recipe = memory.state_recipe(wide.state_recipe)
+    per_param = recipe.weight_bytes + recipe.gradient_bytes + recipe.master_bytes + recipe.optimizer_bytes
+    assert moved == pytest.approx(extra_params * per_param, rel=1e-9)
+
+
 def test_bad_options_name_the_argument_and_the_valid_values():
     cases = [
         (dict(schedule="pipedream"), "schedule: unknown value 'pipedream'; valid: gpipe, 1f1b, interleaved"),
@@ -339,6 +354,22 @@ def test_node_limited_routing_and_fp8_dispatch_cut_the_expert_exchange():
     )
     both = explorer.evaluate("DeepSeek-V3", "H800", DEEPSEEK_MESH, 15360 * 4096, **DEEPSEEK_OPTIONS)
     assert both.ep_s < limited.ep_s < full.ep_s
+
+
+@pytest.mark.parametrize(
+    "recompute, reruns",
+    [("none", 0), ("selective", 0), ("deepseek_v3", 0), ("full", 1), ("nothing_saveable", 1), ("minimal", 1)],
+)
+def test_a_policy_that_recomputes_the_moe_block_runs_its_exchanges_again(recompute, reruns):
+    # the forward's dispatch and combine run again in the backward where the MoE block is
+    # recomputed: six exchanges per layer instead of four, each of the same size
+    # (DeepSeek-V3's recipe caches the dispatched tokens, so it keeps four)
+    model = "DeepSeek-V3" if recompute == "deepseek_v3" else "Mixtral 8x22B"
+    mesh = {"fsdp": 4, "ep": 2}
+    base = explorer.evaluate(model, "MI355X", mesh, 262_144, recompute="none")
+    cand = explorer.evaluate(model, "MI355X", mesh, 262_144, recompute=recompute)
+    assert timing.expert_exchange_reruns(recompute) == reruns
+    assert cand.ep_s == pytest.approx(base.ep_s * (4 + 2 * reruns) / 4, rel=1e-12)
 
 
 # --- the bound and the expectation (W3, W12, E.8) ------------------------------------------
@@ -559,6 +590,42 @@ def test_command_line_bad_or_huge_inputs_end_quickly(args, message):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_odd_input_files_are_one_line_not_a_traceback(tmp_path):
+    """The reliability probe's files: valid JSON or TOML nested thousands deep,
+    a non-string _name_or_path, a file that never ends (/dev/zero) and an
+    infinite figure each end as one line naming the file, exit code 2."""
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"model_type": "llama", "x": ' + "[" * 3000 + "]" * 3000 + "}")
+    named = tmp_path / "named.json"
+    config = {"model_type": "llama", "_name_or_path": 5, "hidden_size": 4096, "num_hidden_layers": 32}
+    named.write_text(json.dumps({**config, "num_attention_heads": 32, "vocab_size": 32000, "intermediate_size": 11008}))
+    endless = tmp_path / "endless.json"
+    endless.symlink_to("/dev/zero")
+    deep_toml = tmp_path / "deep.toml"
+    deep_toml.write_text("a = " + "[" * 3000 + "]" * 3000)
+    infinite = tmp_path / "infinite.toml"
+    h100 = accelerator_file.to_toml("H100").replace('name = "H100"', 'name = "Infinite"', 1)
+    infinite.write_text(re.sub(r"(\[bf16_dense_flops_per_s\]\nvalue = )\S+", r"\1inf", h100))
+    cases = [
+        (("--config", str(deep), "H100", "64", "4M"), f"error: config: {deep}: nested too deeply to be a config"),
+        (("--config", str(named), "H100", "64", "4M"), f"error: {named}: _name_or_path must be a string"),
+        (("--config", str(endless), "H100", "64", "4M"), f"error: config: {endless}: longer than"),
+        (("LLaMA-3 8B", str(deep_toml), "64", "4M"), f"error: {deep_toml}: nested too deeply"),
+        (
+            ("LLaMA-3 8B", str(infinite), "64", "4M"),
+            f"error: {infinite}: bf16_dense_flops_per_s.value must be a finite",
+        ),
+    ]
+    for args, message in cases:
+        result = _cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.startswith(message) and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    form = {"model": "LLaMA-3 8B", "accelerator": "H100", "n_devices": "64", "seq_len": "4096", "batch_seqs": 5}
+    assert page.plan(form) == {"ok": False, "error": "batch_seqs: must be text, got int"}
+    assert page.plan([1])["error"] == "form: must be an object of the page's fields, got list"
+    assert page.plan("[" * 3000 + "]" * 3000) == {"ok": False, "error": "form: nested too deeply"}
+
+
 def test_search_of_huge_device_counts_is_bounded():
     for n in (10**12, 2**53, 2**40):
         start = time.perf_counter()
@@ -670,3 +737,40 @@ def test_a_flag_for_one_input_may_stand_between_the_others():
     before = _cli("--accelerator-file", path, "LLaMA-3 70B", "256", "4M", "--top", "2")
     assert after.returncode == 0 and before.returncode == 0, after.stderr
     assert after.stdout == before.stdout
+
+
+def test_flags_must_be_booleans_and_mla_widths_counts():
+    # the reliability probe: 'no' and "False" read as true, and MLA(-1, 0, 0, 0, 0) gave negative
+    # parameter counts, silently
+    with pytest.raises(ValueError, match="x.tied_embeddings: must be True or False, got 'no'"):
+        models.Model("x", "llama3", 4096, 14336, 32, 32, 8, 128, 128256, tied_embeddings="no")
+    with pytest.raises(ValueError, match="mla.q_lora_rank: must be an integer >= 0, got -1"):
+        models.MLA(-1, 0, 0, 0, 0)
+    with pytest.raises(ValueError, match="x.mla: must be a models.MLA or None, got 'x'"):
+        models.Model("x", "llama3", 4096, 14336, 32, 32, 8, 128, 128256, mla="x")
+    with pytest.raises(ValueError, match="sequence_parallel: must be True or False, got 'False'"):
+        explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 8, "tp": 8}, 2**22, sequence_parallel="False")
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("64", "4M", "--mesh", "fsdp=64", "--rank", "fsdp=8,tp=8"), "error: --rank: ranks a mesh among the search's"),
+        (("64", "4M", "--json", "--rank", "fsdp=8,tp=8"), "error: --rank: prints a line under the table"),
+        (
+            ("64", "--batch-seqs", "7", "--mesh", "fsdp=64"),
+            "error: batch: 7 sequences of 4096 over 64 data-parallel ranks (dp × fsdp × ep) leave less than one",
+        ),
+    ],
+)
+def test_messages_name_the_flag_and_the_counts(args, message):
+    # the reliability probe: --rank beside --mesh blamed --axes, --rank vanished under --json, and
+    # too small a batch was reported in the API's words (global_tokens) without its counts
+    result = _cli("LLaMA-3 70B", "H100", *args)
+    assert result.returncode == 2 and result.stderr.startswith(message), result.stderr
+
+
+def test_an_accelerator_file_flag_names_its_rule():
+    result = _cli("LLaMA-3 70B", "--accelerator-file", "foo", "64", "4M")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: --accelerator-file: must end in .toml or .json, got 'foo'"), result.stderr

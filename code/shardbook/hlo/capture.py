@@ -129,8 +129,9 @@ def _backend_notes(dtype, after_text, cpu_after):
             )
     if re.search(r"dynamic-slice\(%all-reduce", after_text):
         notes.append(
-            "CPU backend: the gradient is reduced with an all-reduce whose result each device "
-            "then slices (dynamic-slice) to its own shard; a GPU pipeline forms a reduce-scatter here."
+            "The SPMD partitioner (the same on every backend) reduces the gradient with an all-reduce whose "
+            "result each device then slices (dynamic-slice) to its own shard; a GPU compilation fuses the pair "
+            "into a reduce-scatter in a later pass (ReduceScatterCreator), which the CPU backend does not run."
         )
     return notes
 

@@ -66,7 +66,8 @@ ASSUMPTIONS = f"""\
   block's activations per layer, 6 with full recomputation, each a
   reduce-scatter and an all-gather with sequence parallelism, which NVLink
   SHARP does not speed up; K and V replicated beyond the KV heads) and EP (dispatch and combine, forward and
-  backward; optionally node-limited and with FP8 dispatch) sit on the
+  backward, and the forward's pair again where the policy recomputes the MoE block: full and every MaxText
+  policy; optionally node-limited and with FP8 dispatch) sit on the
   critical path unless tp_comm_overlap or ideal_overlap (collective matmul)
   overlaps TP, and ideal_overlap or DualPipe overlaps EP (the bound hides
   them then; the expectation leaves the shares above exposed). PP adds its schedule's

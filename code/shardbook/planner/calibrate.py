@@ -67,7 +67,7 @@ MATMUL_EFFICIENCY = {
         "measured.SUSTAINED's 0.73 is matmuls alone",
     ),
     "H800": Figure(
-        0.30,
+        0.29,
         "fit",
         "validation.fit_matmul_efficiency on DeepSeek-V3 (the only H800 run: FP8 matmuls with 1x128 and 128x128 "
         "scaling tiles, over the BF16 peak, at the FP8 speedup H100's FP8 run fits)",
@@ -88,7 +88,7 @@ MATMUL_EFFICIENCY = {
         "measured.SUSTAINED's 0.67 is printed approximate (≈)",
     ),
     "TPU v6e": Figure(
-        0.62,
+        0.63,
         "fit",
         "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 2 70B, Llama 3.1 70B, Mixtral 8x22B)",
     ),
@@ -239,7 +239,7 @@ HBM_BYTES_PER_S = {
 # (narayanan2021megatron Table 1: 44 % of peak at 1.7B, 52 % at 1T;
 # megatron-lm-readme: 41 % MFU at 1.7B, 47-48 % for the largest).
 ELEMENTWISE_PASSES = Figure(
-    3.05,
+    3.04,
     "fit",
     "validation.fit_elementwise_passes on the whole calibration set (every accelerator's η refitted at each trial)",
 )

@@ -29,7 +29,7 @@ import dataclasses
 import functools
 import math
 
-from .. import _validate, collectives, fabric, hardware, models, moe, training
+from .. import _validate, collectives, fabric, hardware, memory, models, moe, training
 from ..hardware import Sourced
 from . import calibrate, memory_plan
 from .placement import Placement
@@ -409,13 +409,15 @@ def communication_s(lay, recompute, calibrated=False):
     # expert parallelism: dispatch and combine, forward and backward, per MoE layer, as
     # moe.scale_out_exchange_bytes_per_token counts them: the two dispatch-direction exchanges
     # (the forward dispatch, the backward's output gradients) in FP8 with fp8_dispatch, the two
-    # combine-direction ones in BF16; node-limited routing sends min(top_k, limit, nodes) copies
+    # combine-direction ones in BF16; node-limited routing sends min(top_k, limit, nodes) copies.
+    # A policy that recomputes the MoE block runs the forward's pair again (expert_exchange_reruns)
     out["ep"] = 0.0
     if moe_layers_here and mesh["ep"] > 1:
         dispatch_bytes = 1 if lay.fp8_dispatch else 2
         four = 2 * sum(
             moe.routed_bytes_per_device(tokens_mb / tp, m.top_k, m.d_model, element) for element in (dispatch_bytes, 2)
-        )  # bytes of the four all-to-alls
+        )  # bytes of the four all-to-alls; a rerun pair moves half as many
+        exchanges = 4 + 2 * expert_exchange_reruns(recompute)
         limit = None
         if lay.routing_node_limit is not None and where["ep"].n_domains > 1:
             nodes = where["ep"].n_domains
@@ -427,7 +429,7 @@ def communication_s(lay, recompute, calibrated=False):
             "all_to_all",
             four / 4,
             where["ep"],
-            4 * moe_layers_here * calls,
+            exchanges * moe_layers_here * calls,
             calibrated=calibrated,
             node_limit=limit,
         )
@@ -440,6 +442,21 @@ def communication_s(lay, recompute, calibrated=False):
     return out
 
 
+def expert_exchange_reruns(recompute):
+    """How many times a recomputation policy runs an MoE layer's forward
+    dispatch and combine again in its backward pass: once under Megatron's
+    'full' (the whole forward reruns) and under every JAX/MaxText policy
+    (memory.RECOMPUTE kind 'named': no checkpoint name tags the dispatched
+    tokens, which the experts' weight gradients read, and the router's
+    gradient reads the experts' outputs back on the tokens' side, so both
+    exchanges run again); never under 'none', 'selective' (the attention
+    core only) or DeepSeek-V3's recipe, which caches the dispatched
+    activations in FP8 and forms the router's gradient from the experts'
+    own backward (memory.DEEPSEEK_V3_RECIPE)."""
+    policy = memory.recompute_policy(recompute)
+    return 1 if policy.name == "full" or policy.kind == "named" else 0
+
+
 def eager_scores_hbm_s(lay, recompute, hbm_bytes_per_s):
     """Seconds per step one device spends moving eager attention's scores
     through HBM (the expectation only; a flash kernel keeps them on chip).
@@ -449,8 +466,6 @@ def eager_scores_hbm_s(lay, recompute, hbm_bytes_per_s):
     attention core writes them once more. Layers of the deepest stage, every
     microbatch of the step, at the spec HBM bandwidth.
     Ref: korthikanti2022reducing, narayanan2021megatron."""
-    from .. import memory
-
     check_layout(lay)
     _validate.positive("hbm_bytes_per_s", hbm_bytes_per_s)
     m, mesh = lay.model, lay.mesh

@@ -240,9 +240,9 @@ def gpipe(mesh, axis, batch_axes, n_microbatches):
     """run_layers for a pipeline: the stacked layers split over `axis` (L/p
     consecutive layers per stage), each data-parallel rank's sequences cut
     into `n_microbatches`. At tick t stage s runs microbatch t−s and passes
-    its output to stage s+1 (one ppermute per tick); p+m−1 ticks in all, and
-    in the first and last p−1 a stage computes on nothing useful: the
-    bubble, here as wasted arithmetic. The last stage's outputs reach every
+    its output to stage s+1 (one ppermute per tick); of the p+m−1 ticks a
+    stage spends p−1 on nothing useful (s at the start, p−1−s at the end):
+    the bubble, here as wasted arithmetic. The last stage's outputs reach every
     stage by a psum over the axis. Autodiff runs the ticks backwards, the
     ppermutes reversed: all forwards, then all backwards, as GPipe does."""
     p, m = mesh.shape[axis], n_microbatches
