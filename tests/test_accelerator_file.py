@@ -102,6 +102,8 @@ def test_a_renamed_tpu_template_plans_as_its_preset_does(preset, tmp_path):
     path = tmp_path / "our-tpu.toml"
     path.write_text(text + f'\n[calibration]\nbased_on = "{preset}"\n')
     ours = accelerator_file.from_file(path)
+    topology = ("torus_dims", "torus_wraparound_side", "torus_wraparound_rule", "largest_slice_devices")
+    assert [getattr(ours, f) for f in topology] == [getattr(hardware.get(preset), f) for f in topology]
     mine = explorer.explore("LLaMA-3 8B", ours, 256, 2**22)[:3]
     theirs = explorer.explore("LLaMA-3 8B", preset, 256, 2**22)[:3]
     assert [(c.label, c.expected_step_s, c.step_s) for c in mine] == [
@@ -131,3 +133,8 @@ def test_missing_fields_and_bad_files(tmp_path):
     bad.write_text("[1]")
     with pytest.raises(ValueError, match="must hold a table of the Accelerator's fields, got list"):
         accelerator_file.from_file(bad)
+
+
+def test_a_wraparound_rule_off_a_torus_names_the_field_given():
+    with pytest.raises(ValueError, match="torus_wraparound_rule: only a torus has a wraparound rule"):
+        accelerator_file.from_dict({**_h100_like(), "torus_wraparound_rule": "full_axis"})

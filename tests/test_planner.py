@@ -761,6 +761,21 @@ def test_flags_must_be_booleans_and_mla_widths_counts():
             ("64", "--batch-seqs", "7", "--mesh", "fsdp=64"),
             "error: batch: 7 sequences of 4096 over 64 data-parallel ranks (dp × fsdp × ep) leave less than one",
         ),
+        (
+            (
+                "64",
+                "256K",
+                "--seq-len",
+                "8192",
+                "--mesh",
+                "fsdp=8,pp=8",
+                "--schedule",
+                "interleaved",
+                "--n-virtual",
+                "2",
+            ),
+            "error: n_microbatches: interleaving (n_virtual=2) needs at least n_stages=8 microbatches",
+        ),
     ],
 )
 def test_messages_name_the_flag_and_the_counts(args, message):

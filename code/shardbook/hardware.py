@@ -128,9 +128,9 @@ class Accelerator:
                 )
             _validate.choice("torus_wraparound_rule", self.torus_wraparound_rule, WRAPAROUND_RULES)
         elif self.torus_wraparound_side or self.torus_wraparound_rule:
+            given = "torus_wraparound_side" if self.torus_wraparound_side else "torus_wraparound_rule"
             raise ValueError(
-                f"{self.name}.torus_wraparound_side: only a torus has a wraparound rule "
-                f"(scale_up_fabric is {self.scale_up_fabric!r})"
+                f"{self.name}.{given}: only a torus has a wraparound rule (scale_up_fabric is {self.scale_up_fabric!r})"
             )
 
     def _check_figures(self):

@@ -20,8 +20,6 @@ AXES = ("dp", "fsdp", "tp", "cp", "ep", "pp")
 DEFAULT_ORDER = ("tp", "ep", "cp", "fsdp", "dp", "pp")
 TUPLE_AXES = ("fsdp", "tp", "ep", "pp")
 
-# The largest slice a scheduler grants, where it is smaller than the pod.
-
 
 @dataclass(frozen=True)
 class Placement:

@@ -9,6 +9,8 @@ factorization, and a search that would exceed MAX_MESHES meshes is refused
 rather than run for hours.
 """
 
+import inspect
+
 from .. import _validate, hardware, models, pipeline
 from . import memory_plan
 from .candidate import Candidate, TooFewSequences, evaluate
@@ -111,10 +113,14 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
     tried = _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
     if not tried:
         ranks = mesh.get("dp", 1) * mesh.get("fsdp", 1) * mesh.get("ep", 1)
-        seq_len = options.get("seq_len")
-        seqs = f"{global_tokens / seq_len:g} sequences of {seq_len}" if seq_len else f"{global_tokens:g} tokens"
+        seq_len = options.get("seq_len", inspect.signature(evaluate).parameters["seq_len"].default)
+        if global_tokens / seq_len / ranks >= 1:
+            # each rank has a sequence, yet no size the search tries runs: the smallest says why
+            first = dict(options, micro_batch_seqs=MICRO_BATCH_CHOICES[0])
+            evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **first)
         raise TooFewSequences(
-            f"batch: {seqs} over {ranks} data-parallel ranks (dp × fsdp × ep) leave less than one sequence per rank"
+            f"batch: {global_tokens / seq_len:g} sequences of {seq_len} over {ranks} data-parallel ranks "
+            "(dp × fsdp × ep) leave less than one sequence per rank"
         )
     # fitting first, by the shortest expected step; if none fits, the least memory (what the mesh
     # needs at best); min keeps the first (smallest) size on a tie
