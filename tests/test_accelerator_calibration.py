@@ -335,3 +335,15 @@ def test_a_domain_is_a_whole_number_of_devices():
     assert bad != text
     with pytest.raises(ValueError, match="Half.scale_up_domain_size: must be a whole number of devices, got 7.5"):
         accelerator_file.from_text(bad, "toml", "half.toml")
+
+
+def test_a_reported_capacity_above_the_printed_hbm_read_as_gib_is_refused():
+    # the reliability probe: 1,000 GB of capacity on an 80 GB device was accepted ("764.7 / 1,000 fits");
+    # NVML's 81,559 MiB for the 80 GB H100 (85.5 GB, the preset's own figure) stays allowed
+    big = {"hbm_capacity_bytes": {"value": "1000 GB", "source": "x"}}
+    with pytest.raises(
+        ValueError, match="calibration.hbm_capacity_bytes: 1,000.0 GB is more than the file's hbm_bytes"
+    ):
+        accelerator_file.from_dict(_h100_file("Big", big))
+    nvml = {"hbm_capacity_bytes": {"value": "81559 MiB", "source": "nvidia-smi"}}
+    assert calibrate.hbm_capacity_bytes(accelerator_file.from_dict(_h100_file("Reported", nvml))) == 81559 * 2**20

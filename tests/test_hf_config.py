@@ -105,6 +105,8 @@ def test_bad_configs(tmp_path):
         hf_config.from_hf_config({**good, "hidden_size": -4096})
     with pytest.raises(ValueError, match="num_hidden_layers must be an integer >= 1, got 32.5"):
         hf_config.from_hf_config({**good, "num_hidden_layers": 32.5})
+    with pytest.raises(ValueError, match="hidden_size must be at most 2\\*\\*24 \\(16,777,216\\), got 10{30}"):
+        hf_config.from_hf_config({**good, "hidden_size": 10**30})
     with pytest.raises(ValueError, match="tie_word_embeddings must be true or false, got 'no'"):
         hf_config.from_hf_config({**good, "tie_word_embeddings": "no"})
     with pytest.raises(ValueError, match="n_kv_heads: must divide n_heads \\(32\\), got 5"):

@@ -59,6 +59,11 @@ def _load(config):
     raise ValueError(f"config: must be a dict or the path of a config.json, got {config!r}")
 
 
+# No width, depth, head count or vocabulary of a transformer comes near this (the largest
+# vocabularies hold about 2**18 tokens); a config beyond it is a typo, not a model to price
+MAX_CONFIG_INT = 2**24
+
+
 class _Fields:
     def __init__(self, data, where):
         self.data, self.where = data, where
@@ -66,6 +71,8 @@ class _Fields:
     def _check_int(self, key, value, minimum):
         if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
             raise ValueError(f"{self.where}: {key} must be an integer >= {minimum}, got {value!r}")
+        if value > MAX_CONFIG_INT:
+            raise ValueError(f"{self.where}: {key} must be at most 2**24 ({MAX_CONFIG_INT:,}), got {value!r}")
         return value
 
     def int(self, key, minimum=1):

@@ -408,6 +408,14 @@ def file_calibration(where, accelerator, based_on, figures):
             raise ValueError(f"{where}: calibration.{key}: needs a value and its source")
         if not _in_range(key, figure.value):
             raise ValueError(f"{where}: calibration.{key}: must be {FILE_FIGURES[key][1]}, got {figure.value!r}")
+    capacity = figures.get("hbm_capacity_bytes")
+    if capacity is not None and capacity.value > float(acc.hbm_bytes) * 2**30 / 1e9:
+        # datasheets print GiB as "GB" (an 80 GB H100 reports 81,559 MiB, 85.5 GB): a device reports
+        # at most its printed HBM read as GiB
+        raise ValueError(
+            f"{where}: calibration.hbm_capacity_bytes: {capacity.value / 1e9:,.1f} GB is more than the file's "
+            f"hbm_bytes ({float(acc.hbm_bytes) / 1e9:,.1f} GB) even read as GiB; a device reports at most that"
+        )
     if figures.get("in_switch_reduction") and figures["in_switch_reduction"].value and acc.scale_up_fabric != "switch":
         raise ValueError(
             f"{where}: calibration.in_switch_reduction: true needs scale_up_fabric 'switch' (NVLink SHARP), "
