@@ -209,3 +209,24 @@ def test_a_changed_errata_log_re_executes_the_appendix():
     assert out.returncode == 0, out.stderr
     assert "errata" in inputs
     assert {str(p.relative_to(ROOT)) for p in (ROOT / "errata").glob("*.toml")} <= set(inputs)
+
+
+def test_a_long_list_of_blessed_values_shows_its_first_few_and_a_count(tmp_path):
+    # the page's first visit grew past 870 KB, most of it lists of 70 values that one bless moved; the
+    # page shows three and says how many more the entry holds; authored text stays whole
+    folder = tmp_path / "errata"
+    names = [f"mesh_v{i}" for i in range(12)]
+    said = "; ".join(f"{n} printed “{i}”" for i, n in enumerate(names)) + "."
+    says = "; ".join(f"{n} prints “{i + 1}”" for i, n in enumerate(names)) + "."
+    values = [f"07_choosing_a_mesh:{n}" for n in names]
+    _write(folder, "2026-12-01-long.toml", _good_text(said=said, says=says, values=values))
+    long_prose = "; ".join(["a clause of an authored correction"] * 12) + "."
+    _write(folder, "2026-12-01-prose.toml", _good_text(said=long_prose))
+    text = errata.markdown(errata.load(folder, ROOT), ROOT)
+    assert (
+        "mesh_v0 printed “0”; mesh_v1 printed “1”; mesh_v2 printed “2”; and 9 more (entry `2026-12-01-long.toml`)."
+        in text
+    )
+    assert "mesh_v3 printed" not in text and "`07_choosing_a_mesh:mesh_v0`" not in text
+    assert "12 ledger values, listed in the entry" in text
+    assert long_prose in text

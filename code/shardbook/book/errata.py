@@ -310,6 +310,23 @@ def ordered(entries, root="."):
     )
 
 
+# An entry that `make bless --reason` wrote lists every value it moved, "name printed “a”" one after
+# another; the page shows the first few of a long list and says how many more the entry file holds
+LONG_LIST = 8
+SHOWN_OF_LONG_LIST = 3
+_BLESSED_FRAGMENT = re.compile(r"^\S+ (printed|prints) “")
+
+
+def _shortened(text, file):
+    """`text` itself, or the first SHOWN_OF_LONG_LIST fragments of a long
+    list of blessed values and how many more the entry file holds."""
+    fragments = text.rstrip(".").split("; ")
+    if len(fragments) <= LONG_LIST or not all(_BLESSED_FRAGMENT.match(f) for f in fragments):
+        return text
+    rest = len(fragments) - SHOWN_OF_LONG_LIST
+    return "; ".join(fragments[:SHOWN_OF_LONG_LIST]) + f"; and {rest} more (entry `{file}`)."
+
+
 def markdown(entries, root="."):
     """The appendix's body in MyST (myst-nb parses a cell's Markdown output as
     MyST): one heading per date, newest first, one entry per correction with
@@ -325,9 +342,9 @@ def markdown(entries, root="."):
             current = entry.date
             lines += [f"## {_long_date(entry.date)}", ""]
         lines.append(place(entry, root))
-        lines.append(f": **Said:** {entry.said}")
+        lines.append(f": **Said:** {_shortened(entry.said, entry.file)}")
         lines.append("")
-        lines.append(f"  **Says now:** {entry.says}")
+        lines.append(f"  **Says now:** {_shortened(entry.says, entry.file)}")
         lines.append("")
         why = f"  **Why:** {entry.why}"
         if entry.sources:
@@ -338,7 +355,9 @@ def markdown(entries, root="."):
             notes = []
             if entry.review:
                 notes.append(f"review item {entry.review}")
-            if entry.values:
+            if len(entry.values) > LONG_LIST:
+                notes.append(f"{len(entry.values)} ledger values, listed in the entry")
+            elif entry.values:
                 noun = "value" if len(entry.values) == 1 else "values"
                 notes.append(f"ledger {noun} " + ", ".join(f"`{v}`" for v in entry.values))
             note = "; ".join(notes)
