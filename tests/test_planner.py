@@ -789,3 +789,14 @@ def test_an_accelerator_file_flag_names_its_rule():
     result = _cli("LLaMA-3 70B", "--accelerator-file", "foo", "64", "4M")
     assert result.returncode == 2
     assert result.stderr.startswith("error: --accelerator-file: must end in .toml or .json, got 'foo'"), result.stderr
+
+
+def test_a_capacity_factor_beyond_every_token_is_refused_by_name():
+    # the reliability probe: capacity_factor=1e300 was reported as an infinite math_s
+    m = models.get("Mixtral 8x7B")
+    with pytest.raises(ValueError, match=r"capacity_factor: at most n_experts / top_k = 4 for Mixtral 8x7B"):
+        explorer.evaluate(m, "H100", {"fsdp": 8, "ep": 8}, 2**22, capacity_factor=1e300)
+    # the largest allowed factor is priced: every expert computes a capacity of all the tokens
+    edge = explorer.evaluate(m, "H100", {"fsdp": 8, "ep": 8}, 2**22, capacity_factor=m.n_experts / m.top_k)
+    base = explorer.evaluate(m, "H100", {"fsdp": 8, "ep": 8}, 2**22, capacity_factor=1.0)
+    assert math.isfinite(edge.math_s) and edge.math_s > base.math_s

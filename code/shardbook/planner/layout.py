@@ -130,6 +130,12 @@ def layout(
             f"(none in planner.calibrate.FP8_PEAK_RATIO or its file's calibration); use 'bf16'"
         )
     _validate.positive("capacity_factor", capacity_factor)
+    if m.is_moe and capacity_factor > m.n_experts / m.top_k:
+        # capacity c·k·T/E above T: an expert would hold room for more tokens than the batch has
+        raise ValueError(
+            f"capacity_factor: at most n_experts / top_k = {m.n_experts / m.top_k:g} for {m.name} "
+            f"(an expert's capacity c·k·T/E cannot exceed the T tokens), got {capacity_factor!r}"
+        )
     _validate.choice("loss_logits", loss_logits, memory_plan.LOSS_LOGITS)
     if routing_node_limit is not None:
         _validate.count("routing_node_limit", routing_node_limit)
