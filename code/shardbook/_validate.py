@@ -65,6 +65,14 @@ def fraction(name, value):
     return value
 
 
+def boolean(name, value):
+    """`value` itself if it is a bool; else a ValueError naming `name` (a
+    string such as "False" or a 0/1 would silently read as a flag)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name}: must be True or False, got {value!r}")
+    return value
+
+
 def choice(name, value, options):
     if value not in options:
         raise ValueError(f"{name}: unknown value {value!r}; valid: {', '.join(options)}")

@@ -217,22 +217,15 @@ def from_dict(data, where="accelerator"):
 
 def from_text(text, fmt, where="accelerator"):
     """An Accelerator from the text of a file in `fmt` 'toml' or 'json'."""
-    if fmt == "toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValueError(f"{where}: not valid TOML ({exc})") from None
-        except RecursionError:
-            raise ValueError(f"{where}: nested too deeply to be an accelerator file") from None
-    elif fmt == "json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
-        except RecursionError:
-            raise ValueError(f"{where}: nested too deeply to be an accelerator file") from None
-    else:
-        raise ValueError(f"fmt: unknown value {fmt!r}; valid: toml, json")
+    _validate.choice("fmt", fmt, ("toml", "json"))
+    try:
+        data = tomllib.loads(text) if fmt == "toml" else json.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{where}: not valid TOML ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    except RecursionError:
+        raise ValueError(f"{where}: nested too deeply to be an accelerator file") from None
     return from_dict(data, where)
 
 

@@ -80,8 +80,7 @@ class Model:
                 if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
                     raise ValueError(f"{self.name}.{f.name}: must be an integer >= {minimum}, got {value!r}")
             elif f.type == "bool" or f.type is bool:
-                if not isinstance(getattr(self, f.name), bool):
-                    raise ValueError(f"{self.name}.{f.name}: must be True or False, got {getattr(self, f.name)!r}")
+                _validate.boolean(f"{self.name}.{f.name}", getattr(self, f.name))
         if self.mla is not None and not isinstance(self.mla, MLA):
             raise ValueError(f"{self.name}.mla: must be a models.MLA or None, got {self.mla!r}")
         if self.top_k > self.n_experts:

@@ -310,7 +310,7 @@ def fit_matmul_efficiency(accelerator, runs=None, low=0.2, high=1.0, tol=1e-4):
     search; everything else at its calibrate.py value."""
     name = hardware.get(accelerator).name
     _validate.positive("low", low)
-    _validate.positive("tol", tol)
+    _check_tol(tol)
     if not low < high <= 2:
         raise ValueError(f"high: must lie above low ({low}) and at most 2, got {high}")
     runs = efficiency_runs(name) if runs is None else list(runs)
@@ -348,7 +348,6 @@ def _check_tol(tol):
 
 
 def _golden(function, low, high, tol):
-    _check_tol(tol)
     g = (math.sqrt(5) - 1) / 2
     a, b = low, high
     c, d = b - g * (b - a), a + g * (b - a)
@@ -385,7 +384,7 @@ def fit_elementwise_passes(low=0.5, high=8.0, tol=0.01):
     every trial; golden-section search. One figure for every accelerator:
     it counts the kernels between the matmuls, not a chip."""
     _validate.positive("low", low)
-    _validate.positive("tol", tol)
+    _check_tol(tol)
     if not low < high <= 50:
         raise ValueError(f"high: must lie above low ({low}) and at most 50, got {high}")
     return _golden(_calibration_error_sq, low, high, tol)
@@ -398,7 +397,7 @@ def fit_fp8_speedup(runs=None, low=1.0, high=2.0, tol=1e-4):
     the math (the matmuls) when they run in FP8, not of the whole step:
     the planner prices the work between the matmuls apart."""
     _validate.positive("low", low)
-    _validate.positive("tol", tol)
+    _check_tol(tol)
     if not low < high <= 4:
         raise ValueError(f"high: must lie above low ({low}) and at most 4, got {high}")
     runs = fp8_speedup_runs() if runs is None else list(runs)

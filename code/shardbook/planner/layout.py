@@ -112,8 +112,7 @@ def layout(
         "tp_comm_overlap": tp_comm_overlap,
     }
     for name, value in flags.items():
-        if not isinstance(value, bool):  # a string such as "False" would read as true
-            raise ValueError(f"{name}: must be True or False, got {value!r}")
+        _validate.boolean(name, value)
     _validate.positive("global_tokens", global_tokens)
     _validate.count("seq_len", seq_len)
     _validate.count("micro_batch_seqs", micro_batch_seqs)

@@ -9,8 +9,6 @@ factorization, and a search that would exceed MAX_MESHES meshes is refused
 rather than run for hours.
 """
 
-import inspect
-
 from .. import _validate, hardware, models, pipeline
 from . import memory_plan
 from .candidate import Candidate, TooFewSequences, evaluate
@@ -113,7 +111,7 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
     tried = _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
     if not tried:
         ranks = mesh.get("dp", 1) * mesh.get("fsdp", 1) * mesh.get("ep", 1)
-        seq_len = options.get("seq_len", inspect.signature(evaluate).parameters["seq_len"].default)
+        seq_len = options.get("seq_len", 4096)  # evaluate's default, as _usable reads it
         if global_tokens / seq_len / ranks >= 1:
             # each rank has a sequence, yet no size the search tries runs: the smallest says why
             first = dict(options, micro_batch_seqs=MICRO_BATCH_CHOICES[0])
