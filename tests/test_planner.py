@@ -525,7 +525,9 @@ def test_command_line_expresses_and_ranks_llama3s_own_layout():
         "--rank", "fsdp=128,tp=8,pp=16",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    header = result.stdout.splitlines()[3].split()
+    lines = result.stdout.splitlines()
+    assert lines[2] == "Options: --micro-batch 1, --schedule interleaved, --n-virtual 4, --uneven-pipeline"
+    header = lines[4].split()
     assert header[:4] == ["mesh", "fits", "memory", "/"]
     assert "fsdp 128 × tp 8 × pp 16 ranks" in result.stdout
     one = _cli("LLaMA-3 405B", "H100", "16384", "16777216", "--seq-len", "8192", "--uneven-pipeline",

@@ -221,7 +221,7 @@ def test_the_page_runs_the_same_planner_and_refuses_in_one_sentence():
     form = {"model": "LLaMA-3 8B", "config": config, "accelerator": "H100", "n_devices": "64",
             "batch": "4M", "batch_seqs": "", "seq_len": "4096"}  # fmt: skip
     result = page.plan(json.dumps(form))
-    assert result["ok"] and "published for Mixtral-8x7B-v0.1: 46.70 B [jiang2024mixtral]" in result["model"]
+    assert result["ok"] and "the shapes of Mixtral-8x7B-v0.1, published: 46.70 B [jiang2024mixtral]" in result["model"]
     best = result["top"][0]
     assert sum(best["time_s"].values()) == pytest.approx(best["expected_step_s"])
     assert best["hbm_bytes"] == calibrate.hbm_capacity_bytes("H100") and all(
@@ -246,3 +246,101 @@ def test_explain_names_the_pipeline_stage_that_holds_the_most():
     data = json.loads(_cli(*args, "--json").stdout)
     assert data["memory_device"].startswith("stage ")
     assert f"HBM ({data['memory_device']}, the device that holds the most):" in text.stdout
+
+
+# ---------------------------------------------------------------- a practitioner's trial (session 17)
+
+
+def _lines(capsys, *args):
+    from shardbook.planner import cli
+
+    assert cli.main(list(args)) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+def test_the_header_names_the_options_given_and_those_that_change_nothing(capsys):
+    # the header and the assumptions were byte-identical to a default run's whatever was asked
+    lines = _lines(capsys, "LLaMA-3 8B", "H100", "8", "1M", "--precision", "fp8", "--zero", "1",
+                   "--ideal-overlap", "--fp8-dispatch", "--top", "1")  # fmt: skip
+    assert lines[2] == "Options: --zero 1, --ideal-overlap, --precision fp8; no effect on a dense model: --fp8-dispatch"
+    default = _lines(capsys, "LLaMA-3 8B", "H100", "8", "1M", "--top", "1")
+    assert not any(line.startswith("Options:") for line in default)
+    moe = _lines(capsys, "Mixtral 8x7B", "H100", "64", "4M", "--fp8-dispatch", "--top", "1")
+    assert moe[2] == "Options: --fp8-dispatch"
+
+
+def test_a_batch_the_ranks_do_not_divide_is_said_under_the_table(capsys):
+    # 256 sequences over 7 ranks: priced at 36.57 microbatches with one generic assumption's word
+    lines = _lines(capsys, "LLaMA-3 8B", "H100", "7", "1M", "--mesh", "fsdp=7")
+    note = next(line for line in lines if line.startswith("The batch does not split"))
+    assert "fsdp 7 (36.57)" in note and "a run needs a batch the ranks divide" in note
+    even = _lines(capsys, "LLaMA-3 8B", "H100", "8", "1M", "--top", "3")
+    assert not any(line.startswith("The batch does not split") for line in even)
+
+
+def test_rank_says_why_a_mesh_is_not_a_candidate(capsys):
+    # DeepSeek-V3's own mesh: 61 layers on 16 stages needs uneven stages, which the hint did not say
+    lines = _lines(capsys, "DeepSeek-V3", "H800", "2048", "--batch-seqs", "15360", "--rank", "dp=2,ep=64,pp=16",
+                   "--axes", "dp,fsdp,ep,pp", "--top", "1")  # fmt: skip
+    assert next(t for t in lines if t.startswith("dp 2 × ep 64 × pp 16")) == (
+        "dp 2 × ep 64 × pp 16: not among the candidates: mesh['pp']: 16 must divide the layers of DeepSeek-V3 (61) "
+        "(or allow uneven stages: uneven_pipeline, --uneven-pipeline)"
+    )
+    # a mesh that fits nowhere, among candidates none of which fit
+    lines = _lines(capsys, "LLaMA-3 405B", "H100", "8", "1M", "--rank", "fsdp=8")
+    assert any(t.startswith("fsdp 8 does not fit, nor does any candidate: expected ") for t in lines)
+
+
+def test_a_closed_pipe_ends_the_command_quietly():
+    result = subprocess.run(
+        f"{sys.executable} -m shardbook.explorer 'LLaMA-3 8B' H100 8 1M --top 50 | head -1",
+        shell=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.stdout.startswith("LLaMA-3 8B on 8 × H100")
+    assert "Traceback" not in result.stderr and "BrokenPipeError" not in result.stderr, result.stderr
+
+
+def test_an_accelerator_name_close_to_a_preset_is_suggested():
+    _refused(_cli("LLaMA-3 8B", "v5p", "64", "4M"), "accelerator: unknown preset 'v5p'; did you mean 'TPU v5p'")
+    _refused(_cli("LLaMA-3 8B", "h100", "64", "4M"), "accelerator: unknown preset 'h100'; did you mean 'H100'")
+    _refused(_cli("LLaMA-3 8B", "xyz", "64", "4M"), "accelerator: unknown preset 'xyz'; known: MI355X")
+
+
+def test_h800_plans_carry_the_single_run_caveat(capsys):
+    # H800's η is DeepSeek-V3's alone: a dense BF16 plan there came out 67 % slower than on H100 with no word
+    h800 = _lines(capsys, "LLaMA-3 8B", "H800", "8", "1M", "--top", "1")
+    assert h800[2].startswith(
+        f"H800's matmul efficiency ({calibrate.MATMUL_EFFICIENCY['H800'].value:.2f}) is fitted on one run"
+    )
+    assert f"sustains {calibrate.MATMUL_EFFICIENCY['H100'].value:.2f} in H100's" in h800[2]
+    assert calibrate.single_run_caveat("H100") == "" == inputs.accelerator_note("TPU v5p")
+
+
+def test_the_template_says_how_to_keep_the_presets_calibration(tmp_path, capsys):
+    template = accelerator_file.to_toml("H100")
+    assert template.startswith("# A template: give the accelerator a name of its own")
+    assert accelerator_file.from_text(template, "toml", "same.toml").name == "H100"  # the comment changes nothing
+    # done as the comment says, a renamed copy plans as the preset does
+    path = tmp_path / "ours.toml"
+    path.write_text(template.replace('name = "H100"', 'name = "Ours"', 1) + '\n[calibration]\nbased_on = "H100"\n')
+    ours = _lines(capsys, "LLaMA-3 8B", str(path), "64", "4M", "--top", "3")
+    preset = _lines(capsys, "LLaMA-3 8B", "H100", "64", "4M", "--top", "3")
+
+    def table(lines):
+        start = next(i for i, t in enumerate(lines) if t.startswith("mesh "))
+        return lines[start : start + 5]
+
+    assert table(ours) == table(preset)
+    assert ours[2].startswith("Ours's calibration: from H100 (based_on)")
+
+
+def test_a_config_of_another_release_with_the_same_shapes_is_not_named_as_it(tmp_path):
+    # Qwen2-7B and Qwen2.5-7B share every shape: a Qwen2-7B config was labelled "published for Qwen2.5-7B"
+    config = {"model_type": "qwen2", "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+              "num_attention_heads": 28, "num_key_value_heads": 4, "vocab_size": 152064, "tie_word_embeddings": False}  # fmt: skip
+    path = tmp_path / "qwen2-7b.json"
+    path.write_text(json.dumps(config))
+    line = inputs.model_line(inputs.read_model(str(path)))
+    assert line.endswith("; the shapes of Qwen2.5-7B, published: 7.62 B [qwen2024qwen25]"), line
+    named = inputs.model_line(inputs.read_model(str(CONFIGS / "qwen3-30b-a3b.json")))
+    assert "; published for Qwen3-30B-A3B: 30.50 B" in named

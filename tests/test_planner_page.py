@@ -53,7 +53,7 @@ def test_the_planner_page_runs_a_pasted_config(built_book, server, browser):  # 
     )
     assert rows == [c["label"] for c in want["top"]]
     text = tab.inner_text(".shardbook-planner-output")
-    assert want["model"] in text and "published for Mixtral-8x7B-v0.1" in text
+    assert want["model"] in text and "the shapes of Mixtral-8x7B-v0.1, published" in text
     charts = tab.eval_on_selector_all(
         "svg.shardbook-planner-chart",
         "ss => ss.map(s => [s.getAttribute('aria-label'), s.querySelectorAll('rect').length, s.querySelectorAll('line').length])",

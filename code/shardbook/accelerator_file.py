@@ -253,6 +253,15 @@ def to_toml(accelerator):
     if not isinstance(acc, hardware.Accelerator):
         raise ValueError(f"accelerator: must be a preset name or a hardware.Accelerator, got {accelerator!r}")
     lines = []
+    if acc.name in hardware.PRESETS:
+        # a renamed copy has no calibration of its own until it says so (the header line then lists defaults)
+        lines += [
+            "# A template: give the accelerator a name of its own before changing a figure, and add",
+            "#   [calibration]",
+            f'#   based_on = "{acc.name}"',
+            f"# at the end to keep {acc.name}'s calibration (efficiencies, HBM bandwidth and capacity); without it",
+            "# the planner prices the renamed device with its defaults.",
+        ]
     for name in hardware.Accelerator.DESCRIPTIVE:
         value = getattr(acc, name)
         if name.startswith("torus_wraparound") and acc.scale_up_fabric != "torus":

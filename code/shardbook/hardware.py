@@ -10,6 +10,7 @@ bidirectional figure, which lives in its own field and is never mixed in.
 """
 
 import math
+import re
 from dataclasses import dataclass, fields
 
 from . import _validate
@@ -505,7 +506,25 @@ def get(name):
     try:
         return PRESETS[name]
     except (KeyError, TypeError):
-        raise ValueError(f"accelerator: unknown preset {name!r}; known: {', '.join(PRESETS)}") from None
+        raise ValueError(f"accelerator: unknown preset {name!r}; {_nearest(name)}known: {', '.join(PRESETS)}") from None
+
+
+def _nearest(name):
+    """'did you mean ...? ' for the presets whose names are close to
+    `name` (case, spaces, hyphens and a leading 'TPU' aside), else ''."""
+    import difflib
+
+    def fold(text):
+        return re.sub(r"[\s_-]+", "", str(text)).lower().removeprefix("tpu")
+
+    folded = {fold(n): n for n in PRESETS}
+    close = [folded[fold(name)]] if fold(name) in folded else []
+    close += [
+        folded[k]
+        for k in difflib.get_close_matches(fold(name), list(folded), n=3, cutoff=0.6)
+        if folded[k] not in close
+    ]
+    return f"did you mean {' or '.join(repr(n) for n in close[:3])}? " if close else ""
 
 
 def alpha(name):

@@ -146,7 +146,8 @@ class PublishedRun:
     - `sequences_per_step`, `micro_batch_seqs`, `seq_len`: the global batch
       in sequences, the sequences of one microbatch, tokens per sequence.
     - `mfu`: as the source publishes it (model FLOPs over the dense BF16
-      peak; for Llama 3, TFLOP/s per GPU over 989; for SC21, where the paper
+      peak; for Llama 3, the MFU the paper prints beside its TFLOP/s per
+      GPU; for SC21, where the paper
       prints a percentage of peak that counts the recomputed forward, the
       model-FLOPs share derived from it, see `published_peak_fraction`).
     - `recompute`: the run's recomputation policy as memory.RECOMPUTE names

@@ -67,8 +67,14 @@ def dp_loss_scale(n_replicas, global_valid_tokens):
 def model_flops_per_token(model, seq_len, causal=False):
     """Model FLOPs per trained token: 6·N (N active parameters) plus the
     attention scores, 12·L·(heads · head_dim)·s (QKᵀ and the product with V,
-    2·2·s·H·Q per layer forward, times 3 for forward and backward), as PaLM
-    and Megatron-LM count them. `causal` halves the attention term, crediting
+    2·2·s·H·Q per layer forward, times 3 for forward and backward), PaLM's
+    and Megatron-LM's count. N includes the input embedding table, which a
+    token reads by lookup, not by a matmul: for a tied model (PaLM's, the
+    GPT runs') the table is the output layer, counted once, as those counts
+    do; for an untied one (LLaMA) this counts 6·V·D per token that Megatron's
+    formula leaves out (0.4 to 6 % of the presets' FLOPs, most for LLaMA-3
+    8B). predicted.step_flops, which prices a compiled program, takes it
+    off. `causal` halves the attention term, crediting
     only the unmasked half as MaxText does since 2025 and as block-skipping
     kernels compute. No recomputation: this is the numerator of MFU.
     Ref: narayanan2021megatron, chowdhery2022palm, maxtext."""

@@ -27,8 +27,8 @@ two kinds of figure separate because the elementwise work scales with the
 bytes of a layer's activations (s·b·h per layer) and the matmuls with its
 FLOPs (s·b·h² per layer): narrow models spend a larger share of their
 step on the first. calibrate.py holds the fitted values (the tests hold
-them to the fit); the matmul-only fractions of measured.SUSTAINED are
-shown beside them, not used.
+them to the fit); the interactive edition's sustained fractions
+(measured.SUSTAINED) are shown beside them, not used.
 
 Standard library only. Ref: narayanan2021megatron, megatron-lm-readme,
 dubey2024llama3, deepseek2024v3, maxtext-tiering.

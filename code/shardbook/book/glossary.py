@@ -81,7 +81,8 @@ TERMS = (
     ),
     Term(
         "scale-up domain",
-        "The devices joined by the fast fabric of a node, a rack or a TPU slice (xGMI, NVLink, ICI). "
+        "The devices joined by the fast fabric of a node, a rack or a TPU pod (xGMI, NVLink, ICI); "
+        "one TPU job joins a slice of the pod, and a v5p slice cannot span the whole pod (see the presets page). "
         "Collectives inside it run an order of magnitude faster than across the network.",
         patterns=(r"(?i)\bscale-up domains?\b",),
     ),
@@ -151,7 +152,7 @@ TERMS = (
     Term(
         "pipeline parallelism (PP)",
         "The layers are split into stages on different devices and microbatches flow through them; "
-        "only activations cross between stages.",
+        "only activations (forward) and their gradients (backward) cross between stages.",
         patterns=(r"(?i)\bpipeline parallelism\b", r"\bPP\b"),
     ),
     Term(

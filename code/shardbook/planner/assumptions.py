@@ -12,7 +12,10 @@ ASSUMPTIONS = f"""\
   B200, GB200/GB300 NVL72; not H800; an accelerator file's [calibration]
   says whether its own does) as the cheaper of in-switch reduction ((n+1)/n
   of the buffer each way) and the ring, and every
-  overlappable collective hidden; no measured run may beat it. The
+  overlappable collective hidden (TP's and EP's only with ideal_overlap,
+  TP's also with tp_comm_overlap); no run under the same options may beat
+  it, and the validation appendix holds every published run to the
+  ideal_overlap bound. The
   expectation (`expected_step_s`, `expected_mfu`) divides the math by a
   sustained efficiency per accelerator (and, in FP8, by a fitted FP8
   speedup of the matmuls), adds the work between the matmuls

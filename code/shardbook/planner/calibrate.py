@@ -56,7 +56,7 @@ ASSUMED_NOTE = "not fitted: assumed"  # how an assumed figure's note begins
 # math (matmuls, attention kernels); the elementwise work between them is priced
 # apart, at the HBM bandwidth (ELEMENTWISE_PASSES, timing.math_s).
 # Sourced: the interactive edition's hardware table (measured.SUSTAINED, compute), a
-# matmul-only fraction; fitted (validation.fit_matmul_efficiency, the rule in
+# sustained fraction it does not define further; fitted (validation.fit_matmul_efficiency, the rule in
 # shardbook.validation) where published runs exist: A100, H100, H800, TPU v5p, v5e, v6e.
 # tests/test_validation.py holds each fitted value to its fit within 0.01.
 MATMUL_EFFICIENCY = {
@@ -64,7 +64,7 @@ MATMUL_EFFICIENCY = {
         0.50,
         "fit",
         "fitted on the H100 calibration runs (Llama 3 8K; Megatron-Core 1.7B, 16B, 70B, 177B, 462B); "
-        "measured.SUSTAINED's 0.73 is matmuls alone",
+        "measured.SUSTAINED prints 0.73 for H100, a sustained share of peak it does not define further",
     ),
     "H800": Figure(
         0.29,
@@ -110,6 +110,23 @@ MATMUL_EFFICIENCY["H200"] = Figure(
     "not fitted: assumed equal to H100's fit (same GH100 die); no H200 run",
     True,
 )
+
+
+def single_run_caveat(accelerator):
+    """'' or one line for a preset whose η is fitted on one run unlike most
+    plans (the planner prints it under the header): H800's, fitted on
+    DeepSeek-V3 alone, carries that run's fine-grained MoE and FP8 costs."""
+    name = hardware.get(accelerator).name
+    if name != "H800":
+        return ""
+    return (
+        f"H800's matmul efficiency ({MATMUL_EFFICIENCY['H800'].value:.2f}) is fitted on one run, DeepSeek-V3 "
+        "(FP8 matmuls, 256 fine-grained experts), and carries what that run spends beyond the planner's terms; "
+        f"the same GH100 die sustains {MATMUL_EFFICIENCY['H100'].value:.2f} in H100's dense BF16 runs, so a dense "
+        "plan here is likely priced slow"
+    )
+
+
 DEFAULT_MATMUL_EFFICIENCY = Figure(0.65, "assumed", "not fitted: assumed; any accelerator without its own entry", True)
 
 # --- achieved bandwidth -----------------------------------------------------------

@@ -72,9 +72,11 @@ def format_table(candidates, top=None):
     return "\n".join(lines)
 
 
-def rank_line(candidates, mesh):
+def rank_line(candidates, mesh, refused=None):
     """One line saying where `mesh` ranks among ranked `candidates` (fitting
-    ones by expected step time) and how much slower than the best it is."""
+    ones by expected step time) and how much slower than the best it is.
+    `refused`: why pricing the mesh on its own is refused (the ValueError's
+    text), said when the mesh is not among the candidates."""
     target = normalize_mesh(mesh)
     label = " × ".join(f"{k} {v}" for k, v in target.items() if v > 1) or "1 device"
     own = next((c for c in candidates if c.mesh == target), None)
@@ -83,6 +85,8 @@ def rank_line(candidates, mesh):
         given = math.prod(target.values())
         if len(devices) == 1 and given not in devices:
             return f"{label}: not among the candidates: its degrees multiply to {given}, not to the device count {devices.pop()}"
+        if refused:
+            return f"{label}: not among the candidates: {refused}"
         searched = {a for c in candidates for a, d in c.mesh.items() if d > 1}
         off = [a for a, d in target.items() if d > 1 and a not in searched]
         why = (
@@ -92,8 +96,10 @@ def rank_line(candidates, mesh):
         )
         return f"{label}: not among the candidates: {why}"
     fitting = [c for c in candidates if c.fits]
+    if not fitting:
+        return f"{label} does not fit, nor does any candidate: expected {own.expected_step_s * 1e3:,.0f} ms; bound MFU {own.mfu:.1%}"
     faster = sum(c.expected_step_s < own.expected_step_s * (1 - 1e-9) for c in fitting if c is not own)
-    best = min(fitting, key=lambda c: c.expected_step_s) if fitting else own
+    best = min(fitting, key=lambda c: c.expected_step_s)
     slower = own.expected_step_s / best.expected_step_s - 1
     place = (
         f"ranks {1 + faster} of the {len(fitting)} that fit"
@@ -228,7 +234,10 @@ def _parser():
     parser.add_argument("--schedule", default="1f1b", help=f"pipeline schedule: {', '.join(memory_plan.SCHEDULES)}")
     parser.add_argument("--n-virtual", type=int, default=1, help="virtual stages per device (interleaved)")
     parser.add_argument(
-        "--recompute", default=None, help=f"one of {', '.join(memory_plan.RECOMPUTE)} (default: the cheapest that fits)"
+        "--recompute",
+        default=None,
+        help=f"one of {', '.join(memory_plan.RECOMPUTE)} (default: the first of "
+        f"{', '.join(memory_plan.SEARCH_POLICIES)} that fits; the others are priced only when named)",
     )
     parser.add_argument("--attention", default="flash", help="flash (default) or eager")
     parser.add_argument(
@@ -340,6 +349,62 @@ def _one_mesh(args, model, accelerator, tokens, n_devices, options):
     return [evaluate(model, accelerator, mesh, tokens, n_devices=n_devices, **options)], None
 
 
+# the options that change what is priced, as the command line names them; shown in the header when not at their defaults
+PRICED_OPTIONS = (
+    "micro_batch", "schedule", "n_virtual", "recompute", "attention", "state_recipe", "zero", "uneven_pipeline",
+    "keep_gathered_weights", "ideal_overlap", "no_sequence_parallel", "tp_comm_overlap", "no_grad_reduce_overlap",
+    "dense_replicated_over_ep", "routing_node_limit", "fp8_dispatch", "precision", "slices",
+)  # fmt: skip
+MOE_ONLY_OPTIONS = ("dense_replicated_over_ep", "routing_node_limit", "fp8_dispatch")
+
+
+def options_line(args, model):
+    """'' or one line naming the options given away from their defaults
+    (`--precision fp8`, `--ideal-overlap`), those that change nothing for
+    this model (a dense model's expert options) said so."""
+    defaults = vars(_parser().parse_args([]))
+    given, idle = [], []
+    for name in PRICED_OPTIONS:
+        value = getattr(args, name)
+        if value == defaults[name]:
+            continue
+        flag = "--" + name.replace("_", "-")
+        text = flag if value is True else f"{flag} {value}"
+        (idle if name in MOE_ONLY_OPTIONS and not models.get(model).is_moe else given).append(text)
+    line = ", ".join(given)
+    if idle:
+        line += ("; " if line else "") + f"no effect on a dense model: {', '.join(idle)}"
+    return f"Options: {line}" if line else ""
+
+
+def uneven_batch_note(candidates):
+    """'' or one line for candidates whose data-parallel ranks get a batch
+    that does not split into whole microbatches: priced at the average, which
+    a real run cannot do."""
+    uneven = [c for c in candidates if abs(c.n_microbatches - round(c.n_microbatches)) > 1e-9]
+    if not uneven:
+        return ""
+    shown = ", ".join(f"{c.label} ({c.n_microbatches:.4g})" for c in uneven[:3])
+    more = f" and {len(uneven) - 3} more" if len(uneven) > 3 else ""
+    return (
+        f"The batch does not split into whole microbatches on {shown}{more}: each is priced at the average "
+        "number of microbatches per data-parallel rank; a run needs a batch the ranks divide"
+    )
+
+
+def _refusal(model, accelerator, mesh, tokens, n_devices, options):
+    """Why pricing `mesh` alone is refused (the first line of the error),
+    or None."""
+    from .candidate import evaluate
+
+    options = dict(options, micro_batch_seqs=options.get("micro_batch_seqs") or 1)
+    try:
+        evaluate(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
+    except (ValueError, TypeError) as error:
+        return str(error).splitlines()[0]
+    return None
+
+
 def _check_flag_combinations(args):
     """One ValueError for flags that cannot go together."""
     if args.explain and args.mesh is None:
@@ -355,7 +420,6 @@ def main(argv=None):
     print the ranked meshes (or one, with --mesh; its breakdown with
     --explain); bad input is one line on stderr and exit code 2."""
     from .candidate import TooFewSequences
-    from .explain import format_explain
     from .search import explore
 
     # intermixed: MODEL, N_DEVICES and BATCH may stand on either side of a flag that stands for another
@@ -390,13 +454,15 @@ def main(argv=None):
         )
         target = _parse_mesh(args.rank) if args.rank is not None else None
         axes = _parse_axes(args.axes)
-        explained = None
+        explained = refused = None
         if args.mesh is not None:
             found, explained = _one_mesh(args, model, accelerator, tokens, n_devices, options)
         else:
             found = explore(model, accelerator, n_devices, tokens, axes=axes, **options)
             if not found:
                 raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options))
+            if target is not None and all(c.mesh != target for c in found):
+                refused = _refusal(model, accelerator, target, tokens, n_devices, options)
     except TooFewSequences as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -405,6 +471,14 @@ def main(argv=None):
         return 2
     if args.json:
         return _print_json(found[: args.top], explained)
+    return _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, explained, target, refused)
+
+
+def _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, explained, target, refused):
+    """The header, the table (or --explain's breakdown), the notes under it
+    and the assumptions; 0."""
+    from .explain import format_explain
+
     usable = calibrate.hbm_capacity_bytes(accelerator)
     reported = "" if usable == accelerator.hbm_bytes else f", {usable / 1e9:,.1f} GB as the device reports it"
     print(
@@ -413,16 +487,20 @@ def main(argv=None):
         f"{len(found)} mesh{'' if len(found) == 1 else 'es'}"
     )
     print(inputs.model_line(model))
-    if inputs.accelerator_note(accelerator):
-        print(inputs.accelerator_note(accelerator))
+    for line in (inputs.accelerator_note(accelerator), options_line(args, model)):
+        if line:
+            print(line)
     print()
     if explained is not None:
         print(format_explain(*explained))
+        if uneven_batch_note(found):
+            print("\n" + uneven_batch_note(found))
         print("\nAssumptions:\n" + ASSUMPTIONS)
         return 0
     print(format_table(found, args.top))
     notes = (adapted_line(found, args.schedule, args.n_virtual), inputs.no_fit_note(found))
-    notes += (rank_line(found, target) if target is not None else "",)
+    notes += (uneven_batch_note(found[: args.top]),)
+    notes += (rank_line(found, target, refused) if target is not None else "",)
     for note in filter(None, notes):
         print("\n" + note)
     print("\nAssumptions:\n" + ASSUMPTIONS)

@@ -147,7 +147,7 @@ def format_explain(cand, rows, parts, memory):
         f"Mesh {cand.label}: {cand.micro_batch_seqs} sequence(s) per microbatch, "
         f"{cand.n_microbatches:g} microbatches, recompute {cand.recompute}, schedule {cand.schedule}",
         f"Expected step {cand.expected_step_s * 1e3:,.0f} ms (MFU {cand.expected_mfu:.1%}); "
-        f"bound {cand.step_s * 1e3:,.0f} ms (MFU {cand.mfu:.1%}), which no run may beat",
+        f"bound {cand.step_s * 1e3:,.0f} ms (MFU {cand.mfu:.1%}), which no run under these options may beat",
         "",
         "Per axis (bytes: its collectives' buffers times their calls in a step; a device moves about"
         " twice that in a ring all-reduce, about once in an all-gather or reduce-scatter):",

@@ -11,6 +11,7 @@ Ref: hf-transformers; the published totals name their sources below.
 
 import dataclasses
 import os
+import re
 
 from .. import _validate, accelerator_file, hardware, hf_config, models
 from . import calibrate
@@ -151,7 +152,15 @@ def model_line(model):
     found = published_size(m)
     if found:
         release, total, source = found
-        text += f"; published for {release}: {total / 1e9:,.2f} B [{source}]"
+
+        def fold(name):
+            return re.sub(r"[^a-z0-9]", "", name.lower())
+
+        # matched by its shapes: a config named for another release of the same shapes
+        # (Qwen2-7B and Qwen2.5-7B) is not labelled as the one on record
+        named = fold(m.name) in fold(release) or fold(release) in fold(m.name)
+        where = f"published for {release}" if named else f"the shapes of {release}, published"
+        text += f"; {where}: {total / 1e9:,.2f} B [{source}]"
     return text
 
 
@@ -182,10 +191,11 @@ def accelerator_note(accelerator):
     them by preset name; an accelerator file's [calibration] table gives
     them): its file, the preset it is `based_on`, or the default, and which
     it lacks. Of them only the HBM capacity bears on memory, deciding
-    whether a mesh fits. Empty for a preset."""
+    whether a mesh fits. For a preset, its caveat
+    (calibrate.single_run_caveat) or empty."""
     acc = hardware.get(accelerator)
     if acc.name in hardware.names():
-        return ""
+        return calibrate.single_run_caveat(acc)
     own = calibrate.FILE_CALIBRATIONS.get(acc.name)
     by_origin = {"file": [], "based_on": [], "default": [], "none": []}
     for key, label, figure, origin in calibrate.provenance(acc):

@@ -105,7 +105,8 @@ def check_mesh(model, mesh, seq_len, uneven_pipeline=False):
                 raise ValueError(f"mesh['pp']: {mesh['pp']} stages exceed the layers of {m.name} ({m.n_layers})")
             continue
         if total % mesh[axis]:
-            raise ValueError(f"mesh[{axis!r}]: {mesh[axis]} must divide {what} of {m.name} ({total})")
+            uneven = " (or allow uneven stages: uneven_pipeline, --uneven-pipeline)" if axis == "pp" else ""
+            raise ValueError(f"mesh[{axis!r}]: {mesh[axis]} must divide {what} of {m.name} ({total}){uneven}")
 
 
 def prime_factors(n):
