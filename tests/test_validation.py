@@ -409,7 +409,7 @@ def test_mpt_runs_are_held_out_and_their_errors_are_what_chapter_97_says(table):
 
 def test_maxtext_llama2_70b_v6e_row_is_the_linked_recipe():
     # maxtext-tiering: 43.8 % and 900 tokens/s/device; tpu-recipes-llama2-70b-trillium at
-    # 9e458c7: llama2_70b_4096_sc, remat qkv_proj_offloaded, and a log of 9.052 s per step,
+    # 8239ba3: llama2_70b_4096_sc, remat qkv_proj_offloaded, and a log of 9.052 s per step,
     # 402.274 TFLOP/s/device, 905.021 tokens/s/device, total_weights 2,097,152.
     run = measured.run_named("MaxText Llama 2 70B, v6e-256")
     assert (run.mfu, run.tokens_per_s_per_device) == (0.438, 900)

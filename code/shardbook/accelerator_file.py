@@ -260,7 +260,7 @@ def to_toml(accelerator):
             "#   [calibration]",
             f'#   based_on = "{acc.name}"',
             f"# at the end to keep {acc.name}'s calibration (efficiencies, HBM bandwidth and capacity); without it",
-            "# the planner prices the renamed device with its defaults.",
+            "# the planner prices the renamed device with default efficiencies and no HBM bandwidth or FP8 figure.",
         ]
     for name in hardware.Accelerator.DESCRIPTIVE:
         value = getattr(acc, name)

@@ -509,21 +509,28 @@ def get(name):
         raise ValueError(f"accelerator: unknown preset {name!r}; {_nearest(name)}known: {', '.join(PRESETS)}") from None
 
 
+# other names readers use for a preset (Google Cloud's TPU7x for Ironwood, Trillium for v6e)
+ALIASES = {"7x": "Ironwood", "v7": "Ironwood", "v7x": "Ironwood", "trillium": "TPU v6e"}
+
+
 def _nearest(name):
-    """'did you mean ...? ' for the presets whose names are close to
-    `name` (case, spaces, hyphens and a leading 'TPU' aside), else ''."""
+    """'did you mean ...? ' for the presets `name` may mean (case, spaces,
+    hyphens and a leading 'TPU' aside): the one it spells, or an alias's;
+    else those whose name starts with it, then difflib's closest; else ''."""
     import difflib
 
     def fold(text):
         return re.sub(r"[\s_-]+", "", str(text)).lower().removeprefix("tpu")
 
+    key = fold(name)
     folded = {fold(n): n for n in PRESETS}
-    close = [folded[fold(name)]] if fold(name) in folded else []
-    close += [
-        folded[k]
-        for k in difflib.get_close_matches(fold(name), list(folded), n=3, cutoff=0.6)
-        if folded[k] not in close
-    ]
+    if key in folded or key in ALIASES:
+        close = [folded.get(key) or ALIASES[key]]
+    else:
+        close = [n for k, n in folded.items() if key and k.startswith(key)]
+        close += [
+            folded[k] for k in difflib.get_close_matches(key, list(folded), n=3, cutoff=0.6) if folded[k] not in close
+        ]
     return f"did you mean {' or '.join(repr(n) for n in close[:3])}? " if close else ""
 
 

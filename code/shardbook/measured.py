@@ -325,7 +325,7 @@ PUBLISHED_RUNS = (
         tflops_per_s_per_device=402.274,
         step_s=9.052,
         step_basis="measured (the recipe's log: 9.052 s, total_weights 2,097,152)",
-        where="tiering.md, Llama2-70B on v6e-256; tpu-recipes training/trillium/Llama2-70B-MaxText at 9e458c7",
+        where="tiering.md, Llama2-70B on v6e-256; tpu-recipes training/trillium/Llama2-70B-MaxText at 8239ba3",
     ),
     PublishedRun(
         "MaxText Llama 3.1 8B, v6e-256",

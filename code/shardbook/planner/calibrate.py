@@ -113,11 +113,11 @@ MATMUL_EFFICIENCY["H200"] = Figure(
 
 
 def single_run_caveat(accelerator):
-    """'' or one line for a preset whose η is fitted on one run unlike most
-    plans (the planner prints it under the header): H800's, fitted on
-    DeepSeek-V3 alone, carries that run's fine-grained MoE and FP8 costs."""
-    name = hardware.get(accelerator).name
-    if name != "H800":
+    """'' or one line for an accelerator priced with an η fitted on one run
+    unlike most plans (the planner prints it under the header): H800's,
+    fitted on DeepSeek-V3 alone, which carries that run's fine-grained MoE
+    and FP8 costs; the preset's, or a file's that takes it by based_on."""
+    if _resolve("matmul_efficiency", accelerator)[0] is not MATMUL_EFFICIENCY["H800"]:
         return ""
     return (
         f"H800's matmul efficiency ({MATMUL_EFFICIENCY['H800'].value:.2f}) is fitted on one run, DeepSeek-V3 "

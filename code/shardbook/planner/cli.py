@@ -72,11 +72,12 @@ def format_table(candidates, top=None):
     return "\n".join(lines)
 
 
-def rank_line(candidates, mesh, refused=None):
+def rank_line(candidates, mesh, refused=None, axes=None):
     """One line saying where `mesh` ranks among ranked `candidates` (fitting
     ones by expected step time) and how much slower than the best it is.
     `refused`: why pricing the mesh on its own is refused (the ValueError's
-    text), said when the mesh is not among the candidates."""
+    text), said when the mesh is not among the candidates; `axes`: the
+    axes the search ran over (default: those some candidate uses)."""
     target = normalize_mesh(mesh)
     label = " × ".join(f"{k} {v}" for k, v in target.items() if v > 1) or "1 device"
     own = next((c for c in candidates if c.mesh == target), None)
@@ -85,10 +86,10 @@ def rank_line(candidates, mesh, refused=None):
         given = math.prod(target.values())
         if len(devices) == 1 and given not in devices:
             return f"{label}: not among the candidates: its degrees multiply to {given}, not to the device count {devices.pop()}"
-        if refused:
-            return f"{label}: not among the candidates: {refused}"
-        searched = {a for c in candidates for a, d in c.mesh.items() if d > 1}
+        searched = set(axes) if axes is not None else {a for c in candidates for a, d in c.mesh.items() if d > 1}
         off = [a for a, d in target.items() if d > 1 and a not in searched]
+        if refused and not off:
+            return f"{label}: not among the candidates: {refused}"
         why = (
             f"no candidate uses {', '.join(off)} (name it in --axes)"
             if off
@@ -377,29 +378,57 @@ def options_line(args, model):
     return f"Options: {line}" if line else ""
 
 
+def _whole(x):
+    return abs(x - round(x)) < 1e-9
+
+
 def uneven_batch_note(candidates):
-    """'' or one line for candidates whose data-parallel ranks get a batch
-    that does not split into whole microbatches: priced at the average, which
-    a real run cannot do."""
-    uneven = [c for c in candidates if abs(c.n_microbatches - round(c.n_microbatches)) > 1e-9]
+    """'' or one line for candidates whose data-parallel ranks do not get a
+    whole number of microbatches, saying which does not divide: the batch
+    over the ranks, or the microbatch into a rank's sequences. The math and
+    the communication are priced at the average count, the bubble and the
+    activations at the count rounded up; a run needs both to divide."""
+    uneven = [c for c in candidates if not _whole(c.n_microbatches)]
     if not uneven:
         return ""
-    shown = ", ".join(f"{c.label} ({c.n_microbatches:.4g})" for c in uneven[:3])
-    more = f" and {len(uneven) - 3} more" if len(uneven) > 3 else ""
+
+    def why(c):
+        per_rank = c.n_microbatches * c.micro_batch_seqs
+        if not _whole(per_rank):
+            return f"{c.label}: {per_rank:.4g} sequences per data-parallel rank"
+        return f"{c.label}: microbatches of {c.micro_batch_seqs} in {round(per_rank)} sequences per rank"
+
+    shown = "; ".join(why(c) for c in uneven[:3]) + (f"; and {len(uneven) - 3} more" if len(uneven) > 3 else "")
     return (
-        f"The batch does not split into whole microbatches on {shown}{more}: each is priced at the average "
-        "number of microbatches per data-parallel rank; a run needs a batch the ranks divide"
+        f"Not a whole number of microbatches per rank ({shown}): the math and the communication are priced "
+        "at the average, the bubble and the activations at the count rounded up; a run needs the batch to "
+        "divide over the data-parallel ranks and the microbatch to divide each rank's share"
+    )
+
+
+def tight_memory_note(candidates, share=0.95):
+    """'' or one line naming the fitting candidates that use more than
+    `share` of the HBM the device reports: the planner keeps no reserve for
+    the framework's own context, communication buffers or fragmentation."""
+    tight = [c for c in candidates if c.fits and c.memory_bytes_per_device > share * c.hbm_bytes]
+    if not tight:
+        return ""
+    shown = ", ".join(f"{c.label} ({c.memory_bytes_per_device / c.hbm_bytes:.0%})" for c in tight[:3])
+    more = f" and {len(tight) - 3} more" if len(tight) > 3 else ""
+    return (
+        f"Fits with under {1 - share:.0%} of HBM to spare: {shown}{more}; the planner keeps no reserve for the "
+        "framework's context, communication buffers or fragmentation, so check these on the machine"
     )
 
 
 def _refusal(model, accelerator, mesh, tokens, n_devices, options):
-    """Why pricing `mesh` alone is refused (the first line of the error),
-    or None."""
-    from .candidate import evaluate
+    """Why the search could not price `mesh` (the first line of the error),
+    or None: priced as the search prices a mesh (best_for_mesh: its options
+    adapted to the mesh, the microbatch searched unless given)."""
+    from .search import best_for_mesh
 
-    options = dict(options, micro_batch_seqs=options.get("micro_batch_seqs") or 1)
     try:
-        evaluate(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
+        best_for_mesh(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
     except (ValueError, TypeError) as error:
         return str(error).splitlines()[0]
     return None
@@ -493,14 +522,14 @@ def _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, exp
     print()
     if explained is not None:
         print(format_explain(*explained))
-        if uneven_batch_note(found):
-            print("\n" + uneven_batch_note(found))
+        for note in filter(None, (uneven_batch_note(found), tight_memory_note(found))):
+            print("\n" + note)
         print("\nAssumptions:\n" + ASSUMPTIONS)
         return 0
     print(format_table(found, args.top))
     notes = (adapted_line(found, args.schedule, args.n_virtual), inputs.no_fit_note(found))
-    notes += (uneven_batch_note(found[: args.top]),)
-    notes += (rank_line(found, target, refused) if target is not None else "",)
+    notes += (uneven_batch_note(found[: args.top]), tight_memory_note(found[: args.top]))
+    notes += (rank_line(found, target, refused, _parse_axes(args.axes)) if target is not None else "",)
     for note in filter(None, notes):
         print("\n" + note)
     print("\nAssumptions:\n" + ASSUMPTIONS)

@@ -154,11 +154,12 @@ def model_line(model):
         release, total, source = found
 
         def fold(name):
-            return re.sub(r"[^a-z0-9]", "", name.lower())
+            return re.sub(r"[^a-z0-9]", "", name.rsplit("/", 1)[-1].lower())
 
-        # matched by its shapes: a config named for another release of the same shapes
-        # (Qwen2-7B and Qwen2.5-7B) is not labelled as the one on record
-        named = fold(m.name) in fold(release) or fold(release) in fold(m.name)
+        # matched by its shapes: only a book preset, or a config whose _name_or_path is the
+        # release's own name, is labelled as it (Qwen2-7B has Qwen2.5-7B's shapes)
+        preset = m.name in models.names() or m.name in models.gpt_names()
+        named = preset or fold(m.name) == fold(release)
         where = f"published for {release}" if named else f"the shapes of {release}, published"
         text += f"; {where}: {total / 1e9:,.2f} B [{source}]"
     return text
@@ -194,8 +195,9 @@ def accelerator_note(accelerator):
     whether a mesh fits. For a preset, its caveat
     (calibrate.single_run_caveat) or empty."""
     acc = hardware.get(accelerator)
+    caveat = calibrate.single_run_caveat(acc)
     if acc.name in hardware.names():
-        return calibrate.single_run_caveat(acc)
+        return caveat
     own = calibrate.FILE_CALIBRATIONS.get(acc.name)
     by_origin = {"file": [], "based_on": [], "default": [], "none": []}
     for key, label, figure, origin in calibrate.provenance(acc):
@@ -222,7 +224,8 @@ def accelerator_note(accelerator):
         else f"{acc.name} is not a preset and its file has no [calibration] table"
     )
     # what memory needs depends on no calibration figure; whether it fits, on the capacity's
-    return f"{lead}: {'; '.join(parts)}; of these, only the HBM capacity bears on memory (whether it fits)"
+    line = f"{lead}: {'; '.join(parts)}; of these, only the HBM capacity bears on memory (whether it fits)"
+    return f"{line}. {caveat}" if caveat else line
 
 
 def no_fit_note(candidates):
