@@ -162,7 +162,8 @@ class Accelerator:
     @property
     def collective_bytes_per_s(self):
         """W in α = C/W, as the Scaling Book uses it: on a TPU the
-        bidirectional bandwidth of one torus axis (a ring runs both ways);
+        bidirectional bandwidth of one ICI link, what a chip sends along one
+        wrapped torus axis (one direction over each of its two links there);
         on a GPU the one-direction scale-up egress of one device."""
         if self.family == "tpu":
             return self.scale_up_link_bidirectional_bytes_per_s

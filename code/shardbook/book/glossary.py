@@ -27,7 +27,8 @@ TERMS = (
     Term(
         "α (alpha)",
         "A device's peak FLOP/s divided by the bandwidth its collectives see, $C/W$ (W: a GPU's "
-        "scale-up egress, one direction; one torus axis of a TPU, both directions): the FLOPs it must "
+        "scale-up egress, one direction; on a TPU one ICI link counted both ways, what a chip sends along "
+        "one wrapped torus axis): the FLOPs it must "
         "do per byte it sends for the communication to hide behind the computation. Data parallelism "
         "over one such axis stays compute-bound above about α tokens per device per step.",
         patterns=("α",),

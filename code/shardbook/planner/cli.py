@@ -49,7 +49,7 @@ def format_table(candidates, top=None):
             (
                 cand.label,
                 "yes" if cand.fits else "no",
-                f"{cand.memory_bytes_per_device / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.0f}",
+                f"{cand.memory_bytes_per_device / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.1f}",
                 f"{cand.expected_step_s * 1e3:,.0f}",
                 f"{cand.expected_mfu:.1%}",
                 f"{cand.step_s * 1e3:,.0f}",

@@ -178,7 +178,7 @@ def format_explain(cand, rows, parts, memory):
         + [("total", f"{total * 1e3:,.1f}", "")]
     )
     where = f" ({cand.memory_device}, the device that holds the most)" if cand.pp > 1 else ""
-    lines += ["", f"Memory per device against {cand.hbm_bytes / 1e9:,.0f} GB of HBM{where}:"]
+    lines += ["", f"Memory per device against {cand.hbm_bytes / 1e9:,.1f} GB of HBM{where}:"]
     used = {k: v for k, v in memory.items() if k != "headroom"}
     lines += _columns(
         [("component", "GB", "of HBM")]

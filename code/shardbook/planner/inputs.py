@@ -237,7 +237,7 @@ def no_fit_note(candidates):
     best = min(candidates, key=lambda c: c.memory_bytes_per_device)
     return (
         f"No mesh fits: the smallest need, {best.label}, holds "
-        f"{best.memory_bytes_per_device / 1e9:,.1f} GB per device against {best.hbm_bytes / 1e9:,.0f} GB of HBM; "
+        f"{best.memory_bytes_per_device / 1e9:,.1f} GB per device against {best.hbm_bytes / 1e9:,.1f} GB of HBM; "
         "add devices, shorten the sequences or pick a larger accelerator."
     )
 
