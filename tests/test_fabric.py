@@ -74,6 +74,44 @@ def test_across_nodes_priced_by_node_egress():
     assert serial * 1e3 == pytest.approx(1.25 + 1.6276, abs=1e-4)
 
 
+def test_flat_rings_across_nodes_carry_n_minus_one_over_n():
+    """NCCL's flat rings (nccl-flat-rings, nccl-allgather-ring): each node's
+    NICs carry (n-1)/n of the buffer. 16 MI355X on 2 nodes, 1 GB: the NICs
+    move 1e9·15/16 through 8 rails of 50 GB/s, 2.34375 ms, above the in-node
+    gather (1.6276 ms); a two-level schedule sends half of it (1.25 ms).
+    4 nodes of 8 H100, all-reduce of 16 GB: 2·16e9·31/32/(8·50e9) = 77.5 ms,
+    1.29 times the two-level cross phase 2·16e9·3/4/(8·50e9) = 60 ms."""
+    assert fabric.flat_ring_s("all_gather", 1e9, "MI355X", 16, 2) * 1e3 == pytest.approx(2.34375)
+    assert fabric.flat_ring_s("reduce_scatter", 1e9, "MI355X", 16, 2) * 1e3 == pytest.approx(2.34375)
+    ring = fabric.flat_ring_s("all_reduce", 16e9, "H100", 32, 4)
+    assert ring * 1e3 == pytest.approx(77.5)
+    assert ring / 60e-3 == pytest.approx(31 / 32 / (3 / 4))
+    # one GPU per node: the ring is the two-level schedule; inside one node, the fabric's own price
+    assert fabric.flat_ring_s("all_reduce", 1e9, "H100", 4, 4) == fabric.collective_s("all_reduce", 1e9, "H100", 4, 4)
+    assert fabric.flat_ring_s("all_gather", 1e9, "MI355X", 8, 1) == fabric.collective_s("all_gather", 1e9, "MI355X", 8)
+    assert fabric.flat_ring_s("all_to_all", 1e9, "MI355X", 16, 2) == fabric.collective_s(
+        "all_to_all", 1e9, "MI355X", 16, 2
+    )
+    with pytest.raises(ValueError, match="accelerator: TPU v5p is a TPU; its collectives across slices are two-level"):
+        fabric.flat_ring_s("all_gather", 1e9, "TPU v5p", 16, 2)
+    with pytest.raises(ValueError, match="n_domains: must divide the group size 16"):
+        fabric.flat_ring_s("all_gather", 1e9, "MI355X", 16, 3)
+
+
+def test_planner_expects_flat_rings_and_bounds_with_two_level():
+    """A flat FSDP group over four H100 nodes: the expectation's all-gather
+    is NCCL's ring, the bound's the two-level schedule."""
+    from shardbook.planner import placement, timing
+
+    where = placement.place("H100", {"fsdp": 32})["fsdp"]
+    assert where.n_domains == 4
+    bound = timing.collective_s("H100", "all_gather", 16e9, where)
+    expected = timing.collective_s("H100", "all_gather", 16e9, where, calibrated=True)
+    rates = timing._achieved(hardware.get("H100"))
+    assert bound == pytest.approx(fabric.collective_s("all_gather", 16e9, "H100", 32, 4))
+    assert expected > fabric.flat_ring_s("all_gather", 16e9, rates, 32, 4) > bound
+
+
 def test_hierarchical_all_reduce_has_three_phases():
     """1 GB over 8 × 4 MI355X: reduce-scatter in the node on 7 links
     (1e9·7/8/(7·76.8e9) = 1.6276 ms), all-reduce of 1/8 GB over 4 nodes at

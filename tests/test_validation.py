@@ -386,12 +386,13 @@ def test_mpt_runs_are_held_out_and_their_errors_are_what_chapter_97_says(table):
     assert big.expected_mfu == pytest.approx(small.expected_mfu, abs=0.0005)
     # llm-foundry-benchmarks: 70B on 64 H100 at 66,523 tokens/s, 2,048 sequences of 2,048 tokens
     assert validation.step_s_per_sequence(big) == pytest.approx(2048 * 2048 / 66523 * 64 / 2048, rel=1e-12)
-    # the chapter: the pair's measured step gap is the growth of the planner's FSDP term (4x the
-    # microbatches, each gathering the weights again), and the 30B runs' per-sequence steps,
-    # over 10 % apart as measured, lie within 5 % of each other less that term
+    # the chapter: the pair's measured step gap is most of the growth of the planner's FSDP term
+    # (4x the microbatches, each gathering the weights again over NCCL's flat rings: 89.7 % of it),
+    # never more than all of it, and the 30B runs' per-sequence steps, over 10 % apart as
+    # measured, lie within 5 % of each other less that term
     assert (small.run.sequences_per_step / small.run.n_devices) == (big.run.sequences_per_step / big.run.n_devices)
     fsdp_gap = small.expected.expected_terms["fsdp"] - big.expected.expected_terms["fsdp"]
-    assert fsdp_gap == pytest.approx(small.run.step_s - big.run.step_s, rel=0.05)
+    assert 0.85 < (small.run.step_s - big.run.step_s) / fsdp_gap < 0.95
 
     def spread(without_fsdp):
         per_sequence = [

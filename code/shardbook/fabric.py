@@ -13,7 +13,12 @@ the accelerator's fabric and the group's placement:
 - across domains: a group of n = k·m devices, m in each of k nodes (or TPU
   slices), must bring (k-1)/k of the data into each node through its m
   members' NICs (or DCN shares). The time is the in-domain phase and the
-  cross-domain phase, serialized (sum) or perfectly pipelined (max).
+  cross-domain phase, serialized (sum) or perfectly pipelined (max)
+  (`collective_s`, the least any schedule moves: XLA's multislice
+  collectives on TPU are this two-level kind);
+- across GPU nodes as NCCL (and RCCL) run it: flat rings over all n
+  devices, whose edges out of a node carry (n-1)/n of the data, not
+  (k-1)/k (`flat_ring_s`).
 
 All times are bandwidth terms at line rate: no latency, launch, protocol or
 contention. They are the fabric's bounds; `collectives`' defaults keep the
@@ -176,6 +181,43 @@ def collective_s(
         inside = scale_up_s(kind, total_bytes, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         across = total_bytes * (n_domains - 1) / n_domains / (m * out_rate)
     return collectives.hierarchical_s(inside, across, overlapped)
+
+
+def flat_ring_s(kind, total_bytes, accelerator, n, n_domains):
+    """A collective over n devices in `n_domains` GPU nodes as NCCL (and
+    RCCL) run it: flat rings through all n devices, one per channel, each
+    entering and leaving every node through a NIC, the channels spread over
+    all the node's NICs; NCCL builds no two-level ring, and its tree
+    algorithm is for all-reduce only. Each ring edge carries (n-1)/n of
+    the data, so the m NICs of a node carry (n-1)/n of it (all-gather,
+    reduce-scatter) or 2(n-1)/n (all-reduce; the tree all-reduce moves
+    about 2 of it, as much), against (k-1)/k in the two-level schedule
+    `collective_s` prices: 1.29x more at four nodes of eight, 1.88x at two.
+    The in-node hops move no more than the in-node collective of the whole
+    buffer, which runs at the same time: the time is the larger of the two.
+    An all-to-all is point to point and priced as `collective_s` does.
+    Ref: nccl-flat-rings, nccl-allgather-ring, nccl-tests-performance."""
+    acc = hardware.get(accelerator)
+    _validate.choice("kind", kind, COLLECTIVE_KINDS)
+    _validate.non_negative("total_bytes", total_bytes)
+    _validate.count("n", n)
+    _validate.count("n_domains", n_domains)
+    if n % n_domains:
+        raise ValueError(f"n_domains: must divide the group size {n}, got {n_domains}")
+    if acc.scale_up_fabric == "torus":
+        raise ValueError(
+            f"accelerator: {acc.name} is a TPU; its collectives across slices are two-level (collective_s)"
+        )
+    if n_domains == 1 or kind == "all_to_all":
+        return collective_s(kind, total_bytes, acc, n, n_domains)
+    m = n // n_domains
+    passes = 2 if kind == "all_reduce" else 1
+    across = passes * total_bytes * (n - 1) / n / (m * acc.scale_out_bytes_per_s)
+    if kind == "all_reduce":
+        inside = 2 * scale_up_s("reduce_scatter", total_bytes, acc, m) if m > 1 else 0.0
+    else:
+        inside = scale_up_s(kind, total_bytes, acc, m) if m > 1 else 0.0
+    return max(inside, across)
 
 
 def _grid_shape(grid):

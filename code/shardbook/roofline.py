@@ -54,8 +54,9 @@ def fsdp_min_tokens_per_device(flops_per_s, bytes_per_s, weight_bytes=2, grad_by
 
 
 def tp_max_degree(d_ff, flops_per_s, bytes_per_s, n_axes=1):
-    """Largest TP degree that stays compute-bound: Y < F·W·n_axes/C.
-    Independent of the batch. Not of the precision: FP8 math doubles C, and
+    """Largest TP degree whose collectives can hide behind its matmuls
+    (hidden if overlapped; serialized they add Y/(this) of the math):
+    Y < F·W·n_axes/C. Independent of the batch. Not of the precision: FP8 math doubles C, and
     the limit stays put only if both TP collectives carry FP8 too (half the
     bytes per element); an FP8 gather with a BF16 or FP32 reduction moves
     more than half the bytes and lowers it. `bytes_per_s` counts BF16

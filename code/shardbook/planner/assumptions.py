@@ -23,9 +23,12 @@ ASSUMPTIONS = f"""\
   at the achieved HBM bandwidth (calibrate.ELEMENTWISE_PASSES times the
   least traffic of what a layer keeps), prices collectives at achieved
   bandwidths with a latency per ring step (per peer message for
-  all-to-all), and leaves exposed what no math can cover of each hidden
-  collective: FSDP's first gather and last reduce-scatter of one layer,
-  the gradient reduction's last bucket (Megatron-Core's default size),
+  all-to-all), across GPU nodes as NCCL runs them (flat rings: (n-1)/n
+  of the buffer through a node's NICs, where the bound takes the
+  two-level (k-1)/k of k nodes), and leaves exposed what no math can
+  cover of each hidden collective: FSDP's first gather and last
+  reduce-scatter of one layer, the gradient reduction's last bucket
+  (Megatron-Core's default size),
   the pipeline's sends in full unless the schedule overlaps them
   (interleaved, DualPipe: then those of the fill and drain), and a fixed
   share of the rest: {exposed_fraction("tp_overlapped"):.0%} of an overlapped TP collective's

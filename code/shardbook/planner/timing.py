@@ -15,7 +15,9 @@ Bubbles: the schedule's own (`memory_plan.bubble_overhead`).
   hide, plus the bubble.
 - The expectation (`calibrated=True`): the same terms with the sustained
   math efficiency, achieved bandwidths and a per-message latency from
-  `calibrate`, the work between the matmuls at the achieved HBM bandwidth
+  `calibrate`, collectives across GPU nodes as NCCL's flat rings
+  (`fabric.flat_ring_s`) where the bound takes the two-level schedule,
+  the work between the matmuls at the achieved HBM bandwidth
   (`math_s`), and of each hidden collective the part no math can cover
   left exposed (exposed_fractions: derived from the layout for FSDP, the
   gradient reduction and the pipeline; calibrate.EXPOSED_FRACTION for the
@@ -97,7 +99,10 @@ def collective_s(
     reduce-scatter and an all-gather (TP with sequence parallelism), which
     the switch does not speed up, so it pays the ring. Calibrated: achieved
     rates and the fabric's per-step latency.
-    Ref: nccl-nvls, nccl-tests-nvls-allreduce.
+    Across GPU nodes the bound takes the two-level schedule
+    (fabric.collective_s) and the expectation NCCL's flat rings
+    (fabric.flat_ring_s: (n-1)/n of the buffer through a node's NICs).
+    Ref: nccl-nvls, nccl-tests-nvls-allreduce, nccl-flat-rings.
     `node_limit` (all_to_all across domains): each token crosses to at most
     that many domains, one copy per domain (DeepSeek-V3's node-limited
     routing), so the cross-domain bytes scale by the copies it sends over
@@ -141,6 +146,10 @@ def collective_s(
             wraparound=all(wrap for _, _, wrap in placement.torus_span),
             links=placement.torus_links,
         )
+    elif calibrated and placement.n_domains > 1 and acc.scale_up_fabric != "torus":
+        # across GPU nodes the expectation prices what NCCL runs, flat rings; the bound the
+        # two-level schedule, the least any implementation moves through the NICs
+        seconds = fabric.flat_ring_s(kind, bytes_per_call, rates, d, placement.n_domains)
     else:
         seconds = fabric.collective_s(kind, bytes_per_call, rates, d, placement.n_domains)
     if calibrated:

@@ -47,7 +47,8 @@ def hybrid_mesh(mesh_axes, dcn_axes, devices=None):
     whose other factors stay inside one, built by JAX's
     create_hybrid_device_mesh as MaxText builds its multi-slice meshes.
     Slices are the devices' own (slice_index on TPU), else JAX processes
-    (one per host on a GPU cluster), else, in one process of simulated CPU
+    (right on a GPU cluster when each process owns a whole node; one
+    process per GPU would make every GPU a slice), else, in one process of simulated CPU
     devices, consecutive runs of devices standing in for them."""
     from jax.experimental import mesh_utils
 

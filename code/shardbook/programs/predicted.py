@@ -601,11 +601,12 @@ def activation_bytes(scheme):
 def gathered_weight_bytes(scheme):
     """FSDP's gathered weights, if the step keeps them from the forward to
     the backward pass: every weight whose model dimension is split over the
-    fsdp axis, whole over that axis."""
+    fsdp axis, whole over that axis, but the input table, which is never
+    gathered (each device looks up its own columns)."""
     if "fsdp" not in scheme.mesh_axes:
         return 0
     split = [n for n, dims in model.PARAM_DIMS.items() if n in model.param_shapes(scheme.config) and "embed" in dims]
-    split = [n for n in split if n not in NORMS]
+    split = [n for n in split if n not in NORMS and n != "embed"]
     return local_param_bytes(scheme, split) * scheme.mesh_axes["fsdp"]
 
 
