@@ -98,6 +98,29 @@ def test_flat_rings_across_nodes_carry_n_minus_one_over_n():
         fabric.flat_ring_s("all_gather", 1e9, "MI355X", 16, 3)
 
 
+def test_flat_rings_in_node_phase_can_set_the_time():
+    """Two GB200 NVL72 racks, 1 GB all-gather: the in-rack gather of the
+    whole buffer over 72 GPUs at 900 GB/s egress (1e9·71/72/900e9 = 1.0957 ms)
+    outlasts the NICs' 1e9·143/144/(72·50e9) = 0.2758 ms, so both schedules
+    take the in-rack time."""
+    flat = fabric.flat_ring_s("all_gather", 1e9, "GB200 NVL72", 144, 2)
+    assert flat * 1e3 == pytest.approx(1e9 * 71 / 72 / 900e9 * 1e3)
+    assert flat == fabric.collective_s("all_gather", 1e9, "GB200 NVL72", 144, 2)
+
+
+@given(
+    st.sampled_from(GPU_PRESETS),
+    st.sampled_from(KINDS),
+    st.integers(2, 16),
+    st.floats(1e3, 1e12),
+)
+@settings(max_examples=200, deadline=None)
+def test_flat_rings_never_beat_the_two_level_schedule(name, kind, k, total):
+    m = int(hardware.get(name).scale_up_domain_size)
+    flat = fabric.flat_ring_s(kind, total, name, k * m, k)
+    assert flat >= fabric.collective_s(kind, total, name, k * m, k) * (1 - 1e-12)
+
+
 def test_planner_expects_flat_rings_and_bounds_with_two_level():
     """A flat FSDP group over four H100 nodes: the expectation's all-gather
     is NCCL's ring, the bound's the two-level schedule."""
@@ -109,7 +132,10 @@ def test_planner_expects_flat_rings_and_bounds_with_two_level():
     expected = timing.collective_s("H100", "all_gather", 16e9, where, calibrated=True)
     rates = timing._achieved(hardware.get("H100"))
     assert bound == pytest.approx(fabric.collective_s("all_gather", 16e9, "H100", 32, 4))
-    assert expected > fabric.flat_ring_s("all_gather", 16e9, rates, 32, 4) > bound
+    latency = timing._latency_s(hardware.get("H100"), timing._latency_steps("all_gather", where, False))
+    assert expected == pytest.approx(fabric.flat_ring_s("all_gather", 16e9, rates, 32, 4) + latency, rel=1e-12)
+    assert fabric.flat_ring_s("all_gather", 16e9, rates, 32, 4) > fabric.collective_s("all_gather", 16e9, rates, 32, 4)
+    assert expected > bound
 
 
 def test_hierarchical_all_reduce_has_three_phases():
@@ -189,3 +215,17 @@ def test_fabric_bad_input():
         collectives.all_gather_s(1e9, 8, 1e9, concurrent_links=0)
     with pytest.raises(ValueError, match="accelerator: unknown preset 'MI999'"):
         fabric.collective_s("all_gather", 1e9, "MI999", 8)
+
+
+def test_planner_keeps_two_level_across_tpu_slices():
+    """Across TPU slices (DCN) the expectation stays two-level, as XLA's
+    multislice collectives are: the achieved-rate collective_s plus latency."""
+    from shardbook.planner import placement, timing
+
+    where = placement.place("TPU v5p", {"dp": 2, "fsdp": 64}, slices=2)["dp"]
+    assert (where.n_domains, where.torus_span) == (2, ())
+    v5p = hardware.get("TPU v5p")
+    expected = timing.collective_s("TPU v5p", "all_reduce", 1e9, where, calibrated=True)
+    latency = timing._latency_s(v5p, timing._latency_steps("all_reduce", where, False))
+    two_level = fabric.collective_s("all_reduce", 1e9, timing._achieved(v5p), 2, 2)
+    assert expected == pytest.approx(two_level + latency, rel=1e-12)

@@ -14,15 +14,16 @@ the accelerator's fabric and the group's placement:
   slices), must bring (k-1)/k of the data into each node through its m
   members' NICs (or DCN shares). The time is the in-domain phase and the
   cross-domain phase, serialized (sum) or perfectly pipelined (max)
-  (`collective_s`, the least any schedule moves: XLA's multislice
-  collectives on TPU are this two-level kind);
+  (`collective_s`, the least a schedule without in-network reduction
+  moves; XLA's multislice collectives on TPU are this two-level kind);
 - across GPU nodes as NCCL (and RCCL) run it: flat rings over all n
   devices, whose edges out of a node carry (n-1)/n of the data, not
   (k-1)/k (`flat_ring_s`).
 
 All times are bandwidth terms at line rate: no latency, launch, protocol or
-contention. They are the fabric's bounds; `collectives`' defaults keep the
-single-ring illustration the sources print.
+contention. They are the fabric's bounds, but for `flat_ring_s`, which is
+what NCCL's rings move; `collectives`' defaults keep the single-ring
+illustration the sources print.
 Ref: scale-your-model-amd, scaling-book-sharding, scaling-book-gpus,
 google-tpu-v5p.
 """
@@ -184,19 +185,20 @@ def collective_s(
 
 
 def flat_ring_s(kind, total_bytes, accelerator, n, n_domains):
-    """A collective over n devices in `n_domains` GPU nodes as NCCL (and
-    RCCL) run it: flat rings through all n devices, one per channel, each
-    entering and leaving every node through a NIC, the channels spread over
-    all the node's NICs; NCCL builds no two-level ring, and its tree
-    algorithm is for all-reduce only. Each ring edge carries (n-1)/n of
-    the data, so the m NICs of a node carry (n-1)/n of it (all-gather,
-    reduce-scatter) or 2(n-1)/n (all-reduce; the tree all-reduce moves
-    about 2 of it, as much), against (k-1)/k in the two-level schedule
-    `collective_s` prices: 1.29x more at four nodes of eight, 1.88x at two.
+    """A collective over n devices in `n_domains` GPU nodes as NCCL runs it
+    (RCCL uses the same ring and tree algorithms): flat rings through all n
+    devices, one per channel, each entering and leaving every node through
+    a NIC, the channels spread over all the node's NICs; NCCL builds no
+    two-level ring, and its tree algorithm is for all-reduce only. Each
+    ring edge carries (n-1)/n of the data, so together the m NICs of a
+    node carry (n-1)/n of it (all-gather, reduce-scatter) or 2(n-1)/n
+    (all-reduce; the tree all-reduce moves about twice the data, as much),
+    against (k-1)/k in the two-level schedule `collective_s` prices: 1.29x
+    more at four nodes of eight, 1.88x at two.
     The in-node hops move no more than the in-node collective of the whole
     buffer, which runs at the same time: the time is the larger of the two.
     An all-to-all is point to point and priced as `collective_s` does.
-    Ref: nccl-flat-rings, nccl-allgather-ring, nccl-tests-performance."""
+    Ref: nccl-flat-rings, nccl-allgather-ring, rccl-docs, nccl-tests-performance."""
     acc = hardware.get(accelerator)
     _validate.choice("kind", kind, COLLECTIVE_KINDS)
     _validate.non_negative("total_bytes", total_bytes)

@@ -148,7 +148,7 @@ def collective_s(
         )
     elif calibrated and placement.n_domains > 1 and acc.scale_up_fabric != "torus":
         # across GPU nodes the expectation prices what NCCL runs, flat rings; the bound the
-        # two-level schedule, the least any implementation moves through the NICs
+        # two-level schedule, the least a schedule without in-network reduction moves
         seconds = fabric.flat_ring_s(kind, bytes_per_call, rates, d, placement.n_domains)
     else:
         seconds = fabric.collective_s(kind, bytes_per_call, rates, d, placement.n_domains)
