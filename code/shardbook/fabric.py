@@ -157,13 +157,7 @@ def collective_s(
     members gain NIC ingress beside their scale-up links); a group of k·m
     devices over k nodes is never faster than m of them inside one.
     """
-    acc = hardware.get(accelerator)
-    _validate.choice("kind", kind, COLLECTIVE_KINDS)
-    _validate.non_negative("total_bytes", total_bytes)
-    _validate.count("n", n)
-    _validate.count("n_domains", n_domains)
-    if n % n_domains:
-        raise ValueError(f"n_domains: must divide the group size {n}, got {n_domains}")
+    acc = _checked(kind, total_bytes, accelerator, n, n_domains)
     if n_domains == 1:
         return scale_up_s(kind, total_bytes, acc, n, torus_extents, wraparound, links)
     m = n // n_domains
@@ -174,14 +168,37 @@ def collective_s(
         )
         across = total_bytes * (n - m) / n / out_rate
     elif kind == "all_reduce":
-        inside = scale_up_s("reduce_scatter", total_bytes, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         across = collectives.all_reduce_s(total_bytes / m, n_domains, out_rate)
-        # the two in-node phases share the same links: only the NIC phase can hide under them
-        inside *= 2
     else:
-        inside = scale_up_s(kind, total_bytes, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         across = total_bytes * (n_domains - 1) / n_domains / (m * out_rate)
+    if kind != "all_to_all":
+        inside = _in_domain_s(kind, total_bytes, acc, m, torus_extents, wraparound, links)
     return collectives.hierarchical_s(inside, across, overlapped)
+
+
+def _checked(kind, total_bytes, accelerator, n, n_domains):
+    """The accelerator of a collective over n devices in n_domains domains,
+    after checking the arguments."""
+    acc = hardware.get(accelerator)
+    _validate.choice("kind", kind, COLLECTIVE_KINDS)
+    _validate.non_negative("total_bytes", total_bytes)
+    _validate.count("n", n)
+    _validate.count("n_domains", n_domains)
+    if n % n_domains:
+        raise ValueError(f"n_domains: must divide the group size {n}, got {n_domains}")
+    return acc
+
+
+def _in_domain_s(kind, total_bytes, acc, m, torus_extents=None, wraparound=True, links=None):
+    """The in-domain part of an all-gather, reduce-scatter or all-reduce
+    across domains: the whole buffer over the m members of a domain; an
+    all-reduce's reduce-scatter and all-gather share the same links, so
+    only the cross-domain part can hide under them."""
+    if m == 1:
+        return 0.0
+    if kind == "all_reduce":
+        return 2 * scale_up_s("reduce_scatter", total_bytes, acc, m, torus_extents, wraparound, links)
+    return scale_up_s(kind, total_bytes, acc, m, torus_extents, wraparound, links)
 
 
 def flat_ring_s(kind, total_bytes, accelerator, n, n_domains):
@@ -199,13 +216,7 @@ def flat_ring_s(kind, total_bytes, accelerator, n, n_domains):
     buffer, which runs at the same time: the time is the larger of the two.
     An all-to-all is point to point and priced as `collective_s` does.
     Ref: nccl-flat-rings, nccl-allgather-ring, rccl-docs, nccl-tests-performance."""
-    acc = hardware.get(accelerator)
-    _validate.choice("kind", kind, COLLECTIVE_KINDS)
-    _validate.non_negative("total_bytes", total_bytes)
-    _validate.count("n", n)
-    _validate.count("n_domains", n_domains)
-    if n % n_domains:
-        raise ValueError(f"n_domains: must divide the group size {n}, got {n_domains}")
+    acc = _checked(kind, total_bytes, accelerator, n, n_domains)
     if acc.scale_up_fabric == "torus":
         raise ValueError(
             f"accelerator: {acc.name} is a TPU; its collectives across slices are two-level (collective_s)"
@@ -215,11 +226,7 @@ def flat_ring_s(kind, total_bytes, accelerator, n, n_domains):
     m = n // n_domains
     passes = 2 if kind == "all_reduce" else 1
     across = passes * total_bytes * (n - 1) / n / (m * acc.scale_out_bytes_per_s)
-    if kind == "all_reduce":
-        inside = 2 * scale_up_s("reduce_scatter", total_bytes, acc, m) if m > 1 else 0.0
-    else:
-        inside = scale_up_s(kind, total_bytes, acc, m) if m > 1 else 0.0
-    return max(inside, across)
+    return max(_in_domain_s(kind, total_bytes, acc, m), across)
 
 
 def _grid_shape(grid):
