@@ -52,6 +52,11 @@ def test_the_planner_page_runs_a_pasted_config(built_book, server, browser):  # 
         ".shardbook-planner-output table tr", "rs => rs.slice(1).map(r => r.cells[1].textContent)"
     )
     assert rows == [c["label"] for c in want["top"]]
+    # HBM as the device reports it, to a tenth of a GB as the command line prints it (H100: 85.5)
+    memory = tab.eval_on_selector_all(
+        ".shardbook-planner-output table tr", "rs => rs.slice(1).map(r => r.cells[3].textContent)"
+    )
+    assert memory and all(cell.endswith(" / 85.5") for cell in memory), memory
     text = tab.inner_text(".shardbook-planner-output")
     assert want["model"] in text and "the shapes of Mixtral-8x7B-v0.1, published" in text
     charts = tab.eval_on_selector_all(

@@ -81,7 +81,7 @@
     result.top.forEach(function (c, i) {
       var mem = Object.values(c.memory_bytes).reduce(function (a, b) { return a + b; }, 0);
       var row = el("tr");
-      [String(i + 1), c.label, c.fits ? "yes" : "no", grouped(mem / 1e9, 1) + " / " + grouped(c.hbm_bytes / 1e9, 0),
+      [String(i + 1), c.label, c.fits ? "yes" : "no", grouped(mem / 1e9, 1) + " / " + grouped(c.hbm_bytes / 1e9, 1),
        grouped(c.expected_step_s * 1e3, 0), (c.expected_mfu * 100).toFixed(1) + " %", grouped(c.step_s * 1e3, 0),
        (c.mfu * 100).toFixed(1) + " %", String(c.micro_batch_seqs), c.recompute].forEach(function (v, j) {
         row.appendChild(el("td", j === 1 ? { style: "white-space: nowrap" } : {}, v));
@@ -92,7 +92,7 @@
     out.appendChild(wrap);
     var hbm = result.top.length ? result.top[0].hbm_bytes : 0;
     var width = out.clientWidth;
-    out.appendChild(stackedBars("Memory per device by component", result.top.map(function (c) { return { label: c.label, parts: c.memory_bytes }; }), "GB", 1e9, hbm, "HBM " + (hbm / 1e9).toFixed(0) + " GB", width));
+    out.appendChild(stackedBars("Memory per device by component", result.top.map(function (c) { return { label: c.label, parts: c.memory_bytes }; }), "GB", 1e9, hbm, "HBM " + grouped(hbm / 1e9, 1) + " GB", width));
     out.appendChild(stackedBars("Expected step time by component", result.top.map(function (c) { return { label: c.label, parts: c.time_s }; }), "s", 1, 0, "", width));
   }
 
