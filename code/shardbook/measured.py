@@ -1061,6 +1061,86 @@ def _mpt_run(size, n_gpus, mfu_percent, micro, accumulation, batch, tokens_per_s
 MPT_H100_RUNS = tuple(_mpt_run(*row) for row in MPT_H100_TABLE)
 
 
+# tpu-recipes' v5p recipes (tpu-recipes-v5p: training/v5p/<model>/README.md of
+# AI-Hypercomputer/tpu-recipes as of 7e88b6d, 2025-10-08), run by MaxText at 3eb77db3 (2025-10-07)
+# with benchmarks/maxtext_v5p_model_configs.py of that commit. Each README prints one line of
+# the log its run wrote ("completed step: N, seconds: ..."), the measured step time used here.
+# Both on v5p-1024 (512 chips), ici_fsdp_parallelism -1 (every chip), 8,192 tokens per
+# sequence, flash attention, FP32 weights with AdamW (16 bytes per parameter), remat 'custom'.
+# Not validation runs: they came into the book after the planner's figures were fixed, and
+# chapter 97 sets them beside it as a check held out from everything, as the MPT runs. The
+# other v5p recipes are left out: Llama 4 Scout and Maverick (no preset for the model), GPT-3
+# 175B (trained in int8, quantization=int8), Mixtral 8x7B and Llama 2 7B (no log line).
+TPU_RECIPES_V5P_TABLE = (
+    # (run, model, per_device_batch_size, remat as memory.RECOMPUTE names it, the log's seconds,
+    # its total_weights (tokens per step), TFLOP/s/device and Tokens/s/device, the config, the
+    # README's folder, what else the config sets)
+    (
+        "Llama 3.1 405B",
+        "LLaMA-3 405B",
+        2,
+        "custom_offload_context_mlpwo",
+        131.474,
+        8_388_608,
+        314.530,
+        124.618,
+        "llama3_1_405b_8192_v5p_1024",
+        "Llama3.1-405B-MaxText",
+        "the attention output and the MLP's output offloaded to host, the rest rematerialized; the "
+        "loss over the vocabulary in 4 tiles (num_vocab_tiling)",
+    ),
+    (
+        "DeepSeek-V3",
+        "DeepSeek-V3",
+        6,
+        "custom_offload_input_out",
+        90.668,
+        25_165_824,
+        152.415,
+        542.108,
+        "deepseek3_671b_v5p_1024",
+        "DeepSeek3-671B-MaxText",
+        "the layer input and out_proj offloaded to host, the rest rematerialized; dropless experts "
+        "in grouped matmuls (megablox, sparse_matmul), no expert parallelism",
+    ),
+)
+
+
+def _tpu_recipes_v5p_run(
+    label, model, per_device, recompute, step_s, tokens, tflops, tokens_per_s, config, folder, what
+):
+    from . import hardware
+
+    chips, seq_len = 512, 8192
+    if tokens != chips * per_device * seq_len:
+        raise ValueError(f"tokens: {label}: {chips} chips x {per_device} x {seq_len} != total_weights {tokens}")
+    if abs(tokens / (chips * step_s) / tokens_per_s - 1) > 1e-4:
+        raise ValueError(f"tokens_per_s: {label}: the log's tokens/s disagrees with its step time")
+    return PublishedRun(
+        f"tpu-recipes {label}, v5p-1024",
+        model,
+        "TPU v5p",
+        {"fsdp": chips},
+        seq_len,
+        chips * per_device,
+        per_device,
+        tflops * 1e12 / hardware.get("TPU v5p").bf16_dense_flops_per_s,
+        "tpu-recipes-v5p",
+        recompute=recompute,
+        loss_logits="fused_bf16",
+        tokens_per_s_per_device=tokens_per_s,
+        tflops_per_s_per_device=tflops,
+        note=f"per_device_batch_size {per_device}; {what}",
+        remat_policy=f"custom ({recompute})",
+        step_s=step_s,
+        step_basis=f"measured (the recipe's log: {step_s} s, total_weights {tokens:,})",
+        where=f"training/v5p/{folder}/README.md; {config}",
+    )
+
+
+TPU_RECIPES_V5P_RUNS = tuple(_tpu_recipes_v5p_run(*row) for row in TPU_RECIPES_V5P_TABLE)
+
+
 def one_slice_run(run):
     """The one-slice run of MULTISLICE_RUNS's `run`: the same size on the
     same slice, from VALIDATION_RUNS."""

@@ -264,6 +264,16 @@ RECOMPUTE = {
     "custom_offload_input_qkv": RecomputePolicy(
         "custom_offload_input_qkv", "named", (), ("decoder_layer_input",) + _QKV, "maxtext"
     ),
+    # as MaxText's v5p benchmark configs at 3eb77db3 declare it (benchmarks/maxtext_v5p_model_configs.py,
+    # base.yml: a name not given is rematerialized, the layer input stays on device):
+    # llama3_1_405b_8192_v5p_1024 offloads the attention output (context) and the MLP's output;
+    # deepseek3_671b_v5p_1024 the layer input and out_proj
+    "custom_offload_context_mlpwo": RecomputePolicy(
+        "custom_offload_context_mlpwo", "named", (), ("context", "mlpwo"), "maxtext"
+    ),
+    "custom_offload_input_out": RecomputePolicy(
+        "custom_offload_input_out", "named", (), ("decoder_layer_input", "out_proj"), "maxtext"
+    ),
     "minimal_offloaded": RecomputePolicy("minimal_offloaded", "named", (), _MINIMAL, "maxtext"),
     # MaxText's remat_policy 'full' (nn.remat with policy None: JAX's nothing_saveable). Unlike
     # Megatron's 'full', which reruns the layer's whole forward (torch.utils.checkpoint), the
