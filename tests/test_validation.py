@@ -430,11 +430,35 @@ def test_tpu_recipes_v5p_rows_are_the_logs_they_print():
     # remat 'custom': a name the config does not give is rematerialized (base.yml)
     assert memory.RECOMPUTE[runs["LLaMA-3 405B"].recompute].offloads == ("context", "mlpwo")
     assert memory.RECOMPUTE[runs["DeepSeek-V3"].recompute].offloads == ("decoder_layer_input", "out_proj")
+    # MaxText keeps decoder_layer_input on device unless offloaded; the planner keeps every named
+    # policy's layer input, so neither policy lists a saved name
     assert all(not memory.RECOMPUTE[r.recompute].saves for r in runs.values())
     with pytest.raises(ValueError, match="^tokens: "):
         measured._tpu_recipes_v5p_run("x", "LLaMA-3 405B", 2, "full", 131.474, 8_388_607, 314.53, 124.618, "c", "f", "")
     with pytest.raises(ValueError, match="^tokens_per_s: "):
         measured._tpu_recipes_v5p_run("x", "LLaMA-3 405B", 2, "full", 131.474, 8_388_608, 314.53, 125.0, "c", "f", "")
+
+
+def test_a_named_policy_reruns_the_routed_experts_last_matmul_unless_mlpwo_is_kept():
+    # the combine y = sum_i g_i E_i(x) under autodiff: the router weights' gradient reads each
+    # routed expert's output E_i(x), so a policy that keeps no mlpwo runs the experts' second
+    # matmul again (maxtext moe.py unpermute: einsum of the experts' outputs and the weights);
+    # a dense MLP's output is never read. Mixtral 8x7B under custom_offload_input_qkv_out
+    # (layer input, Q, K, V and out_proj offloaded): per layer the causal scores, the gate and
+    # up matmuls of its top-2 experts, and their down matmuls
+    from shardbook import memory
+
+    m, s = models.get("Mixtral 8x7B"), 4096
+    scores = 4 * m.n_heads * m.head_dim * s / 2
+    gate_up = 2 * (2 * m.d_model * m.top_k * m.d_ff)
+    down = 2 * m.d_model * m.top_k * m.d_ff
+    got = memory.recomputed_flops_per_token(m, s, "custom_offload_input_qkv_out", causal=True)
+    assert got == pytest.approx(m.n_layers * (scores + gate_up + down), rel=1e-12)
+    # the same policy on a dense model reruns no down matmul
+    d = models.get("LLaMA-3 70B")
+    dense = memory.recomputed_flops_per_token(d, s, "custom_offload_input_qkv_out", causal=True)
+    scores_d = 4 * d.n_heads * d.head_dim * s / 2
+    assert dense == pytest.approx(d.n_layers * (scores_d + 2 * (2 * d.d_model * d.d_ff)), rel=1e-12)
 
 
 def test_tpu_recipes_v5p_runs_are_held_out_and_miss_as_chapter_97_says(table):

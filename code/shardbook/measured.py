@@ -1061,16 +1061,19 @@ def _mpt_run(size, n_gpus, mfu_percent, micro, accumulation, batch, tokens_per_s
 MPT_H100_RUNS = tuple(_mpt_run(*row) for row in MPT_H100_TABLE)
 
 
-# tpu-recipes' v5p recipes (tpu-recipes-v5p: training/v5p/<model>/README.md of
-# AI-Hypercomputer/tpu-recipes as of 7e88b6d, 2025-10-08), run by MaxText at 3eb77db3 (2025-10-07)
+# Two v5p recipes added to tpu-recipes in 7e88b6d (tpu-recipes-v5p: training/v5p/<model>/README.md
+# of AI-Hypercomputer/tpu-recipes, 2025-10-08), run by MaxText at 3eb77db3 (2025-10-07)
 # with benchmarks/maxtext_v5p_model_configs.py of that commit. Each README prints one line of
 # the log its run wrote ("completed step: N, seconds: ..."), the measured step time used here.
 # Both on v5p-1024 (512 chips), ici_fsdp_parallelism -1 (every chip), 8,192 tokens per
 # sequence, flash attention, FP32 weights with AdamW (16 bytes per parameter), remat 'custom'.
 # Not validation runs: they came into the book after the planner's figures were fixed, and
 # chapter 97 sets them beside it as a check held out from everything, as the MPT runs. The
-# other v5p recipes are left out: Llama 4 Scout and Maverick (no preset for the model), GPT-3
-# 175B (trained in int8, quantization=int8), Mixtral 8x7B and Llama 2 7B (no log line).
+# other MaxText LLM recipes for v5p are left out: Llama 4 Scout and Maverick (no preset for the
+# model), GPT-3 175B (trained in int8, quantization=int8), Mixtral 8x7B and Llama 2 7B (no log
+# line). Offloading mlpwo (the 405B) changes nothing for a dense MLP, whose output the backward
+# does not read; the splash attention kernel keeps its output and logsumexp under the name
+# 'context', so offloading context spares the attention's rerun.
 TPU_RECIPES_V5P_TABLE = (
     # (run, model, per_device_batch_size, remat as memory.RECOMPUTE names it, the log's seconds,
     # its total_weights (tokens per step), TFLOP/s/device and Tokens/s/device, the config, the

@@ -585,7 +585,9 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
     projections, the attention core (unless `context` is saved), the output
     projection (unless out_proj is, since the MLP's input depends on it;
     never in a parallel block, where it does not) and the gate/up matmuls;
-    never the MLP's last matmul, whose output the backward does not read.
+    never a dense MLP's last matmul, whose output the backward does not
+    read, but the routed experts' last matmuls unless mlpwo is kept: the
+    router weights' gradient reads each routed expert's output.
     Under 'none' and flash attention the kernel's own recomputation is part
     of its backward and not counted.
     Ref: korthikanti2022reducing, maxtext."""
@@ -607,6 +609,12 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
         up = a.q_lora_rank * m.n_heads * (a.qk_nope_head_dim + a.qk_rope_head_dim) if a.q_lora_rank else 0
         up += a.kv_lora_rank * m.n_heads * (a.qk_nope_head_dim + a.v_head_dim)
         return m.n_layers * 2 * up
+    return _named_policy_rerun_flops(m, policy, scores)
+
+
+def _named_policy_rerun_flops(m, policy, scores):
+    """recomputed_flops_per_token for a MaxText named policy; `scores` the
+    attention core's forward FLOPs per token of one layer."""
     kept = set(policy.saves) | set(policy.offloads)
     ctx = m.n_heads * (m.head_dim if m.mla is None else m.mla.v_head_dim)
     out_proj = ctx * m.d_model
@@ -626,6 +634,10 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
             per_layer += 2 * m.d_model * f_tokens
         if m.gated_mlp and "mlpwi_1" not in kept:
             per_layer += 2 * m.d_model * f_tokens
+        if m.is_moe and not dense_layer and "mlpwo" not in kept:
+            # the router weights' gradient reads each routed expert's output (the combine
+            # Σ g_i·E_i(x) under autodiff): its last matmul runs again
+            per_layer += 2 * m.d_model * m.top_k * m.d_ff
         total += n * per_layer
     return total
 
