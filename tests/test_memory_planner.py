@@ -471,6 +471,69 @@ def test_jax_saves_only_what_the_backward_reads():
     assert saved(parallel) == {"query_proj", "mlpwi_0"}
 
 
+@pytest.mark.jax
+def test_jax_saves_the_routed_experts_outputs_not_the_shared_experts():
+    """An MoE block's combine y = x + Σ_i g_i·E_i(x) + S(x) with the router
+    weights g differentiable: their gradient reads each routed expert's
+    output E_i(x), so JAX keeps it as a residual under a policy that saves
+    'mlpwo' (and reruns its matmul under one that does not); the shared
+    expert's S(x) joins the residual ungated and is never read. What
+    memory._named_bytes and memory.recomputed_flops_per_token count. Ref: maxtext."""
+    import contextlib
+    import io
+
+    import jax
+    import jax.numpy as jnp
+    from jax.ad_checkpoint import checkpoint_name
+
+    def block(x, router, w_in, w_out, shared_in, shared_out):
+        gates = jax.nn.softmax(x @ router)  # [tokens, 2 experts], top-2 of 2: every expert routed
+        routed = [checkpoint_name(jax.nn.relu(x @ w_in[e]) @ w_out[e], "mlpwo_routed") for e in range(2)]
+        shared = checkpoint_name(jax.nn.relu(x @ shared_in) @ shared_out, "mlpwo_shared")
+        return x + sum(gates[:, e : e + 1] * routed[e] for e in range(2)) + shared
+
+    key = jax.random.PRNGKey(0)
+    args = (
+        jnp.ones((4, 8)),
+        jax.random.normal(key, (8, 2)),
+        jnp.ones((2, 8, 8)),
+        jnp.ones((2, 8, 8)),
+        jnp.ones((8, 8)),
+        jnp.ones((8, 8)),
+    )
+    policy = jax.checkpoint_policies.save_only_these_names("mlpwo_routed", "mlpwo_shared")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        jax.ad_checkpoint.print_saved_residuals(jax.checkpoint(block, policy=policy), *args)
+    text = printed.getvalue()
+    assert text.count("named 'mlpwo_routed'") == 2  # both routed outputs kept
+    assert "named 'mlpwo_shared'" not in text  # the shared expert's sum is not
+
+
+def test_a_named_policy_reruns_each_routed_experts_down_matmul_unless_mlpwo_is_kept():
+    """The FLOPs side of the test above. Mixtral 8x7B under
+    custom_offload_input_qkv_out (layer input, Q, K, V and out_proj
+    offloaded): per layer the causal scores, the gate and up matmuls of its
+    top-2 experts and their down matmuls; the same policy on a dense model
+    reruns no down matmul; and on DeepSeek-V3 (one shared expert, three dense
+    layers) keeping mlpwo saves exactly the routed experts' down matmuls of
+    its MoE layers, none of the shared expert's or the dense layers'."""
+    m, s = models.get("Mixtral 8x7B"), 4096
+    scores = 4 * m.n_heads * m.head_dim * s / 2
+    gate_up = 2 * (2 * m.d_model * m.top_k * m.d_ff)
+    down = 2 * m.d_model * m.top_k * m.d_ff
+    got = memory.recomputed_flops_per_token(m, s, "custom_offload_input_qkv_out", causal=True)
+    assert got == pytest.approx(m.n_layers * (scores + gate_up + down), rel=1e-12)
+    d = models.get("LLaMA-3 70B")
+    dense = memory.recomputed_flops_per_token(d, s, "custom_offload_input_qkv_out", causal=True)
+    scores_d = 4 * d.n_heads * d.head_dim * s / 2
+    assert dense == pytest.approx(d.n_layers * (scores_d + 2 * (2 * d.d_model * d.d_ff)), rel=1e-12)
+    ds = models.get("DeepSeek-V3")  # d_model 7168, routed experts 2048 wide, top-8, 58 MoE layers
+    without = memory.recomputed_flops_per_token(ds, s, "save_dot_except_mlp", causal=True)
+    kept = memory.recomputed_flops_per_token(ds, s, "save_dot_except_mlpwi", causal=True)
+    assert without - kept == (61 - 3) * 2 * 7168 * 8 * 2048
+
+
 def test_a_parallel_block_keeps_and_reruns_less():
     """MaxText's 2023 default block (models.MAXTEXT_V5P_SHAPES): attention and
     MLP read one norm output and their sum joins the residual. 'minimal'

@@ -167,6 +167,10 @@ def test_reported_cases():
     with pytest.raises(ValueError, match="mesh\\['fsdp'\\]: must be an integer >= 1, got 0"):
         explorer.evaluate("LLaMA-3 8B", "MI355X", {"fsdp": 0}, 2**20)
     assert units.format_number(9.9996, sig=4) == "10.00"
+    # a small negative that rounds to zero prints unsigned (a table once showed "-0.0"); a real one keeps it
+    assert units.format_number(-0.04, 1) == "0.0" and units.format_number(-0.0, 0) == "0"
+    assert units.format_number(-0.05, 1) == "-0.1" and units.format_number(-1234.5, 1) == "-1,234.5"
+    assert ledger.format_value(-0.004, digits=2, unit="%") == "0.00 %"
     # numpy integers are integers
     assert collectives.all_gather_s(1e9, np.int64(8), 1e9) == collectives.all_gather_s(1e9, 8, 1e9)
     assert pipeline.bubble_fraction(np.int64(4), np.int64(8)) == pipeline.bubble_fraction(4, 8)

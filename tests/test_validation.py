@@ -424,9 +424,12 @@ def test_tpu_recipes_v5p_rows_are_the_logs_they_print():
         assert (run.accelerator, run.mesh, run.seq_len) == ("TPU v5p", {"fsdp": 512}, 8192)
         assert (run.step_s, run.tflops_per_s_per_device, run.global_tokens) == (seconds, tflops, tokens)
         assert run.micro_batch_seqs == per_device and run.sequences_per_step == 512 * per_device
-        # MaxText's own FLOP count behind its TFLOP/s agrees with the book's model FLOPs within 2.5 %
+        # MaxText's own FLOP count behind its TFLOP/s (maxtext_utils.calculate_tflops_training_per_device)
+        # beside the book's model FLOPs: 0.5 % apart for the 405B, 2.4 % for DeepSeek-V3, whose MLA
+        # and routed layers MaxText counts its own way
         maxtext_per_token = tflops * 1e12 * seconds / (tokens / 512)
-        assert training.model_flops_per_token(model, 8192, causal=True) == pytest.approx(maxtext_per_token, rel=0.025)
+        within = {"LLaMA-3 405B": 0.006, "DeepSeek-V3": 0.025}[model]
+        assert training.model_flops_per_token(model, 8192, causal=True) == pytest.approx(maxtext_per_token, rel=within)
     # remat 'custom': a name the config does not give is rematerialized (base.yml)
     assert memory.RECOMPUTE[runs["LLaMA-3 405B"].recompute].offloads == ("context", "mlpwo")
     assert memory.RECOMPUTE[runs["DeepSeek-V3"].recompute].offloads == ("decoder_layer_input", "out_proj")
@@ -439,33 +442,11 @@ def test_tpu_recipes_v5p_rows_are_the_logs_they_print():
         measured._tpu_recipes_v5p_run("x", "LLaMA-3 405B", 2, "full", 131.474, 8_388_608, 314.53, 125.0, "c", "f", "")
 
 
-def test_a_named_policy_reruns_the_routed_experts_last_matmul_unless_mlpwo_is_kept():
-    # the combine y = sum_i g_i E_i(x) under autodiff: the router weights' gradient reads each
-    # routed expert's output E_i(x), so a policy that keeps no mlpwo runs the experts' second
-    # matmul again (maxtext moe.py unpermute: einsum of the experts' outputs and the weights);
-    # a dense MLP's output is never read. Mixtral 8x7B under custom_offload_input_qkv_out
-    # (layer input, Q, K, V and out_proj offloaded): per layer the causal scores, the gate and
-    # up matmuls of its top-2 experts, and their down matmuls
-    from shardbook import memory
-
-    m, s = models.get("Mixtral 8x7B"), 4096
-    scores = 4 * m.n_heads * m.head_dim * s / 2
-    gate_up = 2 * (2 * m.d_model * m.top_k * m.d_ff)
-    down = 2 * m.d_model * m.top_k * m.d_ff
-    got = memory.recomputed_flops_per_token(m, s, "custom_offload_input_qkv_out", causal=True)
-    assert got == pytest.approx(m.n_layers * (scores + gate_up + down), rel=1e-12)
-    # the same policy on a dense model reruns no down matmul
-    d = models.get("LLaMA-3 70B")
-    dense = memory.recomputed_flops_per_token(d, s, "custom_offload_input_qkv_out", causal=True)
-    scores_d = 4 * d.n_heads * d.head_dim * s / 2
-    assert dense == pytest.approx(d.n_layers * (scores_d + 2 * (2 * d.d_model * d.d_ff)), rel=1e-12)
-
-
 def test_tpu_recipes_v5p_runs_are_held_out_and_miss_as_chapter_97_says(table):
     # held out like the MPT runs: in neither set, their source calibrates nothing; the dense run
     # sustains more of the peak over the FLOPs it runs than the v5p eta the planner prices it at,
-    # and is expected slower than measured; the mixture of experts the reverse, each by at least
-    # twice the tolerance
+    # and is expected slower than measured; the mixture of experts the reverse, each by more than
+    # the tolerance
     from shardbook import validation
     from shardbook.planner import calibrate
 
@@ -477,7 +458,7 @@ def test_tpu_recipes_v5p_runs_are_held_out_and_miss_as_chapter_97_says(table):
     assert dense.role == moe.role == "held out"
     eta = calibrate.matmul_efficiency("TPU v5p")
     assert validation.hardware_flops_fraction(dense.run) > eta > validation.hardware_flops_fraction(moe.run)
-    assert dense.error >= 2 * validation.TOLERANCE and moe.error <= -2 * validation.TOLERANCE
+    assert dense.error > validation.TOLERANCE and moe.error < -validation.TOLERANCE
 
 
 def test_maxtext_llama2_70b_v6e_row_is_the_linked_recipe():

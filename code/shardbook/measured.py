@@ -1110,15 +1110,18 @@ TPU_RECIPES_V5P_TABLE = (
 
 
 def _tpu_recipes_v5p_run(
-    label, model, per_device, recompute, step_s, tokens, tflops, tokens_per_s, config, folder, what
+    label, model, per_device, recompute, step_s, tokens, tflops, tokens_per_s, config, folder, config_notes
 ):
     from . import hardware
 
     chips, seq_len = 512, 8192
     if tokens != chips * per_device * seq_len:
         raise ValueError(f"tokens: {label}: {chips} chips x {per_device} x {seq_len} != total_weights {tokens}")
-    if abs(tokens / (chips * step_s) / tokens_per_s - 1) > 1e-4:
-        raise ValueError(f"tokens_per_s: {label}: the log's tokens/s disagrees with its step time")
+    from_step = tokens / (chips * step_s)
+    if abs(from_step / tokens_per_s - 1) > 1e-4:
+        raise ValueError(
+            f"tokens_per_s: {label}: the log prints {tokens_per_s} per device, its step time gives {from_step:.3f}"
+        )
     return PublishedRun(
         f"tpu-recipes {label}, v5p-1024",
         model,
@@ -1133,7 +1136,7 @@ def _tpu_recipes_v5p_run(
         loss_logits="fused_bf16",
         tokens_per_s_per_device=tokens_per_s,
         tflops_per_s_per_device=tflops,
-        note=f"per_device_batch_size {per_device}; {what}",
+        note=f"per_device_batch_size {per_device}; {config_notes}",
         remat_policy=f"custom ({recompute})",
         step_s=step_s,
         step_basis=f"measured (the recipe's log: {step_s} s, total_weights {tokens:,})",

@@ -277,8 +277,9 @@ RECOMPUTE = {
     "minimal_offloaded": RecomputePolicy("minimal_offloaded", "named", (), _MINIMAL, "maxtext"),
     # MaxText's remat_policy 'full' (nn.remat with policy None: JAX's nothing_saveable). Unlike
     # Megatron's 'full', which reruns the layer's whole forward (torch.utils.checkpoint), the
-    # backward reruns only what it reads: XLA drops the rest (the MLP's last matmul; in a
-    # parallel block the output projection too). It keeps the layer input, as 'full' does.
+    # backward reruns only what it reads: XLA drops the rest (a dense MLP's last matmul, not the
+    # routed experts', whose outputs the router's gradient reads; in a parallel block the output
+    # projection too). It keeps the layer input, as 'full' does.
     "nothing_saveable": RecomputePolicy("nothing_saveable", "named", (), (), "maxtext"),
     # DeepSeek-V3's own recipe (deepseek2024v3 §3.2.3 and §3.3): see DEEPSEEK_V3_RECIPE
     "deepseek_v3": RecomputePolicy("deepseek_v3", "recipe", (), (), "deepseek2024v3"),
@@ -375,11 +376,11 @@ def _named_bytes(m, name, s, b, tp, sequence_parallel, dense_layer):
     if name == "mlpwi_1":
         return 2 * s * b * f_tokens / tp if m.gated_mlp else 0
     # mlpwo: the MLP's output; an MoE layer keeps each routed expert's
-    # output (k per token, the router weights' gradient reads them) and the
-    # shared experts' sum. A dense MLP's output goes straight into the
-    # residual and the backward never reads it: JAX saves a named tensor
-    # only where the backward reads it (a residual), so it keeps none.
-    return token_wise * (routed + (1 if m.n_shared_experts else 0)) if routed else 0
+    # output (k per token, the router weights' gradient reads them). A dense
+    # MLP's output, and the shared experts' sum, go straight into the
+    # residual ungated and the backward never reads them: JAX saves a named
+    # tensor only where the backward reads it (a residual), so it keeps none.
+    return token_wise * routed
 
 
 def _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer):
@@ -585,9 +586,9 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
     projections, the attention core (unless `context` is saved), the output
     projection (unless out_proj is, since the MLP's input depends on it;
     never in a parallel block, where it does not) and the gate/up matmuls;
-    never a dense MLP's last matmul, whose output the backward does not
-    read, but the routed experts' last matmuls unless mlpwo is kept: the
-    router weights' gradient reads each routed expert's output.
+    never a dense MLP's last matmul or the shared experts', whose outputs
+    join the residual ungated, but each routed expert's down matmul unless
+    mlpwo is kept: the router weights' gradient reads its output.
     Under 'none' and flash attention the kernel's own recomputation is part
     of its backward and not counted.
     Ref: korthikanti2022reducing, maxtext."""
@@ -636,7 +637,7 @@ def _named_policy_rerun_flops(m, policy, scores):
             per_layer += 2 * m.d_model * f_tokens
         if m.is_moe and not dense_layer and "mlpwo" not in kept:
             # the router weights' gradient reads each routed expert's output (the combine
-            # Σ g_i·E_i(x) under autodiff): its last matmul runs again
+            # Σ g_i·E_i(x) under autodiff): each routed expert's down matmul runs again
             per_layer += 2 * m.d_model * m.top_k * m.d_ff
         total += n * per_layer
     return total

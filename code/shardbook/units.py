@@ -73,10 +73,13 @@ def bytes_per_element(dtype):
 def format_number(value, digits=3, *, sig=None, thousands=True, trim=False):
     """Format a number for prose: `digits` decimals, or `sig` significant
     digits, with thousands separators. Integers print without decimals;
-    `trim` drops trailing zeros of the decimals (50.000 -> 50, 3.125 stays)."""
+    `trim` drops trailing zeros of the decimals (50.000 -> 50, 3.125 stays).
+    A value that rounds to zero prints without a sign."""
     text = _format_number(value, digits, sig, thousands)
     if trim and "." in text:
         text = text.rstrip("0").rstrip(".")
+    if text.startswith("-") and not text.strip("-0.,"):
+        text = text[1:]  # a small negative rounds to zero: "0.0", never "-0.0"
     return text
 
 

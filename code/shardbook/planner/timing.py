@@ -400,7 +400,8 @@ def communication_s(lay, recompute, calibrated=False):
     # gathers its one input and reduce-scatters the sum of attention and MLP), as many backward,
     # and what the recompute reruns: the whole forward under 'full' (Megatron), all but the
     # layer's last reduce-scatter, whose output the backward does not read, under
-    # 'nothing_saveable' (JAX); 4 (6 with full recompute) for a sequential block. With sequence
+    # 'nothing_saveable' (JAX; in an MoE layer MaxText names mlpwo after that reduce-scatter,
+    # so it reruns too, not counted here); 4 (6 with full recompute) for a sequential block. With sequence
     # parallelism each is a reduce-scatter and an all-gather (korthikanti2022reducing), which an
     # in-switch reduction does not speed up (nccl-nvls)
     forward = 1 if m.parallel_block else 2
