@@ -167,12 +167,12 @@ def collective_s(
             scale_up_s("all_to_all", total_bytes * m / n, acc, m, torus_extents, wraparound, links) if m > 1 else 0.0
         )
         across = total_bytes * (n - m) / n / out_rate
-    elif kind == "all_reduce":
-        across = collectives.all_reduce_s(total_bytes / m, n_domains, out_rate)
     else:
-        across = total_bytes * (n_domains - 1) / n_domains / (m * out_rate)
-    if kind != "all_to_all":
         inside = _in_domain_s(kind, total_bytes, acc, m, torus_extents, wraparound, links)
+        if kind == "all_reduce":
+            across = collectives.all_reduce_s(total_bytes / m, n_domains, out_rate)
+        else:
+            across = total_bytes * (n_domains - 1) / n_domains / (m * out_rate)
     return collectives.hierarchical_s(inside, across, overlapped)
 
 
