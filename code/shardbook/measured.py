@@ -730,6 +730,15 @@ MAXTEXT_V5P_TABLE = (
     ("1024B", "v5p-2048", 254, 0.5535),
     ("1024B", "v5p-4096", 297, 0.6480),
 )
+# The three rows the 2024 reprint (the README's "Runtime Performance Results" at 04262f3c)
+# prints with other values, as it prints them: (size, slice, TFLOP/chip/sec, MFU). Not used
+# as runs: the reprint names no configuration. Its 1024B v5p-2048 row is not consistent with
+# itself: 249 TFLOP/s is 54 % of v5p's 459, not the 64.05 % beside it.
+MAXTEXT_V5P_REPRINTED = (
+    ("128B", "v5p-512", 315, 0.6853),
+    ("256B", "v5p-1024", 316, 0.6882),
+    ("1024B", "v5p-2048", 249, 0.6405),
+)
 
 # How MaxText/configs/v5p/<size>.sh ran each size at 76bd53b0: (per_device_batch_size,
 # remat_policy, ici_tensor_parallelism); every script sets ici_fsdp_parallelism=-1 (the rest of
