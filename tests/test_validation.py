@@ -669,21 +669,25 @@ def test_the_reprint_of_the_slow_run_disagrees_with_itself():
 
 
 def test_without_the_slow_run_the_v5p_fit_still_leaves_runs_outside():
-    # leave one out: fitted without the 1024B pair's slower run (a calibration run), v5p's η rises,
-    # and two of the three runs outside stay outside: the miss is not that one run's
-    from shardbook import planner, validation
+    # leave one out (chapter 97): fitted without the 1024B pair's slower run (a calibration run),
+    # v5p's η rises, yet at that fit every run outside stays outside, and at the fit rounded to two
+    # digits, as calibrate holds it, two of the three do: the miss is not that one run's
+    from shardbook import validation
 
     slow = measured.run_named("MaxText 1024B, v5p-2048")
     v5p_cal = [r for r in validation.calibration_runs() if r.accelerator == "TPU v5p"]
     assert slow in v5p_cal and len(v5p_cal) == 4
-    eta = round(validation.fit_matmul_efficiency("TPU v5p", [r for r in v5p_cal if r is not slow]), 2)
-    assert eta == 0.73 > planner.calibrate.matmul_efficiency("TPU v5p")
-    with validation.matmul_efficiency_set("TPU v5p", eta):
-        errors = {name: validation.row(measured.run_named(name)).error for name in OUTSIDE_TOLERANCE}
-    assert {n for n, e in errors.items() if abs(e) > validation.TOLERANCE} == {
-        "MaxText 512B, v5p-1024",
-        "MaxText Llama 2 70B, v5p-1024",
-    }
+    with_slow = validation.fit_matmul_efficiency("TPU v5p", v5p_cal)
+    eta = validation.fit_matmul_efficiency("TPU v5p", [r for r in v5p_cal if r is not slow])
+    assert 0.71 < with_slow < 0.72 < eta < 0.73
+
+    def outside(value):
+        with validation.matmul_efficiency_set("TPU v5p", value):
+            errors = {name: validation.row(measured.run_named(name)).error for name in OUTSIDE_TOLERANCE}
+        return {n for n, e in errors.items() if abs(e) > validation.TOLERANCE}
+
+    assert outside(eta) == set(OUTSIDE_TOLERANCE)
+    assert outside(round(eta, 2)) == {"MaxText 512B, v5p-1024", "MaxText Llama 2 70B, v5p-1024"}
 
 
 @pytest.mark.parametrize("run", TOLERANCE_CASES, ids=lambda r: r.name)
