@@ -675,7 +675,7 @@ def test_without_the_slow_run_the_v5p_fit_still_leaves_runs_outside():
     from shardbook import validation
 
     slow = measured.run_named("MaxText 1024B, v5p-2048")
-    v5p_cal = [r for r in validation.calibration_runs() if r.accelerator == "TPU v5p"]
+    v5p_cal = validation.efficiency_runs("TPU v5p")
     assert slow in v5p_cal and len(v5p_cal) == 4
     with_slow = validation.fit_matmul_efficiency("TPU v5p", v5p_cal)
     eta = validation.fit_matmul_efficiency("TPU v5p", [r for r in v5p_cal if r is not slow])
@@ -804,12 +804,17 @@ def test_the_fit_is_per_accelerator_not_per_run():
 
 
 def test_rank_of_each_run_is_reported():
-    from shardbook import validation
+    from shardbook import planner, validation
 
     for name in ("Megatron GPT 1.7B, 32 A100", "MaxText Llama 2 70B, v5p-1024"):
         row = validation.row(measured.run_named(name), with_rank=True)
         assert row.rank is not None and 1 <= row.rank <= row.count
         assert row.slower_by is not None and row.slower_by >= 0
+        # the planner's best Candidate comes with the rank, so chapters need not search again
+        best = planner.rank_of_run(row.run).best
+        assert row.best.label == best.label and row.best.expected_step_s == best.expected_step_s
+        assert row.best_adds_fsdp == (best.fsdp > 1 and row.run.mesh.get("fsdp", 1) == 1)
+        assert validation.row(row.run).best is None and not validation.row(row.run).best_adds_fsdp
 
 
 def test_eager_scores_cross_hbm_as_korthikanti_counts_them():

@@ -94,7 +94,8 @@ class Row:
     (model FLOPs at peak / measured step), so it compares with `bound.mfu`
     and `expected_mfu` on one scale; `error` is expected / measured step − 1;
     `rank`, `count`, `slower_by` where the own mesh ranks among the
-    planner's candidates (by expected step time, among those that fit)."""
+    planner's candidates (by expected step time, among those that fit),
+    and `best`, the planner's best Candidate there (rows(with_rank=True))."""
 
     run: object
     role: str
@@ -105,6 +106,13 @@ class Row:
     rank: int | None = None
     count: int = 0
     slower_by: float | None = None
+    best: object = None
+
+    @property
+    def best_adds_fsdp(self):
+        """Whether the planner's best mesh shards the weights with FSDP
+        where the run's own mesh does not (False without a rank)."""
+        return self.best is not None and self.best.fsdp > 1 and self.run.mesh.get("fsdp", 1) == 1
 
     @property
     def expected_step_s(self):
@@ -160,10 +168,10 @@ def row(run, role=None, with_rank=False):
     role = role or split().get(run.name, "validation")
     bound = planner.bound_for_run(run)
     expected = expected_for_run(run)
-    rank = count = slower = None
+    rank = count = slower = best = None
     if with_rank:
         ranked = planner.rank_of_run(run)
-        rank, count, slower = ranked.rank, ranked.count, ranked.slower_by
+        rank, count, slower, best = ranked.rank, ranked.count, ranked.slower_by, ranked.best
     return Row(
         run,
         role,
@@ -174,6 +182,7 @@ def row(run, role=None, with_rank=False):
         rank,
         count or 0,
         slower,
+        best,
     )
 
 
