@@ -83,6 +83,7 @@ SHARED_FIXTURE_GROUPS = {
     "topology_live": "live-topology",  # chapter 1 gone live (Pyodide started once)
     "fresh_origin_live": "live-fresh-origin",  # chapters 6 and 7 gone live
     "records": "model-records",
+    "loso": "leave-one-source-out",  # nine refits of the planner's figures
 }
 
 

@@ -151,7 +151,10 @@ def test_a_file_without_calibration_behaves_as_before_and_says_so():
         "Plain H100 is not a preset and its file has no [calibration] table: defaults for matmul efficiency 0.65, "
         "scale-up efficiency 0.8, in-switch all-reduce off; none for HBM bandwidth (no weight-streaming floor, "
         "no elementwise term), HBM capacity (the datasheet's 80.0 GB used), FP8 peak ratio (no FP8 speedup); "
-        "of these, only the HBM capacity bears on memory (whether it fits)"
+        "of these, only the HBM capacity bears on memory (whether it fits). "
+        "Plain H100's matmul efficiency (0.65) is assumed, not fitted on any published run: its expected step "
+        "times and their band rest on it (the validation appendix shows how far an unfitted accelerator can "
+        "miss); time a few steps before trusting the ranking, the bound holds either way"
     )
     assert inputs.accelerator_note("H100") == ""
 

@@ -43,10 +43,11 @@ def _tiny(tied, vocab=V):
 
 def _layout(model, mesh, global_tokens, **options):
     """A planner Layout with evaluate's defaults for what `options` leaves out."""
+    takes = inspect.signature(layout.layout).parameters  # evaluate's own options (stack) stay behind
     defaults = {
         name: p.default
         for name, p in inspect.signature(planner.evaluate).parameters.items()
-        if p.kind is p.KEYWORD_ONLY
+        if p.kind is p.KEYWORD_ONLY and name in takes
     }
     defaults.update(options)
     defaults.pop("recompute")

@@ -54,6 +54,7 @@ LAYERS = {
         "explorer",
         "planner",
         "validation",
+        "transfer",
     ),
     "programs": ("programs", "hlo", "devices"),
     "book": ("ledger", "book"),

@@ -487,6 +487,29 @@ def identifiability(table_name, key, accelerator, values):
     return out
 
 
+def fit_memory_reserve_bytes(family, runs=None):
+    """The largest HBM reserve, in whole multiples of
+    calibrate.RESERVE_STEP_BYTES, under which every published run of
+    `family` ('gpu' or 'tpu') in `runs` (default: measured.VALIDATION_RUNS
+    and measured.HELD_OUT_RUNS, every run that ran) still fits under its
+    own options: the least spare HBM the planner counts in any of them,
+    rounded down."""
+    planner = _planner()
+    _validate.choice("family", family, ("gpu", "tpu"))
+    runs = list(measured.VALIDATION_RUNS) + list(measured.HELD_OUT_RUNS) if runs is None else list(runs)
+    spare = []
+    for run in runs:
+        if hardware.get(run.accelerator).family != family:
+            continue
+        options = dict(planner.run_options(run), reserve_bytes=0.0)
+        cand = planner.evaluate(run.model, run.accelerator, run.mesh, run.global_tokens, **options)
+        spare.append(cand.memory_breakdown["headroom"])
+    if not spare:
+        raise ValueError(f"family: no published run on a {family}")
+    step = planner.calibrate.RESERVE_STEP_BYTES
+    return max(0.0, math.floor(min(spare) / step) * step)
+
+
 def fitted_efficiencies(digits=2):
     """{accelerator: η fitted on its calibration runs, rounded to `digits`}."""
     _validate.count("digits", digits, minimum=0)

@@ -65,6 +65,45 @@ class Candidate:
     attention: str = "flash"
     precision: str = "bf16"
     memory_device: str = "the device"
+    expected_exposed_s: dict = field(default_factory=dict)
+    stack: str = "any"
+    is_moe: bool = False
+    global_tokens: float = 0.0
+
+    @property
+    def expected_step_range_s(self):
+        """(low, high): the step times, in seconds, that the leave-one-source-out
+        errors of the stack family's runs (calibrate.step_band) put around
+        `expected_step_s`: a measured step of expected / (1 + error) for the
+        band's errors."""
+        low_error, high_error = calibrate.step_band(self.stack, self.is_moe)
+        return self.expected_step_s / (1 + high_error), self.expected_step_s / (1 + low_error)
+
+    @property
+    def hidden_comm_s(self):
+        """Seconds of calibrated communication the expectation takes as hidden
+        behind the math (each term's time less its exposed part)."""
+        return sum(max(0.0, self.expected_terms[k] - v) for k, v in self.expected_exposed_s.items())
+
+    @property
+    def hidden_to_math(self):
+        """hidden_comm_s over the expected matmul and elementwise time: how much
+        of the math the overlap this row relies on must cover."""
+        return self.hidden_comm_s / self.expected_terms["math"] if self.expected_terms else 0.0
+
+    @property
+    def tokens_per_s_per_device(self):
+        """Training tokens per second per device at the expected step."""
+        return self.global_tokens / (self.expected_step_s * self.n_devices)
+
+    @property
+    def n_devices(self):
+        return math.prod(self.mesh.values())
+
+    def days_per_tokens(self, tokens):
+        """Days to train `tokens` tokens at the expected step."""
+        _validate.positive("tokens", tokens)
+        return tokens / (self.tokens_per_s_per_device * self.n_devices) / 86_400
 
     @property
     def mesh(self):
@@ -78,9 +117,9 @@ class Candidate:
 
     @property
     def memory_bytes_per_device(self):
-        """Everything the breakdown counts except the headroom."""
+        """What the training step keeps: the breakdown less the reserve and the headroom."""
         if self.memory_breakdown:
-            return sum(v for k, v in self.memory_breakdown.items() if k != "headroom")
+            return sum(v for k, v in self.memory_breakdown.items() if k not in ("headroom", "reserve"))
         return self.state_bytes_per_device + self.activation_bytes_per_device
 
     @property
@@ -116,8 +155,10 @@ def evaluate(
     precision="bf16",
     tp_comm_overlap=False,
     capacity_factor=1.0,
-    loss_logits="fp32_copy",
+    loss_logits=None,
     slices=None,
+    stack="any",
+    reserve_bytes=None,
 ):
     """One Candidate for `mesh` (a dict over AXES, or an (fsdp, tp, ep, pp)
     tuple) with a global batch of `global_tokens` tokens in sequences of
@@ -169,11 +210,21 @@ def evaluate(
       routed experts' FLOPs scale by it, in the bound and the expectation.
     - `loss_logits`: what the loss keeps of the logits (memory.LOSS_LOGITS):
       'fp32_copy' (Megatron's FP32 softmax, 6 bytes per logit at the peak)
-      or 'fused_bf16' (a loss XLA compiles: BF16 logits and gradient, 4).
+      or 'fused_bf16' (a loss XLA compiles: BF16 logits and gradient, 4);
+      None: the accelerator's usual stack's (calibrate.default_loss_logits:
+      fused_bf16 on a TPU, as MaxText keeps them; fp32_copy on a GPU).
+    - `reserve_bytes`: HBM held back for the framework's context,
+      communication buffers and fragmentation, in [0, HBM); None: the
+      family's (calibrate.memory_reserve_bytes). A mesh fits when the step
+      keeps no more than HBM less the reserve.
     - `slices`: a TPU job cut into this many equal slices, the outer axes
       spanning them over DCN (None: one slice, or as few as the largest
       slice allows); MaxText's Multislice runs spread jobs that one slice
       could hold.
+    - `stack`: the software stack family that will run it
+      (calibrate.STACKS: 'megatron', 'pytorch', 'maxtext', 'deepspeed',
+      'deepseek', or 'any'); it sets the band `expected_step_range_s`
+      puts around the expectation, nothing else.
     """
     lay = layout(
         model,
@@ -203,6 +254,7 @@ def evaluate(
         capacity_factor=capacity_factor,
         loss_logits=loss_logits,
         slices=slices,
+        reserve_bytes=reserve_bytes,
     )
     acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 
@@ -217,13 +269,8 @@ def evaluate(
     expected_terms = timing.communication_s(lay, policy, calibrated=True)
     overhead = memory_plan.bubble_overhead(lay.schedule, pp, math.ceil(lay.n_micro), n_virtual) if pp > 1 else 0.0
     step_s = timing.bound_step_s(math_s, bound_terms, timing.hidden_terms(lay, bound=True), math_s * overhead)
-    expected_s = timing.expected_step_s(
-        math_expected,
-        expected_terms,
-        timing.hidden_terms(lay),
-        math_expected * overhead,
-        timing.exposed_fractions(lay),
-    )
+    exposed = timing.exposed_s(math_expected, expected_terms, timing.hidden_terms(lay), timing.exposed_fractions(lay))
+    expected_s = math_expected + math_expected * overhead + sum(exposed.values())
     state_keys = ("weights", "gradients", "master_weights", "optimizer_state")
     return Candidate(
         mesh["fsdp"],
@@ -263,6 +310,10 @@ def evaluate(
         attention=attention,
         precision=precision,
         memory_device=device,
+        expected_exposed_s=exposed,
+        stack=calibrate.check_stack(stack),
+        is_moe=lay.model.is_moe,
+        global_tokens=float(lay.global_tokens),
     )
 
 

@@ -20,9 +20,28 @@ from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
 
 
+TIE_MARK = "tie"
+FRAGILE_HIDDEN_TO_MATH = 0.7  # a row that hides more than this share of its math in communication
+
+
+def tied(candidates):
+    """The candidates whose band (Candidate.expected_step_range_s) overlaps
+    the band of the best fitting one (by expected step), the best included:
+    the data cannot tell them apart, so profile them. Empty when none fits."""
+    fitting = [c for c in candidates if c.fits]
+    if not fitting:
+        return []
+    best = min(fitting, key=lambda c: c.expected_step_s)
+    ceiling = best.expected_step_range_s[1]
+    return [c for c in fitting if c.expected_step_range_s[0] <= ceiling]
+
+
 def format_table(candidates, top=None):
     """The ranked candidates as a plain-text table: mesh, fits, memory per
-    device against HBM, expected step time and MFU, then the bound."""
+    device against HBM, the expected step with its band and whether it
+    ties the best, throughput, the expected step's parts (matmuls,
+    elementwise, exposed communication, bubble), the communication hidden
+    over the math, then the bound."""
     from .candidate import Candidate
 
     if not isinstance(candidates, (list, tuple)) or not all(isinstance(c, Candidate) for c in candidates):
@@ -34,31 +53,46 @@ def format_table(candidates, top=None):
         "fits",
         "memory / HBM GB",
         "expected step ms",
+        "band ms",
+        "",
+        "tokens/s /device",
+        "days /1T tokens",
         "expected MFU",
+        "matmul ms",
+        "elementwise ms",
+        "exposed comm ms",
+        "bubble ms",
+        "hidden /math",
         "bound step ms",
         "bound MFU",
         "micro",
         "recompute",
-        "math ms",
-        "exposed comm ms",
-        "bubble ms",
     )
+    ties = {id(c) for c in tied(candidates)}
     rows = []
     for cand in candidates[:top] if top else candidates:
+        low, high = cand.expected_step_range_s
+        terms = cand.expected_terms
         rows.append(
             (
                 cand.label,
-                "yes" if cand.fits else "no",
+                fits_text(cand),
                 f"{cand.memory_bytes_per_device / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.1f}",
                 f"{cand.expected_step_s * 1e3:,.0f}",
+                f"{low * 1e3:,.0f}-{high * 1e3:,.0f}",
+                TIE_MARK if id(cand) in ties and len(ties) > 1 else "",
+                f"{cand.tokens_per_s_per_device:,.0f}",
+                f"{cand.days_per_tokens(1e12):,.1f}",
                 f"{cand.expected_mfu:.1%}",
+                f"{(terms['math'] - terms['elementwise']) * 1e3:,.0f}",
+                f"{terms['elementwise'] * 1e3:,.0f}",
+                f"{sum(cand.expected_exposed_s.values()) * 1e3:,.0f}",
+                f"{terms['bubble'] * 1e3:,.0f}",
+                f"{cand.hidden_to_math:.2f}" + ("!" if cand.hidden_to_math > FRAGILE_HIDDEN_TO_MATH else ""),
                 f"{cand.step_s * 1e3:,.0f}",
                 f"{cand.mfu:.1%}",
                 str(cand.micro_batch_seqs),
                 cand.recompute,
-                f"{cand.math_s * 1e3:,.0f}",
-                f"{max(0.0, cand.exposed_comm_s) * 1e3:,.0f}",
-                f"{cand.bubble_s * 1e3:,.0f}",
             )
         )
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
@@ -70,6 +104,58 @@ def format_table(candidates, top=None):
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+TIGHT_SHARE = 0.95  # a plan above this share of HBM (with the reserve) is 'tight', never just 'yes'
+
+
+def _used_share(cand):
+    return (cand.memory_bytes_per_device + cand.memory_breakdown.get("reserve", 0.0)) / cand.hbm_bytes
+
+
+def fits_text(cand):
+    """'yes', 'tight' (fits, but the step and the reserve take more than
+    TIGHT_SHARE of HBM) or 'no'."""
+    if not cand.fits:
+        return "no"
+    return "tight" if _used_share(cand) > TIGHT_SHARE else "yes"
+
+
+def band_line(candidates):
+    """One line under the table: what the band is, and which rows tie."""
+    if not candidates:
+        return ""
+    first = candidates[0]
+    low_error, high_error = calibrate.step_band(first.stack, first.is_moe)
+    kind = "MoE" if first.is_moe else "dense"
+    stack = "any stack" if first.stack == "any" else f"the {first.stack} stack family"
+    ties = tied(candidates)
+    tie = (
+        f"; the {len(ties)} rows marked '{TIE_MARK}' overlap the best's band: the data cannot rank them, so profile them"
+        if len(ties) > 1
+        else ""
+    )
+    return (
+        f"Band: the measured step of most runs the planner was not fitted on ({kind} runs, {stack}) lay between "
+        f"{1 / (1 + high_error):.2f} and {1 / (1 + low_error):.2f} times the expected step (leave-one-source-out, "
+        f"10th to 90th percentile; --stack names yours){tie}"
+    )
+
+
+def fragile_line(candidates):
+    """'' or one line naming the rows whose hidden communication exceeds
+    FRAGILE_HIDDEN_TO_MATH of their math: their expectation relies on
+    overlap that a stack which exposes re-gathers (PyTorch FSDP under
+    activation checkpointing, say) does not give."""
+    fragile = [c for c in candidates if c.hidden_to_math > FRAGILE_HIDDEN_TO_MATH]
+    if not fragile:
+        return ""
+    shown = ", ".join(f"{c.label} ({c.hidden_comm_s * 1e3:,.0f} ms behind {c.expected_terms['math'] * 1e3:,.0f} ms)" for c in fragile[:3])
+    more = f" and {len(fragile) - 3} more" if len(fragile) > 3 else ""
+    return (
+        f"Fragile overlap (hidden / math above {FRAGILE_HIDDEN_TO_MATH:.1f}, marked '!'): {shown}{more}; these rows "
+        "are fast only while the stack hides that much communication behind the math"
+    )
 
 
 def rank_line(candidates, mesh, refused=None, axes=None):
@@ -161,6 +247,12 @@ def _as_json(cand):
             "bubble": cand.bubble_s,
         },
         "expected_terms_s": cand.expected_terms,
+        "expected_exposed_s": cand.expected_exposed_s,
+        "expected_step_range_s": list(cand.expected_step_range_s),
+        "stack": cand.stack,
+        "hidden_comm_to_math": cand.hidden_to_math,
+        "tokens_per_s_per_device": cand.tokens_per_s_per_device,
+        "days_per_trillion_tokens": cand.days_per_tokens(1e12),
     }
 
 
@@ -271,6 +363,27 @@ def _parser():
         help="a TPU job spread over this many equal slices, which talk over DCN (default: as few as fit)",
     )
     parser.add_argument(
+        "--reserve",
+        default=None,
+        help="HBM held back for the framework's context, communication buffers and fragmentation, e.g. 8GB "
+        "(default: the family's, fitted on the published runs that ran; 0 keeps none)",
+    )
+    parser.add_argument(
+        "--loss-logits",
+        default=None,
+        help=f"what the loss keeps of the logits: {', '.join(memory_plan.LOSS_LOGITS)} "
+        "(default: fused_bf16 on a TPU, as MaxText; fp32_copy on a GPU, as Megatron)",
+    )
+    parser.add_argument(
+        "--stack",
+        default="any",
+        help=f"the software stack that will run it, for the band around the expected step: "
+        f"{', '.join(calibrate.STACKS)} (default any)",
+    )
+    parser.add_argument(
+        "--assumptions", action="store_true", help="print the planner's assumptions under the result"
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print the first --top candidates as JSON (all: a large --top)"
     )
     return parser
@@ -354,7 +467,8 @@ def _one_mesh(args, model, accelerator, tokens, n_devices, options):
 PRICED_OPTIONS = (
     "micro_batch", "schedule", "n_virtual", "recompute", "attention", "state_recipe", "zero", "uneven_pipeline",
     "keep_gathered_weights", "ideal_overlap", "no_sequence_parallel", "tp_comm_overlap", "no_grad_reduce_overlap",
-    "dense_replicated_over_ep", "routing_node_limit", "fp8_dispatch", "precision", "slices",
+    "dense_replicated_over_ep", "routing_node_limit", "fp8_dispatch", "precision", "slices", "stack", "reserve",
+    "loss_logits",
 )  # fmt: skip
 MOE_ONLY_OPTIONS = ("dense_replicated_over_ep", "routing_node_limit", "fp8_dispatch")
 
@@ -406,18 +520,18 @@ def uneven_batch_note(candidates):
     )
 
 
-def tight_memory_note(candidates, share=0.95):
-    """'' or one line naming the fitting candidates that use more than
-    `share` of the HBM the device reports: the planner keeps no reserve for
-    the framework's own context, communication buffers or fragmentation."""
-    tight = [c for c in candidates if c.fits and c.memory_bytes_per_device > share * c.hbm_bytes]
+def tight_memory_note(candidates, share=TIGHT_SHARE):
+    """'' or one line naming the fitting candidates whose step and reserve
+    take more than `share` of the HBM the device reports (marked 'tight')."""
+    tight = [c for c in candidates if c.fits and _used_share(c) > share]
     if not tight:
         return ""
-    shown = ", ".join(f"{c.label} ({c.memory_bytes_per_device / c.hbm_bytes:.0%})" for c in tight[:3])
+    shown = ", ".join(f"{c.label} ({_used_share(c):.0%})" for c in tight[:3])
     more = f" and {len(tight) - 3} more" if len(tight) > 3 else ""
+    reserve = tight[0].memory_breakdown.get("reserve", 0.0)
     return (
-        f"Fits with under {1 - share:.0%} of HBM to spare: {shown}{more}; the planner keeps no reserve for the "
-        "framework's context, communication buffers or fragmentation, so check these on the machine"
+        f"Tight, over {share:.0%} of HBM with the {reserve / 1e9:,.1f} GB reserve: {shown}{more}; a framework "
+        "that needs more for its context, communication buffers or fragmentation will not fit these (--reserve)"
     )
 
 
@@ -432,6 +546,18 @@ def _refusal(model, accelerator, mesh, tokens, n_devices, options):
     except (ValueError, TypeError) as error:
         return str(error).splitlines()[0]
     return None
+
+
+def _loss_logits(text):
+    if text is not None and text not in memory_plan.LOSS_LOGITS:
+        raise ValueError(f"--loss-logits: one of {', '.join(memory_plan.LOSS_LOGITS)}, got {text!r}")
+    return text
+
+
+def _stack(text):
+    if text not in calibrate.STACKS:
+        raise ValueError(f"--stack: one of {', '.join(calibrate.STACKS)}, got {text!r}")
+    return text
 
 
 def _check_flag_combinations(args):
@@ -480,6 +606,11 @@ def main(argv=None):
             fp8_dispatch=args.fp8_dispatch,
             precision=args.precision,
             slices=None if args.slices is None else inputs.parse_count("slices", args.slices, unit="slices"),
+            stack=_stack(args.stack),
+            reserve_bytes=None
+            if args.reserve is None
+            else calibrate.checked_reserve_bytes(accelerator, inputs.parse_bytes("--reserve", args.reserve), "--reserve"),
+            loss_logits=_loss_logits(args.loss_logits),
         )
         target = _parse_mesh(args.rank) if args.rank is not None else None
         axes = _parse_axes(args.axes)
@@ -519,21 +650,34 @@ def _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, exp
     for line in (inputs.accelerator_note(accelerator), options_line(args, model)):
         if line:
             print(line)
+    if found:
+        print(
+            f"HBM held back for the framework (context, communication buffers, fragmentation): "
+            f"{found[0].memory_breakdown.get('reserve', 0.0) / 1e9:,.1f} GB a device (--reserve)"
+        )
     print()
     if explained is not None:
         print(format_explain(*explained))
         for note in filter(None, (uneven_batch_note(found), tight_memory_note(found))):
             print("\n" + note)
-        print("\nAssumptions:\n" + ASSUMPTIONS)
+        _print_assumptions(args)
         return 0
     print(format_table(found, args.top))
     notes = (adapted_line(found, args.schedule, args.n_virtual), inputs.no_fit_note(found))
     notes += (uneven_batch_note(found[: args.top]), tight_memory_note(found[: args.top]))
     notes += (rank_line(found, target, refused, _parse_axes(args.axes)) if target is not None else "",)
+    notes = (band_line(found), fragile_line(found[: args.top])) + notes
     for note in filter(None, notes):
         print("\n" + note)
-    print("\nAssumptions:\n" + ASSUMPTIONS)
+    _print_assumptions(args)
     return 0
+
+
+def _print_assumptions(args):
+    if args.assumptions:
+        print("\nAssumptions:\n" + ASSUMPTIONS)
+    else:
+        print("\nWhat the planner assumes (overlap, kernels, what it leaves out): add --assumptions")
 
 
 _validate.guard_module(globals(), exclude=("main",))

@@ -104,7 +104,9 @@ def explain(model, accelerator, mesh, global_tokens, **options):
         for k, p in inspect.signature(evaluate).parameters.items()
         if p.kind is p.KEYWORD_ONLY and k != "capacity_factor"
     }
-    lay = layout(model, accelerator, mesh, global_tokens, **{**defaults, **options})
+    takes = inspect.signature(layout).parameters  # evaluate's own options (stack) stay behind
+    given = {k: v for k, v in {**defaults, **options}.items() if k in takes}
+    lay = layout(model, accelerator, mesh, global_tokens, **given)
     sent = {}
     with _recording(sent):
         timing.communication_s(lay, cand.recompute, calibrated=False)

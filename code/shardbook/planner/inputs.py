@@ -121,6 +121,13 @@ def parse_count(name, text, maximum=2**53, unit=""):
     return value
 
 
+def parse_bytes(name, text):
+    """Bytes from "8GB", "7.5GiB" or a plain number (accelerator_file.parse_size_bytes)."""
+    from ..accelerator_file import parse_size_bytes
+
+    return parse_size_bytes(name, text)
+
+
 def batch_tokens(seq_len, tokens=None, seqs=None):
     """The global batch in tokens, from `tokens` (text or int, at most 1e30)
     or `seqs` sequences of `seq_len` (exactly one of the two); it must be a

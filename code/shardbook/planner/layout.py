@@ -93,8 +93,9 @@ def layout(
     fp8_dispatch,
     precision="bf16",
     tp_comm_overlap=False,
-    loss_logits="fp32_copy",
+    loss_logits=None,
     slices=None,
+    reserve_bytes=None,
 ):
     """The Layout of a step, or a ValueError naming the argument and the
     rule (TooFewSequences when a data-parallel rank gets less than one
@@ -135,7 +136,10 @@ def layout(
             f"capacity_factor: at most n_experts / top_k = {m.n_experts / m.top_k:g} for {m.name} "
             f"(an expert's capacity c·k·T/E cannot exceed the T tokens), got {capacity_factor!r}"
         )
+    if loss_logits is None:
+        loss_logits = calibrate.default_loss_logits(acc)
     _validate.choice("loss_logits", loss_logits, memory_plan.LOSS_LOGITS)
+    reserve_bytes = calibrate.checked_reserve_bytes(acc, reserve_bytes)
     if routing_node_limit is not None:
         _validate.count("routing_node_limit", routing_node_limit)
     if global_tokens < n:
@@ -208,6 +212,7 @@ def layout(
         dense_shard=dense_shard,
         dense_replicas=mesh["dp"] * mesh["cp"] * (1 if dense_over_ep else ep),
         expert_replicas=mesh["dp"] * mesh["cp"],
+        reserve_bytes=reserve_bytes,
     )
 
 

@@ -6,7 +6,8 @@ logits, recomputed FLOPs) and `shardbook.pipeline` (the bubble and the
 microbatches a schedule keeps in flight, the deepest stage of an uneven
 pipeline, DualPipe's two stages per device); this module only assembles them
 into the breakdown a Candidate shows: weights, gradients, master weights,
-optimizer state, activations, logits, gathered-weight buffers, headroom.
+optimizer state, activations, logits, gathered-weight buffers, the reserve
+held back for the framework (calibrate.memory_reserve_bytes), headroom.
 Ref: korthikanti2022reducing, narayanan2021megatron, rajbhandari2020zero,
 dao2022flashattention, deepseek2024v3, maxtext.
 """
@@ -26,6 +27,7 @@ BREAKDOWN_KEYS = (
     "activations",
     "logits",
     "gathered_weight_buffers",
+    "reserve",
     "headroom",
 )
 
@@ -305,6 +307,7 @@ def device_breakdowns(lay, recompute):
             activations=per_layer * held,
             logits=logits if has_logits else 0.0,
             gathered_weight_buffers=_gathered(lay, dense, expert, layers),
+            reserve=lay.reserve_bytes,
         )
         breakdown["headroom"] = hbm - sum(breakdown.values())
         out[label] = breakdown

@@ -62,6 +62,7 @@ class Layout:
     dense_shard: int
     dense_replicas: int
     expert_replicas: int
+    reserve_bytes: float = 0.0
 
     @property
     def n_devices(self):

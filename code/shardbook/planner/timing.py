@@ -239,19 +239,23 @@ def bound_step_s(math_s, comm_s, hidden, bubble_s):
     return max(math_s, hidden_max) + critical + bubble_s
 
 
-def expected_step_s(math_s, comm_s, hidden, bubble_s, exposed):
-    """The calibrated step: math, bubble, the collectives that cannot hide,
-    and of each hidden one the larger of its exposed fraction (`exposed`,
-    by term name: exposed_fractions) and what the math cannot cover."""
+def exposed_s(math_s, comm_s, hidden, exposed):
+    """{term: seconds on the critical path} of the calibrated step: a
+    collective that cannot hide in full; of each hidden one the larger of
+    its exposed fraction (`exposed`, by term name: exposed_fractions) and
+    what the math cannot cover."""
     _validate.positive("math_s", math_s)
     _check_terms(comm_s, exposed)
-    total = math_s + bubble_s
-    for name, seconds in comm_s.items():
-        if name in hidden:
-            total += max(exposed[name] * seconds, seconds - math_s)
-        else:
-            total += seconds
-    return total
+    return {
+        name: max(exposed[name] * seconds, seconds - math_s) if name in hidden else seconds
+        for name, seconds in comm_s.items()
+    }
+
+
+def expected_step_s(math_s, comm_s, hidden, bubble_s, exposed):
+    """The calibrated step: math, bubble and each collective's exposed
+    part (exposed_s)."""
+    return math_s + bubble_s + sum(exposed_s(math_s, comm_s, hidden, exposed).values())
 
 
 # --- the math of one step -------------------------------------------------------------

@@ -1,0 +1,331 @@
+"""The planner held to sources it was not fitted on: leave one source out.
+
+`validation` fits the planner's figures on a calibration set that
+alternates within each source's table, so nearly every validation run has
+a near-twin among the calibration runs; its ±10 % measures interpolation
+along a source's own series. This module measures transfer instead. For
+each source (a references.bib key) of `measured.VALIDATION_RUNS`, every
+fitted figure is fitted again by the same procedure on the calibration set
+without any run of that source, and that source's runs, all of them, are
+priced with the figures of that fold. The runs held out from everything
+(MPT, the 2025 tpu-recipes jobs, the AMD seed's MI355X sweep) are priced
+with the book's own figures, which never saw them.
+
+A fold refits, in this order: the FP8 sustained speedup's starting value
+(its prior where the fold has no FP8 run to fit it on), the elementwise
+passes with every accelerator's η refitted at each trial, each
+accelerator's η at those passes, and the FP8 speedup at that fold's η
+(validation.fit_* on the fold's runs). An accelerator left with no
+calibration run takes what the planner gives an accelerator it has never
+seen (`unfitted_matmul_efficiency`): the fit of a preset on the same die,
+else the seed's sustained fraction where the seed prints one, else the
+default.
+
+Each run belongs to a software stack family (`STACK_FAMILIES`, by source):
+its own kernels, overlap and memory habits are what a new stack brings, so
+errors are reported per family and per accelerator, and the spread of a
+family's errors is the band every plan carries
+(`planner.calibrate.STEP_BANDS`).
+
+Standard library only. Ref: the sources of measured.VALIDATION_RUNS.
+"""
+
+import contextlib
+import math
+import statistics
+from dataclasses import dataclass
+
+from . import _validate, hardware, measured, validation
+
+# The software stack family of each source's runs, and its label.
+STACK_FAMILIES = {
+    "megatron": "Megatron/NeMo",
+    "pytorch": "PyTorch FSDP stacks",
+    "maxtext": "MaxText/JAX",
+    "deepspeed": "DeepSpeed",
+    "deepseek": "DeepSeek's own",
+}
+STACK_OF_SOURCE = {
+    "narayanan2021megatron": "megatron",
+    "korthikanti2022reducing": "megatron",
+    "megatron-lm-readme": "megatron",
+    "megatron-bridge-perf-summary": "megatron",
+    # Meta trained Llama 3 on its own PyTorch stack (FSDP with TP, PP and CP), not Megatron-LM
+    "dubey2024llama3": "pytorch",
+    "llm-foundry-benchmarks": "pytorch",
+    "maxtext-tiering": "maxtext",
+    "maxtext-v5p-perf": "maxtext",
+    "maxtext-v5e-perf": "maxtext",
+    "tpu-recipes-v5p": "maxtext",
+    # the AMD seed's sweep ran MaxText on ROCm
+    "scale-your-model-amd": "maxtext",
+    "deepseek2024v3": "deepseek",
+}
+
+HELD_OUT_RUNS = measured.HELD_OUT_RUNS  # priced with the book's own figures
+
+# Without a run to fit it on, the FP8 speedup of the matmuls is taken as the FP8 peak ratio: FP8
+# matmuls sustain the share of their own peak that BF16 ones sustain of theirs.
+FP8_SPEEDUP_PRIOR = 2.0
+
+
+def stack_family(run):
+    """The stack family (a key of STACK_FAMILIES) of a published run, by its source."""
+    if not isinstance(run, measured.PublishedRun):
+        raise TypeError(f"run: must be a measured.PublishedRun, got {type(run).__name__}")
+    if run.source not in STACK_OF_SOURCE:
+        raise ValueError(f"run: source {run.source!r} of {run.name!r} has no stack family in STACK_OF_SOURCE")
+    return STACK_OF_SOURCE[run.source]
+
+
+# Accelerators built on the same die as another preset (hardware._hopper builds all three from
+# GH100, at the same clocks): without runs of their own they take that preset's fitted η.
+SAME_DIE = {"H800": "H100", "H200": "H100"}
+
+
+def unfitted_matmul_efficiency(accelerator, fitted=None):
+    """The η the planner gives an accelerator no calibration run fits: the
+    fitted η of a preset on the same die (SAME_DIE, where `fitted`,
+    {accelerator: η}, holds it), else the seed's sustained compute fraction
+    where it prints one (measured.SUSTAINED), else
+    calibrate.DEFAULT_MATMUL_EFFICIENCY."""
+    from .planner import calibrate
+
+    name = hardware.get(accelerator).name
+    fitted = {} if fitted is None else fitted
+    if SAME_DIE.get(name) in fitted:
+        return fitted[SAME_DIE[name]]
+    for entry in measured.SUSTAINED:
+        if entry.accelerator == name:
+            return entry.compute
+    return calibrate.DEFAULT_MATMUL_EFFICIENCY.value
+
+
+@dataclass(frozen=True)
+class Fold:
+    """The figures fitted without one source: `left_out` (a references.bib
+    key, or None for the book's own fit), `elementwise_passes`,
+    `fp8_speedup`, `efficiencies` ({accelerator: η}) and `unfitted`, the
+    accelerators of the left-out runs that no run of the fold fits."""
+
+    left_out: str | None
+    elementwise_passes: float
+    fp8_speedup: float
+    efficiencies: dict
+    unfitted: tuple
+
+
+def sources():
+    """The sources of measured.VALIDATION_RUNS, in order of first appearance."""
+    return list(dict.fromkeys(r.source for r in measured.VALIDATION_RUNS))
+
+
+def _efficiency_runs(accelerator, runs):
+    mine = [r for r in runs if r.accelerator == accelerator]
+    return [r for r in mine if r.precision != "fp8"] or mine
+
+
+def _fp8_runs(runs):
+    with_bf16 = {r.accelerator for r in runs if r.precision != "fp8"}
+    return [r for r in runs if r.precision == "fp8" and r.accelerator in with_bf16]
+
+
+@contextlib.contextmanager
+def _figures(fold):
+    """Within the block, the planner prices with `fold`'s figures."""
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(validation.elementwise_passes_set(fold.elementwise_passes))
+        stack.enter_context(validation.figure_set("FP8 sustained speedup", "any", fold.fp8_speedup))
+        for accelerator, value in fold.efficiencies.items():
+            stack.enter_context(validation.matmul_efficiency_set(accelerator, value))
+        yield
+
+
+def fit_fold(left_out, tol=1e-3):
+    """The Fold fitted on the calibration set without `left_out`'s runs
+    (None: the whole calibration set), by the procedure in the module's
+    docstring; `tol` is the golden-section tolerance of every η and of the
+    FP8 speedup (the passes' is ten times it)."""
+    known = sources()
+    if left_out is not None and left_out not in known:
+        raise ValueError(f"left_out: unknown source {left_out!r}; sources: {', '.join(known)}")
+    validation._check_tol(tol)
+    runs = [r for r in validation.calibration_runs() if r.source != left_out]
+    accelerators = list(dict.fromkeys(r.accelerator for r in runs))
+    fp8_runs = _fp8_runs(runs)
+    from .planner import calibrate
+
+    fp8 = calibrate.FP8_SUSTAINED_SPEEDUP.value if fp8_runs else FP8_SPEEDUP_PRIOR
+
+    def efficiencies():
+        return {
+            acc: validation.fit_matmul_efficiency(acc, _efficiency_runs(acc, runs), tol=tol) for acc in accelerators
+        }
+
+    def error_sq(passes):
+        with validation.elementwise_passes_set(passes):
+            total = 0.0
+            for acc, value in efficiencies().items():
+                total += validation._log_error_sq(acc, [r for r in runs if r.accelerator == acc], value)
+            return total
+
+    with validation.figure_set("FP8 sustained speedup", "any", fp8):
+        passes = validation._golden(error_sq, 0.5, 8.0, tol * 10)
+        with validation.elementwise_passes_set(passes):
+            etas = efficiencies()
+    if fp8_runs:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(validation.elementwise_passes_set(passes))
+            for acc, value in etas.items():
+                stack.enter_context(validation.matmul_efficiency_set(acc, value))
+            fp8 = validation.fit_fp8_speedup(fp8_runs, tol=tol)
+    held = [r for r in measured.VALIDATION_RUNS if r.source == left_out]
+    unfitted = tuple(dict.fromkeys(r.accelerator for r in held if r.accelerator not in etas))
+    fitted = dict(etas)
+    for acc in unfitted:
+        etas[acc] = unfitted_matmul_efficiency(acc, fitted)
+    return Fold(left_out, passes, fp8, etas, unfitted)
+
+
+@dataclass(frozen=True)
+class TransferRow:
+    """One run priced by a fit that never saw it: `fold` (the Fold used:
+    its source left out, or the book's own fit for a held-out run),
+    `held_out` (in no fit at all), `family` (STACK_FAMILIES key), the
+    expected step (s) and `error`, expected / measured step − 1."""
+
+    run: object
+    fold: Fold
+    held_out: bool
+    family: str
+    expected_step_s: float
+    error: float
+
+
+def _priced(run, fold, held_out):
+    with _figures(fold):
+        expected = validation.expected_for_run(run).expected_step_s
+    return TransferRow(run, fold, held_out, stack_family(run), expected, expected / run.step_s - 1)
+
+
+def book_fold():
+    """The book's own figures (planner.calibrate) as a Fold."""
+    from .planner import calibrate
+
+    etas = {acc: calibrate.matmul_efficiency(acc) for acc in dict.fromkeys(r.accelerator for r in HELD_OUT_RUNS)}
+    return Fold(None, calibrate.ELEMENTWISE_PASSES.value, calibrate.FP8_SUSTAINED_SPEEDUP.value, etas, ())
+
+
+def leave_one_source_out(tol=1e-3, held_out=True):
+    """A TransferRow for every run of measured.VALIDATION_RUNS, each priced
+    by the Fold without its source, then (with `held_out`) for every run of
+    HELD_OUT_RUNS, priced by the book's own figures."""
+    out = []
+    for source in sources():
+        fold = fit_fold(source, tol)
+        out += [_priced(r, fold, False) for r in measured.VALIDATION_RUNS if r.source == source]
+    if held_out:
+        fold = book_fold()
+        out += [_priced(r, fold, True) for r in HELD_OUT_RUNS]
+    return out
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A group of TransferRows: how many, how many within `tolerance`, the
+    median and extreme errors, and the errors' 10th and 90th percentiles
+    (the band, `band_low` ≤ 0 ≤ `band_high` not guaranteed)."""
+
+    label: str
+    n_runs: int
+    n_within: int
+    median_error: float
+    min_error: float
+    max_error: float
+    band_low: float
+    band_high: float
+
+    @property
+    def share_within(self):
+        return self.n_within / self.n_runs
+
+
+def _quantile(sorted_values, q):
+    """The q-quantile of sorted values, linear between order statistics."""
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    position = q * (len(sorted_values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    return sorted_values[low] + (position - low) * (sorted_values[high] - sorted_values[low])
+
+
+def summarize(table, label, tolerance=validation.TOLERANCE):
+    """The Summary of TransferRows `table` (at least one row)."""
+    if not isinstance(table, (list, tuple)) or not table or not all(isinstance(r, TransferRow) for r in table):
+        raise ValueError("table: must be a non-empty list of transfer.TransferRow")
+    _validate.positive("tolerance", tolerance)
+    errors = sorted(r.error for r in table)
+    return Summary(
+        label,
+        len(errors),
+        sum(abs(e) <= tolerance for e in errors),
+        statistics.median(errors),
+        errors[0],
+        errors[-1],
+        _quantile(errors, 0.1),
+        _quantile(errors, 0.9),
+    )
+
+
+def by_family(table, tolerance=validation.TOLERANCE):
+    """{family: Summary} of the rows of each stack family, in STACK_FAMILIES' order."""
+    out = {}
+    for family, label in STACK_FAMILIES.items():
+        mine = [r for r in table if r.family == family]
+        if mine:
+            out[family] = summarize(mine, label, tolerance)
+    return out
+
+
+def by_accelerator(table, tolerance=validation.TOLERANCE):
+    """{accelerator: Summary} of the rows of each accelerator, in order of first appearance."""
+    out = {}
+    for acc in dict.fromkeys(r.run.accelerator for r in table):
+        out[acc] = summarize([r for r in table if r.run.accelerator == acc], acc, tolerance)
+    return out
+
+
+MIN_BAND_RUNS = 5  # a stack family with fewer dense runs takes the band of every dense run
+BAND_QUANTILES = (0.1, 0.9)
+
+
+def _is_moe(row):
+    from . import models
+
+    return models.get(row.run.model).is_moe
+
+
+def step_bands(table):
+    """{key: (low error, high error, runs)}: the 10th and 90th percentiles
+    of the errors of `table`'s rows (TransferRows) for each key of
+    planner.calibrate.STEP_BANDS: each stack family's dense runs where it
+    has at least MIN_BAND_RUNS, 'any' for every dense run, 'moe' for every
+    MoE run (of any stack: too few in each)."""
+    if not isinstance(table, (list, tuple)) or not all(isinstance(r, TransferRow) for r in table):
+        raise ValueError("table: must be a list of transfer.TransferRow")
+    dense = [r for r in table if not _is_moe(r)]
+    groups = {family: [r for r in dense if r.family == family] for family in STACK_FAMILIES}
+    groups = {k: v for k, v in groups.items() if len(v) >= MIN_BAND_RUNS}
+    groups["any"] = dense
+    groups["moe"] = [r for r in table if _is_moe(r)]
+    out = {}
+    for key, rows in groups.items():
+        if not rows:
+            raise ValueError(f"table: no run for the band {key!r}")
+        errors = sorted(r.error for r in rows)
+        out[key] = (_quantile(errors, BAND_QUANTILES[0]), _quantile(errors, BAND_QUANTILES[1]), len(rows))
+    return out
+
+
+_validate.guard_module(globals())

@@ -1,0 +1,243 @@
+"""The planner held to sources it was not fitted on (shardbook.transfer):
+leave one source out, the band every plan carries, the ties it marks, and
+the memory reserve fitted on the runs that ran."""
+
+import dataclasses
+import math
+import subprocess
+import sys
+
+import pytest
+
+from shardbook import explorer, measured, transfer, validation
+from shardbook.planner import calibrate, cli
+
+
+@pytest.fixture(scope="module")
+def loso():
+    """Every run priced by a fit that never saw it (about 25 s: nine folds)."""
+    return transfer.leave_one_source_out()
+
+
+def test_every_source_has_a_stack_family_and_the_families_are_named():
+    for run in measured.VALIDATION_RUNS + measured.HELD_OUT_RUNS:
+        assert transfer.stack_family(run) in transfer.STACK_FAMILIES
+    assert set(calibrate.STACKS) == {"any", *transfer.STACK_FAMILIES}
+    with pytest.raises(ValueError, match="no stack family"):
+        transfer.stack_family(dataclasses.replace(measured.VALIDATION_RUNS[0], source="nowhere"))
+
+
+def test_a_fold_refits_every_figure_without_the_source():
+    # Megatron-Core's H100 table holds five of H100's calibration runs: without them H100's η is fitted
+    # on the rest (Llama 3's 8K run), by the same procedure, at the fold's elementwise passes
+    left_out = "megatron-lm-readme"
+    fold = transfer.fit_fold(left_out)
+    rest = [r for r in validation.calibration_runs() if r.source != left_out]
+    h100 = [r for r in rest if r.accelerator == "H100" and r.precision != "fp8"]
+    assert h100 and all(r.source != left_out for r in h100)
+    with validation.elementwise_passes_set(fold.elementwise_passes):
+        with validation.figure_set("FP8 sustained speedup", "any", calibrate.FP8_SUSTAINED_SPEEDUP.value):
+            alone = validation.fit_matmul_efficiency("H100", h100, tol=1e-3)
+    assert fold.efficiencies["H100"] == pytest.approx(alone, abs=2e-3)
+    # and it is not the book's figure, which those runs helped fit
+    assert abs(fold.efficiencies["H100"] - calibrate.matmul_efficiency("H100")) > 0.01
+    assert fold.unfitted == ()
+
+
+def test_a_left_out_sources_rows_are_priced_with_its_folds_figures(loso):
+    left_out = "megatron-lm-readme"
+    rows = [r for r in loso if r.run.source == left_out]
+    assert rows and not any(r.held_out for r in rows)
+    fold = rows[0].fold
+    assert fold.left_out == left_out and all(r.fold is fold for r in rows)
+    with validation.elementwise_passes_set(fold.elementwise_passes):
+        with validation.matmul_efficiency_set("H100", fold.efficiencies["H100"]):
+            with validation.figure_set("FP8 sustained speedup", "any", fold.fp8_speedup):
+                for row in rows:
+                    step = validation.expected_for_run(row.run).expected_step_s
+                    assert row.expected_step_s == pytest.approx(step, rel=1e-12)
+                    assert row.error == pytest.approx(step / row.run.step_s - 1, rel=1e-12)
+    # the book's own fit prices them otherwise
+    book = [validation.expected_for_run(r.run).expected_step_s for r in rows]
+    assert any(abs(b / r.expected_step_s - 1) > 1e-3 for b, r in zip(book, rows, strict=True))
+
+
+def test_an_accelerator_left_without_runs_takes_what_an_unseen_one_gets():
+    # H800's only run is DeepSeek-V3: without it, H800 takes the fit of H100, the same GH100 die
+    fold = transfer.fit_fold("deepseek2024v3")
+    assert fold.unfitted == ("H800",) and fold.efficiencies["H800"] == fold.efficiencies["H100"]
+    # v5e's runs are all MaxText's v5e table: without it, the seed's sustained fraction (0.67)
+    fold = transfer.fit_fold("maxtext-v5e-perf")
+    assert fold.unfitted == ("TPU v5e",) and fold.efficiencies["TPU v5e"] == 0.67
+    # Megatron Bridge's is the only FP8 run that fits the FP8 speedup: without it, the peak ratio
+    fold = transfer.fit_fold("megatron-bridge-perf-summary")
+    assert fold.fp8_speedup == transfer.FP8_SPEEDUP_PRIOR == 2.0
+    with pytest.raises(ValueError, match="left_out: unknown source 'nowhere'"):
+        transfer.fit_fold("nowhere")
+
+
+def test_held_out_runs_are_priced_with_the_books_own_figures(loso):
+    held = [r for r in loso if r.held_out]
+    assert [r.run for r in held] == list(measured.HELD_OUT_RUNS)
+    for row in held:
+        assert row.expected_step_s == pytest.approx(validation.expected_for_run(row.run).expected_step_s, rel=1e-12)
+    # no held-out run is in either set of the split
+    names = {r.name for r in measured.VALIDATION_RUNS}
+    assert not names & {r.name for r in measured.HELD_OUT_RUNS}
+
+
+def test_the_bands_are_the_leave_one_source_out_percentiles(loso):
+    bands = transfer.step_bands(loso)
+    assert set(bands) == set(calibrate.STEP_BANDS)
+    for key, (low, high, n_runs) in bands.items():
+        band = calibrate.STEP_BANDS[key]
+        assert band.low_error == pytest.approx(low, abs=0.01), key
+        assert band.high_error == pytest.approx(high, abs=0.01), key
+        assert band.n_runs == n_runs, key
+        assert band.source == "fit"
+    # a family with fewer than MIN_BAND_RUNS dense runs has no band of its own
+    for family in ("deepspeed", "deepseek"):
+        assert family not in bands and calibrate.step_band(family, False) == calibrate.step_band("any", False)
+
+
+def test_summaries_count_the_runs_within_the_tolerance(loso):
+    total = transfer.summarize(loso, "all")
+    assert total.n_runs == len(measured.VALIDATION_RUNS) + len(measured.HELD_OUT_RUNS)
+    assert total.n_within == sum(abs(r.error) <= validation.TOLERANCE for r in loso)
+    assert total.min_error <= total.band_low <= total.median_error <= total.band_high <= total.max_error
+    families = transfer.by_family(loso)
+    assert sum(s.n_runs for s in families.values()) == total.n_runs
+    assert list(families) == [f for f in transfer.STACK_FAMILIES if f in families]
+    with pytest.raises(ValueError, match="non-empty list"):
+        transfer.summarize([], "none")
+
+
+def test_the_band_brackets_the_expected_step_by_the_families_errors():
+    dense = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 64}, 2**22, stack="megatron")
+    low_error, high_error = calibrate.step_band("megatron", False)
+    low, high = dense.expected_step_range_s
+    assert low == pytest.approx(dense.expected_step_s / (1 + high_error))
+    assert high == pytest.approx(dense.expected_step_s / (1 + low_error))
+    assert low < dense.expected_step_s < high
+    # an MoE plan takes the MoE runs' band, whatever the stack: far wider on the slow side
+    moe = explorer.evaluate("Mixtral 8x7B", "H100", {"fsdp": 64}, 2**22, stack="megatron")
+    assert moe.is_moe and moe.expected_step_range_s[1] / moe.expected_step_s == pytest.approx(
+        1 / (1 + calibrate.STEP_BANDS["moe"].low_error)
+    )
+    with pytest.raises(ValueError, match="stack: unknown value 'torch'"):
+        explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 64}, 2**22, stack="torch")
+
+
+def test_rows_whose_band_overlaps_the_best_are_ties():
+    best = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 64}, 2**22, stack="megatron")
+    low_error, high_error = calibrate.step_band("megatron", False)
+    # the slowest step whose band still reaches the best's: expected × (1 + high) / (1 + low)
+    edge = best.expected_step_s * (1 + high_error) / (1 + low_error)
+    inside = dataclasses.replace(best, expected_step_s=edge * (1 - 1e-6))
+    outside = dataclasses.replace(best, expected_step_s=edge * (1 + 1e-6))
+    unfit = dataclasses.replace(best, expected_step_s=best.expected_step_s * 0.5, fits=False)
+    tied = cli.tied([best, inside, outside, unfit])
+    assert tied == [best, inside]
+    table = cli.format_table([best, inside, outside])
+    assert [cli.TIE_MARK in line.split() for line in table.splitlines()[2:]] == [True, True, False]
+    assert "the 2 rows marked 'tie'" in cli.band_line([best, inside, outside])
+
+
+def test_the_table_shows_the_expected_steps_parts():
+    cand = explorer.evaluate("LLaMA-3 70B", "H100", {"fsdp": 64, "tp": 8}, 2**22, stack="megatron")
+    terms = cand.expected_terms
+    exposed = sum(cand.expected_exposed_s.values())
+    # matmuls, elementwise, exposed communication and bubble add up to the expected step
+    assert (terms["math"] - terms["elementwise"]) + terms["elementwise"] + exposed + terms["bubble"] == pytest.approx(
+        cand.expected_step_s
+    )
+    assert cand.tokens_per_s_per_device == pytest.approx(2**22 / (cand.expected_step_s * 512))
+    assert cand.days_per_tokens(1e12) == pytest.approx(1e12 / (cand.tokens_per_s_per_device * 512) / 86_400)
+    hidden = sum(terms[k] - v for k, v in cand.expected_exposed_s.items())
+    assert cand.hidden_comm_s == pytest.approx(hidden) and cand.hidden_to_math == pytest.approx(hidden / terms["math"])
+
+
+def test_the_memory_reserve_is_the_largest_no_run_that_ran_contradicts():
+    for family, figure in calibrate.MEMORY_RESERVE_BYTES.items():
+        assert figure.value == validation.fit_memory_reserve_bytes(family), family
+    # every published run that ran fits under it (its own options, the default reserve)
+    for run in measured.VALIDATION_RUNS + measured.HELD_OUT_RUNS:
+        cand = validation.expected_for_run(run)
+        assert cand.fits, run.name
+        assert cand.memory_breakdown["reserve"] == calibrate.memory_reserve_bytes(run.accelerator)
+    # one step more would call some GPU run unfit
+    more = calibrate.MEMORY_RESERVE_BYTES["gpu"].value + calibrate.RESERVE_STEP_BYTES
+    unfit = [
+        r
+        for r in measured.VALIDATION_RUNS + measured.HELD_OUT_RUNS
+        if r.accelerator in ("H100", "H800", "A100")
+        and not explorer.evaluate(
+            r.model, r.accelerator, r.mesh, r.global_tokens, **dict(explorer.run_options(r), reserve_bytes=more)
+        ).fits
+    ]
+    assert unfit
+
+
+def test_a_reserve_outside_the_hbm_is_one_line():
+    for value in (-1.0, 86e9, math.inf, True):
+        with pytest.raises(ValueError, match=r"reserve_bytes: must lie in \[0, 85.5 GB\)"):
+            explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 8}, 2**20, reserve_bytes=value)
+    small = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 8}, 2**20, reserve_bytes=0.0)
+    assert small.memory_breakdown["reserve"] == 0.0
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--reserve", "90GB"), "error: --reserve: must lie in [0, 85.5 GB), the HBM one H100 reports, got 90.0 GB"),
+        (("--reserve", "-1GB"), "error: --reserve: must be a finite size of at least 0 bytes, got '−1GB'"),
+        (("--reserve", "8XB"), "error: --reserve: a size such as 8GB or 7.5GiB (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got '8XB'"),
+        (("--stack", "torch"), "error: --stack: one of any, megatron, pytorch, maxtext, deepspeed, deepseek, got 'torch'"),
+        (("--loss-logits", "fp16"), "error: --loss-logits: one of fp32_copy, fused_bf16, got 'fp16'"),
+    ],
+)  # fmt: skip
+def test_bad_planner_options_are_one_line(args, message):
+    result = _cli("LLaMA-3 8B", "H100", "64", "4M", *args)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == message + "\n"
+
+
+def test_the_command_line_prints_the_band_the_reserve_and_what_to_decide_with():
+    result = _cli("LLaMA-3 70B", "H100", "512", "4M", "--seq-len", "8192", "--top", "5", "--stack", "megatron")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "HBM held back for the framework (context, communication buffers, fragmentation): 3.0 GB" in out
+    assert "Band: the measured step of most runs the planner was not fitted on (dense runs, the megatron stack" in out
+    header = next(line for line in out.splitlines() if line.startswith("mesh"))
+    for column in ("band ms", "tokens/s /device", "days /1T tokens", "matmul ms", "elementwise ms", "hidden /math"):
+        assert column in header
+    assert out.rstrip().endswith("add --assumptions")
+    data = __import__("json").loads(_cli("LLaMA-3 70B", "H100", "512", "4M", "--json", "--top", "1").stdout)[0]
+    for key in ("expected_step_s", "step_s", "fits", "memory_breakdown_bytes", "hbm_bytes", "recompute"):
+        assert key in data  # the keys scripts read stay
+    assert data["expected_step_range_s"][0] < data["expected_step_s"] < data["expected_step_range_s"][1]
+
+
+def test_loss_logits_default_to_what_each_familys_stack_keeps():
+    assert calibrate.default_loss_logits("TPU v5p") == "fused_bf16"
+    assert calibrate.default_loss_logits("H100") == "fp32_copy"
+    tpu = explorer.evaluate("LLaMA-3 8B", "TPU v5p", {"fsdp": 64}, 2**22)
+    fp32 = explorer.evaluate("LLaMA-3 8B", "TPU v5p", {"fsdp": 64}, 2**22, loss_logits="fp32_copy")
+    # BF16 logits and their gradient (4 bytes a logit) against Megatron's FP32 copy (6)
+    assert tpu.memory_breakdown["logits"] == pytest.approx(fp32.memory_breakdown["logits"] * 4 / 6)
+
+
+def test_the_amd_sweep_is_recorded_as_the_seed_prints_it():
+    # scale-your-model-amd, chapter 5, "Successful measurements": deepseek2-16b on eight MI355X
+    printed = {(8, 1): (0.9478, 283.6, 17286.2), (4, 2): (1.6856, 159.5, 9719.9),
+               (2, 4): (1.4215, 189.1, 11526.6), (1, 8): (0.8591, 312.9, 19071.9)}  # fmt: skip
+    assert len(measured.AMD_MI355X_RUNS) == 4
+    for run in measured.AMD_MI355X_RUNS:
+        step, tflops, tokens = printed[(run.mesh["fsdp"], run.mesh["ep"])]
+        assert (run.step_s, run.tflops_per_s_per_device, run.tokens_per_s_per_device) == (step, tflops, tokens)
+        assert run.global_tokens == 131_072 and run.model == "DeepSeek-V2-Lite" and run.accelerator == "MI355X"
+        assert run.global_tokens / (run.step_s * 8) == pytest.approx(tokens, rel=1e-3)
