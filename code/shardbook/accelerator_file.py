@@ -115,7 +115,9 @@ def parse_size_bytes(name, text):
     units = _UNITS["bytes"]
     match = _NUMBER_WITH_UNIT.match(text.replace("\u2212", "-")) if isinstance(text, str) else None
     if not match or (match.group(2) and match.group(2) not in units):
-        raise ValueError(f"{name}: a size such as 8GB or 7.5GiB (units {', '.join(u for u in units if u)}), got {text!r}")
+        raise ValueError(
+            f"{name}: a size such as 8GB or 7.5GiB (units {', '.join(u for u in units if u)}), got {text!r}"
+        )
     value = float(match.group(1)) * (units[match.group(2)] if match.group(2) else 1)
     if not math.isfinite(value) or value < 0:
         raise ValueError(f"{name}: must be a finite size of at least 0 bytes, got {text!r}")

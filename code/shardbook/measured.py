@@ -1168,7 +1168,9 @@ def _amd_mi355x_run(mesh_run, seq_len=4096, per_device_seqs=4):
     n_devices = mesh_run.fsdp * mesh_run.ep
     tokens = mesh_run.tokens_per_s_per_device * mesh_run.step_s * n_devices  # the printed figures' rounding: 1e-3
     if abs(tokens / (n_devices * per_device_seqs * seq_len) - 1) > 1e-3:
-        raise ValueError(f"tokens: the sweep's {tokens:,.0f} tokens per step are not {n_devices} x {per_device_seqs} x {seq_len}")
+        raise ValueError(
+            f"tokens: the sweep's {tokens:,.0f} tokens per step are not {n_devices} x {per_device_seqs} x {seq_len}"
+        )
     return PublishedRun(
         f"MaxText DeepSeek-V2-Lite, 8 MI355X, fsdp {mesh_run.fsdp} × ep {mesh_run.ep}",
         "DeepSeek-V2-Lite",

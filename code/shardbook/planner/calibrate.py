@@ -272,7 +272,9 @@ STEP_BANDS = {
     "pytorch": Band(-0.16, 0.17, 22, "the dense runs of Meta's Llama 3 stack and MosaicML's llm-foundry (MPT)"),
     "maxtext": Band(-0.05, 0.17, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
     "any": Band(-0.12, 0.12, 68, "every dense run"),
-    "moe": Band(-0.71, 0.02, 8, "every MoE run (Mixtral on v6e, DeepSeek-V3 on H800 and v5p, DeepSeek-V2-Lite on MI355X)"),
+    "moe": Band(
+        -0.71, 0.02, 8, "every MoE run (Mixtral on v6e, DeepSeek-V3 on H800 and v5p, DeepSeek-V2-Lite on MI355X)"
+    ),
 }
 
 

@@ -19,7 +19,6 @@ from . import calibrate, inputs, memory_plan
 from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
 
-
 TIE_MARK = "tie"
 FRAGILE_HIDDEN_TO_MATH = 0.7  # a row that hides more than this share of its math in communication
 
@@ -150,7 +149,10 @@ def fragile_line(candidates):
     fragile = [c for c in candidates if c.hidden_to_math > FRAGILE_HIDDEN_TO_MATH]
     if not fragile:
         return ""
-    shown = ", ".join(f"{c.label} ({c.hidden_comm_s * 1e3:,.0f} ms behind {c.expected_terms['math'] * 1e3:,.0f} ms)" for c in fragile[:3])
+    shown = ", ".join(
+        f"{c.label} ({c.hidden_comm_s * 1e3:,.0f} ms behind {c.expected_terms['math'] * 1e3:,.0f} ms)"
+        for c in fragile[:3]
+    )
     more = f" and {len(fragile) - 3} more" if len(fragile) > 3 else ""
     return (
         f"Fragile overlap (hidden / math above {FRAGILE_HIDDEN_TO_MATH:.1f}, marked '!'): {shown}{more}; these rows "
@@ -380,9 +382,7 @@ def _parser():
         help=f"the software stack that will run it, for the band around the expected step: "
         f"{', '.join(calibrate.STACKS)} (default any)",
     )
-    parser.add_argument(
-        "--assumptions", action="store_true", help="print the planner's assumptions under the result"
-    )
+    parser.add_argument("--assumptions", action="store_true", help="print the planner's assumptions under the result")
     parser.add_argument(
         "--json", action="store_true", help="print the first --top candidates as JSON (all: a large --top)"
     )
@@ -609,7 +609,9 @@ def main(argv=None):
             stack=_stack(args.stack),
             reserve_bytes=None
             if args.reserve is None
-            else calibrate.checked_reserve_bytes(accelerator, inputs.parse_bytes("--reserve", args.reserve), "--reserve"),
+            else calibrate.checked_reserve_bytes(
+                accelerator, inputs.parse_bytes("--reserve", args.reserve), "--reserve"
+            ),
             loss_logits=_loss_logits(args.loss_logits),
         )
         target = _parse_mesh(args.rank) if args.rank is not None else None
