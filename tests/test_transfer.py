@@ -241,3 +241,32 @@ def test_the_amd_sweep_is_recorded_as_the_seed_prints_it():
         assert (run.step_s, run.tflops_per_s_per_device, run.tokens_per_s_per_device) == (step, tflops, tokens)
         assert run.global_tokens == 131_072 and run.model == "DeepSeek-V2-Lite" and run.accelerator == "MI355X"
         assert run.global_tokens / (run.step_s * 8) == pytest.approx(tokens, rel=1e-3)
+
+
+def test_a_sweep_prints_the_best_fitting_mesh_at_each_value():
+    result = _cli("LLaMA-3 8B", "H100", "64", "4M", "--sweep", "seq=2048,4096,1000000")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == "LLaMA-3 8B on 64 × H100: the best fitting mesh at each seq"
+    rows = lines[4:]
+    assert len(rows) == 3
+    # each row is what the search ranks first among the meshes that fit at that sequence length
+    for row, seq_len in zip(rows[:2], (2048, 4096), strict=True):
+        best = next(c for c in explorer.explore("LLaMA-3 8B", "H100", 64, 2**22, seq_len=seq_len) if c.fits)
+        assert f"{seq_len:,}" in row and best.label in row and f"{best.expected_step_s * 1e3:,.0f}" in row
+    # a value the batch does not divide says why in its row, not as a traceback
+    assert "is not a whole number of sequences of 1,000,000" in rows[2]
+
+
+@pytest.mark.parametrize(
+    ("sweep", "message"),
+    [
+        ("seq=", "error: --sweep: seq= needs one or more values separated by commas, got 'seq='"),
+        ("len=1,2", "error: --sweep: write batch=V1,V2,... or seq=V1,V2,... (e.g. seq=2048,4096), got 'len=1,2'"),
+        ("seq=a,b", "error: --sweep seq: must be a whole number (digits, or with K, M, G = 2**10, 2**20, 2**30), got 'a'"),
+        ("batch=1M,,2M", "error: --sweep: batch= needs one or more values separated by commas, got 'batch=1M,,2M'"),
+    ],
+)  # fmt: skip
+def test_a_bad_sweep_is_one_line(sweep, message):
+    result = _cli("LLaMA-3 8B", "H100", "64", "4M", "--sweep", sweep)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", message + "\n")

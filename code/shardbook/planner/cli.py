@@ -384,6 +384,12 @@ def _parser():
     )
     parser.add_argument("--assumptions", action="store_true", help="print the planner's assumptions under the result")
     parser.add_argument(
+        "--sweep",
+        default=None,
+        help="the best fitting mesh at each of several batches or sequence lengths: batch=1M,2M,4M "
+        "(tokens, as BATCH) or seq=2048,4096,8192 (the batch in tokens held)",
+    )
+    parser.add_argument(
         "--json", action="store_true", help="print the first --top candidates as JSON (all: a large --top)"
     )
     return parser
@@ -560,8 +566,81 @@ def _stack(text):
     return text
 
 
+SWEEP_KEYS = ("batch", "seq")
+MAX_SWEEP_VALUES = 12  # each value is a whole search
+
+
+def parse_sweep(text):
+    """(key, [values as given]) from 'batch=1M,2M' or 'seq=2048,4096'; a
+    ValueError naming --sweep and the rule otherwise."""
+    key, sep, values = text.partition("=")
+    key = key.strip()
+    if not sep or key not in SWEEP_KEYS:
+        raise ValueError(f"--sweep: write batch=V1,V2,... or seq=V1,V2,... (e.g. seq=2048,4096), got {text!r}")
+    items = [v.strip() for v in values.split(",")]
+    if not values.strip() or any(not v for v in items):
+        raise ValueError(f"--sweep: {key}= needs one or more values separated by commas, got {text!r}")
+    if len(items) > MAX_SWEEP_VALUES:
+        raise ValueError(f"--sweep: at most {MAX_SWEEP_VALUES} values (each is a whole search), got {len(items)}")
+    name = "--sweep batch" if key == "batch" else "--sweep seq"
+    for v in items:  # each must read as a count (K, M, G allowed for the batch)
+        inputs.parse_count(name, v, maximum=1e30 if key == "batch" else 2**53)
+    return key, items
+
+
+def sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options):
+    """One row a value: (batch tokens, seq_len, best fitting Candidate or
+    None, meshes searched, why none was found or ''), the other of batch and
+    sequence length held."""
+    from .search import explore
+
+    rows = []
+    for text in values:
+        opts = dict(options)
+        if key == "seq":
+            opts["seq_len"] = inputs.parse_count("--sweep seq", text)
+        batch = tokens if key == "seq" else None
+        try:
+            batch = inputs.batch_tokens(opts["seq_len"], tokens if key == "seq" else text)
+            found = explore(model, accelerator, n_devices, batch, axes=axes, **opts)
+        except (ValueError, TypeError) as error:
+            rows.append((batch, opts["seq_len"], None, 0, str(error).splitlines()[0]))
+            continue
+        fitting = [c for c in found if c.fits]
+        rows.append(
+            (batch, opts["seq_len"], fitting[0] if fitting else None, len(found), "" if fitting else "none fits")
+        )
+    return rows
+
+
+def format_sweep(rows):
+    """The sweep as a plain-text table."""
+    header = ("batch tokens", "seq len", "best mesh", "expected step ms", "band ms", "tokens/s /device",
+              "days /1T tokens", "memory / HBM GB")  # fmt: skip
+    out = []
+    for batch, seq_len, cand, _, why in rows:
+        if cand is None:
+            shown = f"{batch:,}" if batch is not None else "-"
+            out.append((shown, f"{seq_len:,}", why[:90], "", "", "", "", ""))
+            continue
+        low, high = cand.expected_step_range_s
+        out.append((
+            f"{batch:,}", f"{seq_len:,}", cand.label, f"{cand.expected_step_s * 1e3:,.0f}",
+            f"{low * 1e3:,.0f}-{high * 1e3:,.0f}", f"{cand.tokens_per_s_per_device:,.0f}",
+            f"{cand.days_per_tokens(1e12):,.1f}",
+            f"{cand.memory_bytes_per_device / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.1f}",
+        ))  # fmt: skip
+    widths = [max(len(r[i]) for r in [header, *out]) for i in range(len(header))]
+    lines = ["  ".join(v.ljust(w) if i == 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True)))
+             for r in [header, *out]]  # fmt: skip
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
 def _check_flag_combinations(args):
     """One ValueError for flags that cannot go together."""
+    if args.sweep is not None and (args.mesh is not None or args.rank is not None or args.json):
+        raise ValueError("--sweep: prints the best mesh at each value; drop --mesh, --rank and --json")
     if args.explain and args.mesh is None:
         raise ValueError("--explain: name the mesh to explain with --mesh (e.g. --mesh fsdp=32,tp=8)")
     if args.rank is not None and args.mesh is not None:
@@ -617,6 +696,13 @@ def main(argv=None):
         target = _parse_mesh(args.rank) if args.rank is not None else None
         axes = _parse_axes(args.axes)
         explained = refused = None
+        if args.sweep is not None:
+            key, values = parse_sweep(args.sweep)
+            rows = sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options)
+            print(f"{model.name} on {n_devices} × {accelerator.name}: the best fitting mesh at each {key}")
+            print()
+            print(format_sweep(rows))
+            return 0
         if args.mesh is not None:
             found, explained = _one_mesh(args, model, accelerator, tokens, n_devices, options)
         else:
