@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from shardbook import explorer, measured, transfer, validation
+from shardbook import explorer, hardware, measured, transfer, validation
 from shardbook.planner import calibrate, cli
 
 
@@ -270,3 +270,18 @@ def test_a_sweep_prints_the_best_fitting_mesh_at_each_value():
 def test_a_bad_sweep_is_one_line(sweep, message):
     result = _cli("LLaMA-3 8B", "H100", "64", "4M", "--sweep", sweep)
     assert (result.returncode, result.stdout, result.stderr) == (2, "", message + "\n")
+
+
+def test_tp_across_scale_up_domains_is_flagged_on_gpus_and_no_published_gpu_run_does_it():
+    # what the note claims: every published GPU run keeps its TP groups inside one scale-up domain
+    for run in measured.VALIDATION_RUNS + measured.HELD_OUT_RUNS:
+        if run.mesh.get("tp", 1) > 1 and hardware.get(run.accelerator).family == "gpu":
+            assert validation.expected_for_run(run).placement["tp"].n_domains == 1, run.name
+    inside = explorer.evaluate("LLaMA-3 405B", "H100", {"fsdp": 2048, "tp": 8}, 2**24, seq_len=8192)
+    across = explorer.evaluate("LLaMA-3 405B", "H100", {"fsdp": 1024, "tp": 16}, 2**24, seq_len=8192)
+    note = cli.cross_domain_tp_note([inside, across], "H100")
+    assert note.startswith("TP across scale-up domains: fsdp 1024 × tp 16 (TP over 2 domains);")
+    assert "fsdp 2048 × tp 8" not in note
+    assert cli.cross_domain_tp_note([inside], "H100") == ""
+    tpu = explorer.evaluate("LLaMA-3 70B", "TPU v5p", {"fsdp": 64, "tp": 8}, 2**22)
+    assert cli.cross_domain_tp_note([tpu], "TPU v5p") == ""  # a torus has no NVLink domain to leave

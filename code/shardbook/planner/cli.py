@@ -141,6 +141,25 @@ def band_line(candidates):
     )
 
 
+def cross_domain_tp_note(candidates, accelerator):
+    """'' or one line naming the rows whose TP groups span scale-up domains
+    on a GPU: every layer's TP collectives then cross the NICs; Megatron,
+    Meta and DeepSeek keep TP inside an NVLink domain on every published H100
+    and A100 run."""
+    if hardware.get(accelerator).family != "gpu":
+        return ""
+    crossing = [c for c in candidates if c.tp > 1 and c.placement.get("tp") and c.placement["tp"].n_domains > 1]
+    if not crossing:
+        return ""
+    shown = ", ".join(f"{c.label} (TP over {c.placement['tp'].n_domains} domains)" for c in crossing[:3])
+    more = f" and {len(crossing) - 3} more" if len(crossing) > 3 else ""
+    return (
+        f"TP across scale-up domains: {shown}{more}; every layer's TP collectives cross the NICs, which no "
+        "published run on these GPUs does (their TP stays inside the NVLink domain), so profile such a row "
+        "before trusting its place"
+    )
+
+
 def fragile_line(candidates):
     """'' or one line naming the rows whose hidden communication exceeds
     FRAGILE_HIDDEN_TO_MATH of their math: their expectation relies on
@@ -754,7 +773,11 @@ def _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, exp
     notes = (adapted_line(found, args.schedule, args.n_virtual), inputs.no_fit_note(found))
     notes += (uneven_batch_note(found[: args.top]), tight_memory_note(found[: args.top]))
     notes += (rank_line(found, target, refused, _parse_axes(args.axes)) if target is not None else "",)
-    notes = (band_line(found), fragile_line(found[: args.top])) + notes
+    notes = (
+        band_line(found),
+        cross_domain_tp_note(found[: args.top], accelerator),
+        fragile_line(found[: args.top]),
+    ) + notes
     for note in filter(None, notes):
         print("\n" + note)
     _print_assumptions(args)
