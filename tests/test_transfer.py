@@ -285,3 +285,33 @@ def test_tp_across_scale_up_domains_is_flagged_on_gpus_and_no_published_gpu_run_
     assert cli.cross_domain_tp_note([inside], "H100") == ""
     tpu = explorer.evaluate("LLaMA-3 70B", "TPU v5p", {"fsdp": 64, "tp": 8}, 2**22)
     assert cli.cross_domain_tp_note([tpu], "TPU v5p") == ""  # a torus has no NVLink domain to leave
+
+
+@pytest.mark.parametrize(
+    ("model", "accelerator", "mesh", "tokens", "seq_len"),
+    [
+        ("LLaMA-3 70B", "H100", {"fsdp": 64, "tp": 4}, 2**22, 8192),
+        ("LLaMA-3 70B", "TPU v5e", {"fsdp": 64, "tp": 4}, 2**22, 8192),
+        ("Mixtral 8x7B", "H100", {"fsdp": 16, "ep": 8}, 2**21, 4096),
+    ],
+)
+def test_the_search_takes_the_fastest_recompute_and_microbatch_that_fit(model, accelerator, mesh, tokens, seq_len):
+    """Not the first policy that fits: every (microbatch, policy) pair that fits is priced, and the row
+    the search shows is the fastest of them (none, selective and full are nested, so at one microbatch
+    the first that fits is also the fastest; across microbatches the search compares them)."""
+    from shardbook.planner import memory_plan, search
+
+    row = search.best_for_mesh(model, accelerator, mesh, tokens, n_devices=math.prod(mesh.values()), seq_len=seq_len)
+    fitting = []
+    for micro in search.MICRO_BATCH_CHOICES:
+        for policy in memory_plan.SEARCH_POLICIES:
+            try:
+                cand = explorer.evaluate(model, accelerator, mesh, tokens, seq_len=seq_len, micro_batch_seqs=micro,
+                                         recompute=policy)  # fmt: skip
+            except ValueError:
+                continue
+            if cand.fits:
+                fitting.append(cand)
+    assert fitting and row.fits
+    fastest = min(fitting, key=lambda c: c.expected_step_s)
+    assert row.expected_step_s == pytest.approx(fastest.expected_step_s, rel=1e-12)
