@@ -544,6 +544,8 @@ def main(argv=None):
     try:
         if not (Path(args.root) / "_toc.yml").is_file():
             raise ValueError(f"--root {args.root}: no _toc.yml there; run from the book's folder or give its path")
+        if not Path(args.executed).is_dir():
+            raise ValueError(f"--executed {args.executed}: no such folder; build the book first (make book)")
         if args.command != "show":
             check_build(args.executed, args.root)
         got = collect(args.executed, toc_chapters(args.root))
