@@ -323,3 +323,143 @@ def test_n13_a_config_with_no_moe_layer_or_an_unknown_router_is_refused(tmp_path
     ):
         with pytest.raises(ValueError, match=says):
             hf_config.from_hf_config({**config, **change})
+
+
+# --- N8: bless writes the ledger and its errata entries together, one bless at a time --------
+
+_BLESS = """
+import os, sys, time
+from pathlib import Path
+from shardbook.book import errata, expected
+ledger, kill_at, pause = Path(sys.argv[1]).resolve(), sys.argv[2], float(sys.argv[3])
+replace, read = os.replace, errata.read
+def dying_replace(src, dst, *a, **k):
+    dst = Path(dst).resolve()
+    if kill_at == "ledger" and dst == ledger or kill_at == "entry" and dst.suffix == ".toml":
+        os._exit(9)  # as kill -9 between the two writes
+    if kill_at == "journal" and dst.name.endswith(".journal"):
+        os._exit(9)
+    return replace(src, dst, *a, **k)
+def slow_read(*a, **k):
+    found = read(*a, **k)
+    time.sleep(pause)  # every bless has read the log before any writes: the race, made certain
+    return found
+os.replace, errata.read = dying_replace, slow_read
+sys.exit(expected.main(sys.argv[4:]))
+"""
+
+
+def _bless_process(book, kill_at="", pause=0.0):
+    args = ["--root", str(book.root), "--executed", str(book.executed), "--expected", str(book.expected)]
+    return subprocess.Popen(
+        [sys.executable, "-c", _BLESS, str(book.expected), kill_at, str(pause), "bless", *args, "--reason", "probe"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def _consistent(book):
+    """(entries, new text stored): an entry exists exactly when the ledger holds the text it records."""
+    from shardbook.book import errata
+
+    entries = errata.load(book.errata, book.root)  # reading the log completes an interrupted bless
+    doc = json.loads(book.expected.read_text())
+    stored = {v["name"]: v["text"] for v in doc["values"]}["pp_bubble"]
+    assert (stored == "30 %") == bool(entries), (stored, [e.file for e in entries])
+    assert {e.file for e in entries} <= set(doc.get("errata_applied", []))
+    return len(entries), stored == "30 %"
+
+
+@pytest.fixture
+def small_book(tmp_path):
+    from test_expected_cli import Book
+
+    book = Book(tmp_path / "book")
+    book.build(pp_bubble=(0.3, "30 %"))  # a changed printed text: bless --reason records an entry
+    return book
+
+
+@pytest.mark.parametrize("kill_at", ["journal", "ledger", "entry"])
+def test_n8_a_bless_killed_between_its_writes_leaves_both_or_neither(small_book, kill_at):
+    process = _bless_process(small_book, kill_at)
+    process.communicate(timeout=60)
+    assert process.returncode == 9
+    assert _consistent(small_book) in ((0, False), (1, True))
+    assert not list(small_book.errata.glob(".*.tmp")) or kill_at == "journal"
+    # the next bless runs (on a build stamped anew: an entry written changes the sources), and
+    # writes the entry once
+    small_book.stamp()
+    again = _bless_process(small_book)
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
+    assert _consistent(small_book) == (1, True)
+    leftovers = [p.name for p in [*small_book.errata.iterdir(), *small_book.expected.parent.iterdir()]]
+    assert not [n for n in leftovers if n.endswith((".tmp", ".journal"))], leftovers
+
+
+def test_n8_concurrent_blesses_run_one_at_a_time_and_write_one_entry(small_book):
+    processes = [_bless_process(small_book, pause=0.5) for _ in range(4)]
+    results = [p.communicate(timeout=120) for p in processes]
+    # each writes, or (started after the first wrote its entry, a source of the build) is told the
+    # build is older than the sources; none writes a second entry
+    assert all(
+        p.returncode == 0 or p.returncode == 2 and "the build is older than the sources" in err
+        for p, (_, err) in zip(processes, results, strict=True)
+    ), results
+    assert _consistent(small_book) == (1, True)
+    assert len(list(small_book.errata.glob("*.toml"))) == 1
+    assert sum("recorded the reason in" in out for out, _ in results) == 1
+
+
+def test_n12_bless_on_a_read_only_file_system_names_the_ledger(small_book, monkeypatch, capsys):
+    import errno
+
+    from shardbook.book import expected
+
+    real_open, real_unlink = os.open, Path.unlink
+
+    def read_only(path, *args, **kwargs):
+        if str(path).endswith(".tmp"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, *args, **kwargs)
+
+    def unlink(self, *args, **kwargs):
+        if self.name.endswith(".tmp"):  # as on a read-only mount: even a missing file is EROFS
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    before = small_book.expected.read_text()
+    assert small_book.run("bless", "--reason", "probe") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"ledger: {small_book.expected}: cannot be written (Read-only file system); nothing changed"
+    assert small_book.expected.read_text() == before and not list(small_book.errata.glob("*.toml"))
+    with pytest.raises(ValueError, match=rf"^{small_book.expected}: cannot be written \(Read-only file system\)"):
+        expected.write(small_book.expected, expected.load(small_book.expected))
+
+
+def test_n13_make_bless_drop_runs_no_shell_command_and_a_refused_bless_fails(small_book):
+    """`make bless DROP='nosuch;echo INJECTED-BY-DROP'` ran the echo and exited 0."""
+    small_book.build()  # nothing to change: the bless is refused for the drop alone
+    done = subprocess.run(
+        [
+            "make",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-o",
+            "setup",
+            "bless",
+            f"BIN={Path(sys.executable).parent}",
+            "DROP=nosuch;echo INJECTED-BY-DROP",
+        ],  # fmt: skip
+        cwd=small_book.root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "INJECTED-BY-DROP" not in done.stdout
+    assert done.returncode != 0
+    assert "ledger: bless refused, nothing written: --drop nosuch;echo: no expected value" in done.stderr
