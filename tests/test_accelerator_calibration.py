@@ -199,15 +199,15 @@ BAD = [
     ({"matmul_efficiency": {"value": 0, "source": "x"}}, "calibration.matmul_efficiency: must be a fraction in"),
     (
         {"matmul_efficiency": {"value": 1.2, "source": "x"}},
-        "calibration.matmul_efficiency: must be a fraction in (0, 1], got 1.2",
+        "calibration.matmul_efficiency: must be a fraction in [0.01, 1], got 1.2",
     ),
     (
         {"scale_up_efficiency": {"value": -0.1, "source": "x"}},
-        "calibration.scale_up_efficiency: must be a fraction in (0, 1]",
+        "calibration.scale_up_efficiency: must be a fraction in [0.01, 1]",
     ),
     (
         {"scale_out_efficiency": {"value": float("nan"), "source": "x"}},
-        "calibration.scale_out_efficiency: must be a fraction in (0, 1], got nan",
+        "calibration.scale_out_efficiency: must be a fraction in [0.01, 1], got nan",
     ),
     ({"hbm_bytes_per_s": {"value": 0, "source": "x"}}, "calibration.hbm_bytes_per_s: must be a bandwidth > 0, got 0"),
     (
@@ -215,7 +215,7 @@ BAD = [
         "calibration.hbm_bytes_per_s: must be a bandwidth > 0, got -3000000000000.0",
     ),
     ({"hbm_capacity_bytes": {"value": "80 GB/s", "source": "x"}}, "calibration.hbm_capacity_bytes.value '80 GB/s'"),
-    ({"fp8_peak_ratio": {"value": 0.5, "source": "x"}}, "calibration.fp8_peak_ratio: must be a ratio >= 1"),
+    ({"fp8_peak_ratio": {"value": 0.5, "source": "x"}}, "calibration.fp8_peak_ratio: must be a ratio from 1"),
     ({"scale_up_latency_s": {"value": "-1 us", "source": "x"}}, "calibration.scale_up_latency_s: must be seconds >= 0"),
     ({"matmul_efficiency": {"value": True, "source": "x"}}, "calibration.matmul_efficiency.value must be a number"),
     (

@@ -89,5 +89,16 @@ def test_the_planner_page_runs_a_pasted_config(built_book, server, browser):  # 
     )
     assert _plan(tab, {**form, "config": "", "n_devices": "-8"}) == "refused"
     assert "n_devices: must be a whole number >= 1" in tab.inner_text(".shardbook-planner-error")
+    # audit 4, N1: a config nested 20,000 deep killed Pyodide for the tab (its stack overflows before
+    # Python's recursion limit); it is refused in the same sentence as in CPython, and the page plans again
+    deep = {**form, "config": "[" * 20000 + "]" * 20000}
+    assert _plan(tab, deep) == "refused"
+    assert tab.inner_text(".shardbook-planner-error") == (
+        "The planner cannot run this: " + planner_page.plan(json.dumps(deep))["error"]
+    )
+    # audit 4, N5: a count beyond 2**53 is refused, not rounded to its nearest float
+    assert _plan(tab, {**form, "config": "", "n_devices": "9007199254740993"}) == "refused"
+    assert "n_devices: at most 2**53" in tab.inner_text(".shardbook-planner-error")
+    assert _plan(tab, {**form, "config": ""}) == "ready"
     assert not log["console"] and not log["offsite"], log
     tab.close()

@@ -9,7 +9,11 @@ import functools
 import json
 import math
 import numbers
+import os
+import re
+import stat
 import threading
+import unicodedata
 
 
 def _is_number(value):
@@ -79,21 +83,134 @@ def choice(name, value, options):
     return value
 
 
+MAX_NAME_CHARS = 200  # the longest Hugging Face repository id is 96 characters
+
+
+def display_name(where, value, max_chars=MAX_NAME_CHARS):
+    """`value`, a name read from a file that the planner prints (a model's
+    _name_or_path, an accelerator's name), or one ValueError starting with
+    `where`: not a string, empty, longer than `max_chars`, with spaces
+    around it, or holding a control or bidirectional-format character
+    (an escape sequence would reach the reader's terminal, a newline would
+    forge a line of output, U+202E would reverse what follows)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where}: must be a non-empty string, got {value!r}")
+    if len(value) > max_chars:
+        raise ValueError(f"{where}: at most {max_chars} characters, got {len(value):,}")
+    if value != value.strip():
+        raise ValueError(f"{where}: must not start or end with spaces, got {value!r}")
+    bad = next((c for c in value if unicodedata.category(c) in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp")), None)
+    if bad is not None:
+        raise ValueError(f"{where}: must not hold control or formatting characters, got {bad!r} (U+{ord(bad):04X})")
+    return value
+
+
 MAX_INPUT_FILE_BYTES = 16 * 2**20  # a config or accelerator file is a few KB; this stops /dev/zero
+# A config.json or an accelerator file nests three or four levels deep; the ledger, two. A
+# deeper document is refused before it is parsed: in the browser's Python (Pyodide) the
+# parser's recursion overflows the JavaScript stack, which kills the interpreter for the tab
+# (CPython's RecursionError never comes), so the bound must hold before json.loads.
+MAX_NESTING = 32
+
+
+def nesting_depth(text, limit=MAX_NESTING):
+    """How deep `[` and `{` nest in JSON or TOML `text` outside its strings
+    and comments, counted by a scan of the text (no parser, no recursion);
+    the count stops once it passes `limit`."""
+    depth = deepest = 0
+    inside = None  # '"' or "'" in a string, "#" in a TOML comment
+    for token in _STRUCTURE.findall(text):  # only the characters that matter: fast on long texts
+        if token[0] == "\\":  # an escape and the character it escapes
+            if inside == "'" and token[1] == "'" or inside == "#" and token[1] == "\n":
+                inside = None  # a TOML literal string or a comment has no escapes
+        elif inside == "#":
+            inside = None if token == "\n" else inside
+        elif inside is not None:
+            inside = None if token == inside else inside
+        elif token in "\"'#":
+            inside = token
+        elif token in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > limit:
+                break
+        elif token in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+_STRUCTURE = re.compile(r"""\\.|[\[\]{}"'#\n]""", re.S)
+
+
+def bounded_text(where, text, what, max_chars=MAX_INPUT_FILE_BYTES, max_nesting=MAX_NESTING):
+    """`text` itself, or one ValueError starting with `where` when it is
+    longer than `max_chars` characters or nests deeper than `max_nesting`
+    levels (`what` names the kind of document): checked before any parser
+    sees it."""
+    if not isinstance(text, str):
+        raise ValueError(f"{where}: must be text, got {type(text).__name__}")
+    if len(text) > max_chars:
+        raise ValueError(f"{where}: longer than {max_chars:,} characters; is it {what}?")
+    if nesting_depth(text, max_nesting) > max_nesting:
+        raise ValueError(f"{where}: nested more than {max_nesting} levels deep; {what} nests a few levels")
+    return text
+
+
+def big_number_problem(exc):
+    """For the ValueError a parser raises on an integer literal of more
+    than sys.get_int_max_str_digits() digits (json.loads and tomllib raise
+    it as a plain ValueError): a phrase saying so; else None."""
+    text = str(exc)
+    if "integer string conversion" not in text:
+        return None
+    digits = re.search(r"value has (\d+) digits", text)
+    return f"holds an integer of {digits[1] + ' ' if digits else 'too many '}digits, more than any figure or count has"
+
+
+def _open_regular(name, path, if_folder):
+    """A read-only file descriptor of `path` after checking, on the open
+    file itself, that it is a regular file: a FIFO, a socket or a device is
+    refused in one ValueError (opening a FIFO without O_NONBLOCK waits for a
+    writer for ever; reading a device never ends)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise ValueError(f"{name}: {path}: no such file") from None
+    except IsADirectoryError:
+        raise ValueError(f"{name}: {path}: {if_folder}") from None
+    except OSError as exc:
+        raise ValueError(f"{name}: {path}: cannot be read ({exc.strerror or exc.__class__.__name__})") from None
+    mode = os.fstat(fd).st_mode
+    if stat.S_ISDIR(mode):
+        os.close(fd)
+        raise ValueError(f"{name}: {path}: {if_folder}")
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = (
+            "a FIFO"
+            if stat.S_ISFIFO(mode)
+            else "a device"
+            if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "not a file"
+        )
+        raise ValueError(f"{name}: {path}: is {kind}, not a regular file; give the path of a file")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(fd, True)
+    return fd
 
 
 def read_text(name, path, if_folder, max_bytes=MAX_INPUT_FILE_BYTES):
     """The UTF-8 text of file `path`, given as argument `name`, or one
     ValueError naming both: no such file, a folder (`if_folder` says what
-    to give instead), unreadable, or longer than `max_bytes`."""
+    to give instead), not a regular file (a FIFO or a device), unreadable,
+    or longer than `max_bytes`."""
+    fd = _open_regular(name, path, if_folder)
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(fd, encoding="utf-8") as f:
             text = f.read(max_bytes + 1)
         if len(text) > max_bytes:
             raise ValueError(f"{name}: {path}: longer than {max_bytes:,} characters; is it the right file?")
         return text
-    except FileNotFoundError:
-        raise ValueError(f"{name}: {path}: no such file") from None
     except IsADirectoryError:
         raise ValueError(f"{name}: {path}: {if_folder}") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -102,35 +219,50 @@ def read_text(name, path, if_folder, max_bytes=MAX_INPUT_FILE_BYTES):
 
 def json_object(where, text):
     """The JSON object (a dict) in `text`, or one ValueError starting with
-    `where`: not valid JSON, or a document that is not an object."""
+    `where`: too long or nested too deeply (checked before parsing), not
+    valid JSON, an integer of thousands of digits, or a document that is
+    not an object."""
+    bounded_text(where, text, "a config")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     except RecursionError:
         raise ValueError(f"{where}: nested too deeply to be a config") from None
+    except ValueError as exc:
+        raise ValueError(f"{where}: {big_number_problem(exc) or 'not valid JSON'}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{where}: must hold a JSON object, got {type(data).__name__}")
     return data
 
 
-def read_json(path, *, missing, remedy, folder=None):
+def read_json(path, *, missing, remedy, folder=None, max_bytes=64 * 2**20):
     """The JSON document in file `path`, or a ValueError naming the file and
     what to do: `missing` when it does not exist, `remedy` when it is not
-    valid JSON, `folder` (if given) when the path is a folder."""
+    valid JSON (or nested too deeply, or holds an integer of thousands of
+    digits), `folder` (if given) when the path is a folder; a FIFO or a
+    device is refused too."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise ValueError(f"{path}: no such file; {missing}") from None
-    except IsADirectoryError:
-        if folder is None:
-            raise ValueError(f"{path}: cannot be read (IsADirectoryError)") from None
-        raise ValueError(f"{path}: is a folder, not {folder}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot be read ({exc.__class__.__name__})") from None
+        text = read_text(
+            "file", path, f"is a folder, not {folder}" if folder else "cannot be read (IsADirectoryError)", max_bytes
+        )
+    except ValueError as exc:
+        message = str(exc).removeprefix("file: ")
+        if message == f"{path}: no such file":
+            message += f"; {missing}"
+        raise ValueError(message) from None
+    try:
+        bounded_text(str(path), text, "this file", max_chars=max_bytes)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno}); {remedy}") from None
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply; {remedy}") from None
+    except ValueError as exc:
+        problem = big_number_problem(exc)
+        if problem is None:
+            raise ValueError(f"{exc}; {remedy}") from None
+        raise ValueError(f"{path}: {problem}; {remedy}") from None
 
 
 def _finite(value):

@@ -65,6 +65,15 @@ _UNITS = {
     "time": {"s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9},
     "count": {"": 1},
 }
+# The range a figure of each dimension may take, in SI units: far beyond any accelerator on
+# either side, yet narrow enough that no product or quotient of figures overflows a float
+# later (5e-324 FLOP/s made the step time inf, reported under an internal quantity's name)
+_RANGES = {
+    "flops": (1e6, 1e24, "FLOP/s"),
+    "bandwidth": (1e3, 1e21, "B/s"),
+    "bytes": (1.0, 1e21, "B"),
+    "time": (0.0, 1e3, "s"),
+}
 _NUMBER_WITH_UNIT = re.compile(r"^\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*(\S*)\s*$")
 _FIGURE_KEYS = ("value", "source", "kind", "note")
 _CALIBRATION_FIGURE_KEYS = ("value", "source", "note")
@@ -95,7 +104,7 @@ def _value(where, field, raw):
             raise ValueError(f"{where}: {field}.value is too large for a float, got {len(str(raw))} digits") from None
         if math.isinf(value):  # NaN is left to the figure's own rule, which names it
             raise ValueError(f"{where}: {field}.value must be a finite number, got {raw!r}")
-        return value
+        return _in_range(where, field, raw, value)
     match = _NUMBER_WITH_UNIT.match(raw)
     if not match:
         raise ValueError(f"{where}: {field}.value {raw!r} is not a number followed by a unit")
@@ -106,6 +115,18 @@ def _value(where, field, raw):
     value = float(number) * units[unit]
     if math.isinf(value):
         raise ValueError(f"{where}: {field}.value {raw!r} is not a finite number")
+    return _in_range(where, field, raw, value)
+
+
+def _in_range(where, field, raw, value):
+    """`value` when it lies in its dimension's _RANGES (a NaN or a value <= 0
+    is left to the figure's own rule, which names it); else one line."""
+    low, high, unit = _RANGES.get(_dimension(field), (0.0, math.inf, ""))
+    if value > 0 and not low <= value <= high:
+        raise ValueError(
+            f"{where}: {field}.value must lie between {low:g} and {high:g} {unit} (no accelerator comes near "
+            f"either end), got {raw!r}"
+        )
     return value
 
 
@@ -128,6 +149,11 @@ def _descriptive(where, name, raw):
     if name in ("torus_dims", "torus_wraparound_side"):
         if not isinstance(raw, int) or isinstance(raw, bool) or raw < 0:
             raise ValueError(f"{where}: {name} must be an integer >= 0, got {raw!r}")
+        most = hardware.MAX_TORUS_DIMS if name == "torus_dims" else hardware.MAX_TORUS_SIDE
+        if raw > most:
+            raise ValueError(f"{where}: {name} must be at most {most}, got {raw!r}")
+    elif name == "name":
+        _validate.display_name(f"{where}: name", raw)
     elif name == "torus_wraparound_rule":
         if not isinstance(raw, str):
             raise ValueError(f"{where}: {name} must be a string, got {raw!r}")
@@ -233,6 +259,10 @@ def from_dict(data, where="accelerator"):
 def from_text(text, fmt, where="accelerator"):
     """An Accelerator from the text of a file in `fmt` 'toml' or 'json'."""
     _validate.choice("fmt", fmt, ("toml", "json"))
+    # bounded before a parser sees it (the planner page's Python dies on deep nesting)
+    _validate.bounded_text(where, text, "an accelerator file", max_chars=MAX_FILE_CHARS)
+    if text.startswith("\ufeff"):
+        raise ValueError(f"{where}: starts with a byte-order mark (BOM); save it as UTF-8 without one")
     try:
         data = tomllib.loads(text) if fmt == "toml" else json.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -241,7 +271,13 @@ def from_text(text, fmt, where="accelerator"):
         raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     except RecursionError:
         raise ValueError(f"{where}: nested too deeply to be an accelerator file") from None
+    except ValueError as exc:  # an integer of thousands of digits
+        raise ValueError(f"{where}: {_validate.big_number_problem(exc) or f'cannot be read ({exc})'}") from None
     return from_dict(data, where)
+
+
+# An accelerator file is a few KB (a preset's template: about 3); a pasted text is held to this
+MAX_FILE_CHARS = 2**20
 
 
 def from_file(path):

@@ -47,6 +47,14 @@ class Sourced(float):
         return (Sourced, (float(self), self.source, self.kind, self.note))
 
 
+# The most dimensions a torus here may have: TPUs have 2 or 3; the most of any machine built
+# is 6 (Fujitsu's Tofu interconnect). A larger count is a typo, and the planner's placement
+# walks every dimension (10**5 of them took minutes).
+MAX_TORUS_DIMS = 6
+# The longest side a torus slice wraps around at: 4 (v5p, Ironwood) and 16 (v5e, v6e) today
+MAX_TORUS_SIDE = 2**20
+
+
 @dataclass(frozen=True)
 class Accelerator:
     """One accelerator and the links around it.
@@ -119,6 +127,10 @@ class Accelerator:
         self._check_figures()
 
     def _check_torus(self):
+        for name, most in (("torus_dims", MAX_TORUS_DIMS), ("torus_wraparound_side", MAX_TORUS_SIDE)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= most:
+                raise ValueError(f"{self.name}.{name}: must be an integer from 0 to {most}, got {value!r}")
         if (self.scale_up_fabric == "torus") != (self.torus_dims > 0):
             raise ValueError(f"{self.name}.torus_dims: must be > 0 exactly when scale_up_fabric is 'torus'")
         if self.scale_up_fabric == "torus":

@@ -113,6 +113,8 @@ def from_hf_config(config, name=None, source="hf-transformers"):
         given = data.get("_name_or_path")
         if given is not None and not isinstance(given, str):
             raise ValueError(f"{where}: _name_or_path must be a string (the model's name), got {given!r}")
+        if given:
+            _validate.display_name(f"{where}: _name_or_path", given)
         name = given or f"{model_type} config"
     fields = {"tied_embeddings": tied}
     if model_type.startswith("deepseek"):
@@ -162,6 +164,11 @@ def _mlp(f, model_type):
     return {"d_ff": f.int("intermediate_size")}
 
 
+# DeepSeek's router choices, as its modeling code names them (V2: greedy, group_limited_greedy;
+# V3: noaux_tc, the aux-loss-free router with a bias per expert)
+TOPK_METHODS = ("greedy", "group_limited_greedy", "noaux_tc")
+
+
 def _deepseek(f, model_type):
     if f.int_or("moe_layer_freq", 1) != 1:
         raise ValueError(f"{f.where}: moe_layer_freq other than 1 is not supported")
@@ -173,6 +180,15 @@ def _deepseek(f, model_type):
         f.int("v_head_dim"),
     )
     n_dense = f.int_or("first_k_dense_replace", 0, minimum=0)
+    n_layers = f.int("num_hidden_layers")
+    if n_dense >= n_layers:
+        raise ValueError(
+            f"{f.where}: first_k_dense_replace {n_dense} leaves none of the {n_layers} layers an MoE layer; "
+            "it must be below num_hidden_layers (a dense model is read as llama)"
+        )
+    topk_method = f.data.get("topk_method")
+    if topk_method is not None and topk_method not in TOPK_METHODS:
+        raise ValueError(f"{f.where}: topk_method: unknown value {topk_method!r}; valid: {', '.join(TOPK_METHODS)}")
     return {
         "d_ff": f.int("moe_intermediate_size"),
         "n_experts": f.int("n_routed_experts"),
@@ -181,5 +197,5 @@ def _deepseek(f, model_type):
         "n_dense_layers": n_dense,
         "d_ff_dense": f.int("intermediate_size") if n_dense else 0,
         "mla": mla,
-        "router_bias": f.data.get("topk_method") == "noaux_tc",
+        "router_bias": topk_method == "noaux_tc",
     }

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ERRATA_DIR = "errata"
+DEFAULT_LEDGER = "tests/expected_numbers.json"  # bless writes it with the log's new entries
 PACKAGE = "package"  # a correction of the package itself rather than of one chapter
 FIELDS = ("date", "chapter", "section", "said", "says", "why", "source", "review", "values")
 _NOT_EMPTY = ("said", "says", "why")
@@ -141,6 +142,12 @@ def read(errata_dir, root="."):
         return [], []
     if not folder.is_dir():
         return [], [f"{folder}: is not a folder (the errata log is a folder of .toml files)"]
+    from .expected import complete_interrupted_bless  # here: expected imports this module
+
+    try:  # a bless that committed and stopped: its entries and its ledger go in together
+        complete_interrupted_bless(Path(root) / DEFAULT_LEDGER)
+    except (OSError, ValueError) as exc:
+        return [], [str(exc)]
     chapters, keys = set(chapter_stems(root)), bib_keys(root)
     entries, problems = [], []
     for path in sorted(folder.iterdir()):
@@ -215,26 +222,42 @@ def _slug(text, words=6):
     return "-".join(parts) or "correction"
 
 
-def write_entry(errata_dir, root=".", **fields):
-    """Add one entry to the log (a new file, never overwriting one) and
-    return its path; ValueError when the entry would not be valid. The slug
-    comes from `why`."""
+def entry_file(errata_dir, root=".", taken=(), **fields):
+    """(path, text) of a new entry of the log, not yet written: the first
+    free name YYYY-MM-DD-slug[-N].toml (neither in the folder nor in
+    `taken`); ValueError when the entry would not be valid. The slug comes
+    from `why`."""
     folder = Path(errata_dir)
-    folder.mkdir(parents=True, exist_ok=True)
     text = entry_text(**fields)
     stem = f"{fields['date']}-{_slug(fields['why'])}"
+    taken = {Path(t).name for t in taken}
     for n in range(1, 1000):
         path = folder / (f"{stem}.toml" if n == 1 else f"{stem}-{n}.toml")
         problem = _problem(path, tomllib.loads(text), set(chapter_stems(root)), bib_keys(root))
         if problem:
             raise ValueError(f"{path}: {problem}")
+        if path.name not in taken and not path.exists():
+            return path, text
+    raise ValueError(f"{folder}: too many entries named {stem}-N.toml")
+
+
+def write_entry(errata_dir, root=".", **fields):
+    """Add one entry to the log (a new file, never overwriting one) and
+    return its path; ValueError when the entry would not be valid. The slug
+    comes from `why`. (Bless writes its entries with the ledger, in one
+    transaction: shardbook.book.expected.)"""
+    folder = Path(errata_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    taken = set()
+    while True:
+        path, text = entry_file(folder, root, taken, **fields)
         try:
             with open(path, "x", encoding="utf-8") as fh:
                 fh.write(text)
         except FileExistsError:
+            taken.add(path.name)
             continue
         return path
-    raise ValueError(f"{folder}: too many entries named {stem}-N.toml")
 
 
 # --- the appendix -------------------------------------------------------------

@@ -26,14 +26,12 @@ import json
 import math
 import os
 import re
-import secrets
-import stat
 import sys
 from pathlib import Path
 
 from .. import _validate
 from ..ledger import _NAME_RE, META_KEY
-from . import errata
+from . import errata, transaction
 
 _CHAPTER_RE = re.compile(r"^[0-9]{2}_[a-z0-9_]+$")
 _NON_FINITE_TEXT = {"inf": math.inf, "infinity": math.inf, "-inf": -math.inf, "-infinity": -math.inf, "nan": math.nan}
@@ -248,13 +246,10 @@ def load_applied(path):
 APPLIED_KEY = "errata_applied"
 
 
-def write(path, values, errata_applied=None):
-    """Write atomically, keeping the file's mode: a hidden temporary file
-    beside it (`.NAME.XXXXXXXX.tmp`, which .gitignore covers), removed if
-    anything stops the write, then an atomic replace. A value that is not a
-    finite number is never written (ValueError). `errata_applied`: the
-    errata entries the values reflect (see load_applied)."""
-    path = Path(path)
+def ledger_text(path, values, errata_applied=None):
+    """The text of the expected-values file for `values` (ValueError naming
+    the entry, and `path`, if a value is not a finite number) and the
+    errata entries they reflect (see load_applied)."""
     doc = {
         "about": "Expected values of every number the book shows. Rewrite with `make bless` after review.",
         "values": values,
@@ -262,7 +257,7 @@ def write(path, values, errata_applied=None):
     if errata_applied:
         doc[APPLIED_KEY] = sorted(errata_applied)
     try:
-        text = json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+        return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False) + "\n"
     except ValueError:
         bad = next(
             f"{v.get('chapter')}:{v.get('name')}"
@@ -270,26 +265,24 @@ def write(path, values, errata_applied=None):
             if not is_finite_number(v.get("value")) or not is_finite_number(v.get("rel_tol"))
         )
         raise ValueError(f"{bad}: not a finite number; nothing written to {path}") from None
+
+
+def write(path, values, errata_applied=None):
+    """Write atomically, keeping the file's mode: a hidden temporary file
+    beside it (`.NAME.XXXXXXXX.tmp`, which .gitignore covers), removed if
+    anything stops the write, then an atomic replace. A value that is not a
+    finite number is never written (ValueError). `errata_applied`: the
+    errata entries the values reflect (see load_applied)."""
+    path = Path(path)
+    text = ledger_text(path, values, errata_applied)
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except FileNotFoundError:
-        mode = None  # a new file: 0o666 less the umask, as any other
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        transaction.commit_one(path, text)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise ValueError(
-            f"{path}: cannot be written ({exc.strerror or exc.__class__.__name__}); nothing changed"
-        ) from None
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+        raise ValueError(_unwritable(path, exc)) from None
+
+
+def _unwritable(path, exc):
+    return f"{path}: cannot be written ({exc.strerror or exc.__class__.__name__}); nothing changed"
 
 
 # --- bless -----------------------------------------------------------------
@@ -369,44 +362,105 @@ def plan_bless(expected, got, drop=()):
     return values, rewritten, text_changes, problems
 
 
-def _record_reason(errata_dir, root, reason, uncovered):
-    """One errata entry per chapter for the changed texts no entry covered."""
+def _reason_entries(errata_dir, root, reason, uncovered):
+    """(path, text) of one new errata entry per chapter for the changed
+    texts no entry covered (written with the ledger, by bless)."""
     today = datetime.date.today().isoformat()
-    paths = []
     by_chapter = {}
     for chapter, name, old, new in uncovered:
         by_chapter.setdefault(chapter, []).append((name, old, new))
-    try:
-        for chapter, changes in by_chapter.items():
-            paths.append(
-                errata.write_entry(
-                    errata_dir,
-                    root,
-                    date=today,
-                    chapter=chapter,
-                    section="",
-                    said="; ".join(f"{name} printed “{old}”" for name, old, _ in changes) + ".",
-                    says="; ".join(f"{name} prints “{new}”" for name, _, new in changes) + ".",
-                    why=reason,
-                    source="",
-                    review="",
-                    values=[f"{chapter}:{name}" for name, _, _ in changes],
-                )
+    files = []
+    for chapter, changes in by_chapter.items():
+        files.append(
+            errata.entry_file(
+                errata_dir,
+                root,
+                [path for path, _ in files],
+                date=today,
+                chapter=chapter,
+                section="",
+                said="; ".join(f"{name} printed “{old}”" for name, old, _ in changes) + ".",
+                says="; ".join(f"{name} prints “{new}”" for name, _, new in changes) + ".",
+                why=reason,
+                source="",
+                review="",
+                values=[f"{chapter}:{name}" for name, _, _ in changes],
             )
-    except BaseException:
-        for path in paths:
-            path.unlink(missing_ok=True)
-        raise
-    return paths
+        )
+    return files
 
 
-def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None, out=None, err=None):
+def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None, out=None, err=None, _at_commit=None):
     """Rewrite `expected_path` from the build's records `got` (see the
-    module's docstring); returns the exit status (0 written, 2 refused)."""
+    module's docstring); returns the exit status (0 written, 2 refused).
+    One bless at a time (a lock in the errata folder): a second waits, then
+    sees what the first wrote. The ledger and any errata entry it records
+    are written in one transaction (shardbook.book.transaction): both or
+    neither, a bless interrupted after it committed completed by the next
+    bless, check or reading of the log."""
     out = out or sys.stdout
     err = err or sys.stderr
     expected_path = Path(expected_path)
     errata_dir = Path(errata_dir) if errata_dir else Path(root) / errata.ERRATA_DIR
+
+    def waiting():
+        print(f"ledger: another bless holds {_lock_file(expected_path)}; waiting for it to finish", file=err)
+
+    try:
+        with transaction.locked(_lock_file(expected_path), waiting):
+            return _bless_locked(expected_path, got, root, errata_dir, drop, reason, out, err, _at_commit)
+    except OSError as exc:
+        raise ValueError(_unwritable(expected_path, exc)) from None
+
+
+def _lock_file(expected_path):
+    """The lock one bless at a time holds: `.NAME.lock` beside the ledger."""
+    path = Path(expected_path)
+    return path.with_name(f".{path.name}.lock")
+
+
+def _journal_file(expected_path):
+    """The journal of a bless that committed: `.NAME.journal` beside the ledger."""
+    path = Path(expected_path)
+    return path.with_name(f".{path.name}.journal")
+
+
+def _complete_locked(expected_path, errata_dir=None):
+    """complete_interrupted_bless's work, under the lock."""
+    expected_path = Path(expected_path)
+    folder = expected_path.parent
+    journal = _journal_file(expected_path)
+    debris = [*folder.glob(f".{expected_path.name}.*.tmp"), *folder.glob(f".{journal.name}.*.tmp")]
+    if errata_dir is not None and Path(errata_dir).is_dir():
+        debris += Path(errata_dir).glob(".*.toml.*.tmp")
+    try:
+        return transaction.recover(journal, debris)
+    except OSError as exc:
+        raise ValueError(
+            f"{_journal_file(expected_path)}: an interrupted bless cannot be completed "
+            f"({exc.strerror or exc}); run `make bless` when it can"
+        ) from None
+
+
+def complete_interrupted_bless(expected_path):
+    """If a bless committed (its journal, `.NAME.journal` beside the ledger,
+    exists) and stopped before its renames were done, do them: the ledger
+    and its errata entries go in together. Called before the ledger or the
+    errata log is read (bless, check, errata.read). Returns "finished" or
+    None; ValueError in one line if it cannot."""
+    expected_path = Path(expected_path)
+    if not _journal_file(expected_path).exists():
+        return None
+    try:
+        with transaction.locked(_lock_file(expected_path)):
+            return _complete_locked(expected_path) and "finished"
+    except OSError as exc:
+        raise ValueError(f"{_lock_file(expected_path)}: cannot be locked ({exc.strerror or exc})") from None
+
+
+def _bless_locked(expected_path, got, root, errata_dir, drop, reason, out, err, at_commit):
+    if _complete_locked(expected_path, errata_dir) == "finished":
+        print("ledger: completed an interrupted bless (its ledger and errata entries, together)", file=out)
     expected = load(expected_path) if expected_path.exists() else []
     applied = set(load_applied(expected_path)) if expected_path.exists() else set()
     values, rewritten, text_changes, problems = plan_bless(expected, got, drop)
@@ -426,16 +480,22 @@ def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None
         for line in problems:
             print(f"ledger: bless refused, nothing written: {line}", file=err)
         return 2
-    recorded = _record_reason(errata_dir, root, reason, uncovered) if uncovered else []
+    recorded = _reason_entries(errata_dir, root, reason, uncovered) if uncovered else []
+    text = ledger_text(expected_path, values, {e.file for e in entries} | {p.name for p, _ in recorded})
     try:
-        write(expected_path, values, errata_applied={e.file for e in entries} | {p.name for p in recorded})
-    except BaseException:
-        for path in recorded:
-            path.unlink(missing_ok=True)
-        raise
+        if recorded:
+            errata_dir.mkdir(parents=True, exist_ok=True)
+        # the ledger first: a bless stopped between the renames never shows an entry its ledger lacks
+        transaction.commit(_journal_file(expected_path), [(expected_path, text), *recorded], at_commit)
+    except transaction.Committed as exc:
+        raise ValueError(
+            f"{expected_path}: the bless is committed but not complete ({exc}); the next bless or check completes it"
+        ) from None
+    except OSError as exc:
+        raise ValueError(_unwritable(expected_path, exc)) from None
     if rewritten:
         print(format_rows(rewritten, ("chapter", "name", "stored", "written", "rel. change", "why")), file=out)
-    for path in recorded:
+    for path, _ in recorded:
         print(f"ledger: recorded the reason in {path}", file=out)
     kept = len(values) - sum(1 for r in rewritten if r[5] != "dropped")
     print(
@@ -505,6 +565,7 @@ def check_build(executed_dir, root="."):
 # --- command line ----------------------------------------------------------
 
 REASON_ENV = "SHARDBOOK_BLESS_REASON"  # what `make bless REASON="..."` sets
+DROP_ENV = "SHARDBOOK_BLESS_DROP"  # what `make bless DROP="name ..."` sets: names split at spaces
 
 
 def main(argv=None):
@@ -532,6 +593,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.reason is None and args.command == "bless":
         args.reason = os.environ.get(REASON_ENV) or None  # `make bless REASON="..."`
+        args.drop += os.environ.get(DROP_ENV, "").split()  # `make bless DROP="..."`
     if args.command != "bless" and (args.drop or args.reason is not None):
         print("ledger: --drop and --reason go with bless only", file=sys.stderr)
         return 2
@@ -544,6 +606,8 @@ def main(argv=None):
     try:
         if not (Path(args.root) / "_toc.yml").is_file():
             raise ValueError(f"--root {args.root}: no _toc.yml there; run from the book's folder or give its path")
+        if not Path(args.executed).is_dir():
+            raise ValueError(f"--executed {args.executed}: no such folder; build the book first (make book)")
         if args.command != "show":
             check_build(args.executed, args.root)
         got = collect(args.executed, toc_chapters(args.root))
@@ -552,6 +616,7 @@ def main(argv=None):
             return 0
         if args.command == "bless":
             return bless(args.expected, got, root=args.root, errata_dir=args.errata, drop=args.drop, reason=args.reason)
+        complete_interrupted_bless(args.expected)  # a bless committed, then stopped: complete it first
         expected = load(args.expected)
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""

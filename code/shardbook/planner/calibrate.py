@@ -463,12 +463,12 @@ def has_in_switch_reduction(accelerator):
 # file without [calibration] clears it. A preset's name cannot be calibrated.
 FILE_FIGURES = {
     # key: (label, rule, keyed by: "preset", "family" or "fabric")
-    "matmul_efficiency": ("matmul efficiency", "a fraction in (0, 1]", "preset"),
-    "scale_up_efficiency": ("scale-up efficiency", "a fraction in (0, 1]", "preset"),
-    "scale_out_efficiency": ("scale-out efficiency", "a fraction in (0, 1]", "family"),
+    "matmul_efficiency": ("matmul efficiency", "a fraction in [0.01, 1]", "preset"),
+    "scale_up_efficiency": ("scale-up efficiency", "a fraction in [0.01, 1]", "preset"),
+    "scale_out_efficiency": ("scale-out efficiency", "a fraction in [0.01, 1]", "family"),
     "hbm_bytes_per_s": ("HBM bandwidth", "a bandwidth > 0", "preset"),
     "hbm_capacity_bytes": ("HBM capacity", "a size > 0", "preset"),
-    "fp8_peak_ratio": ("FP8 peak ratio", "a ratio >= 1 (1: no FP8)", "preset"),
+    "fp8_peak_ratio": ("FP8 peak ratio", "a ratio from 1 (no FP8) to 100", "preset"),
     "in_switch_reduction": ("in-switch all-reduce", "true or false", "preset"),
     "scale_up_latency_s": ("scale-up latency", "seconds >= 0", "fabric"),
     "scale_out_latency_s": ("scale-out latency", "seconds >= 0", "family"),
@@ -485,6 +485,7 @@ class FileCalibration:
 
 
 FILE_CALIBRATIONS = {}  # accelerator name -> FileCalibration
+MIN_EFFICIENCY = 0.01  # an accelerator file's efficiency; the lowest measured is several times higher
 
 
 def _in_range(key, value):
@@ -493,9 +494,9 @@ def _in_range(key, value):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return False
     if key.endswith("_efficiency"):
-        return 0 < value <= 1
+        return MIN_EFFICIENCY <= value <= 1  # below it the step time runs to hundreds of digits
     if key == "fp8_peak_ratio":
-        return value >= 1
+        return 1 <= value <= 100
     if key.endswith("_latency_s"):
         return value >= 0
     return value > 0

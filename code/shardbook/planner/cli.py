@@ -750,7 +750,7 @@ def _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, exp
     reported = "" if usable == accelerator.hbm_bytes else f", {usable / 1e9:,.1f} GB as the device reports it"
     print(
         f"{model.name} on {n_devices} × {accelerator.name} ({accelerator.hbm_bytes / 1e9:,.0f} GB HBM each{reported}), "
-        f"{tokens:,.0f} tokens per step ({tokens // seq_len:,} sequences of {seq_len:,}): "
+        f"{tokens:,} tokens per step ({tokens // seq_len:,} sequences of {seq_len:,}): "
         f"{len(found)} mesh{'' if len(found) == 1 else 'es'}"
     )
     print(inputs.model_line(model))

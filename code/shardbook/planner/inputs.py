@@ -10,6 +10,7 @@ Ref: hf-transformers; the published totals name their sources below.
 """
 
 import dataclasses
+import decimal
 import os
 import re
 
@@ -63,7 +64,8 @@ def read_model(text):
 
 
 def read_model_text(text):
-    """A Model from the text of a config.json (pasted on the planner page)."""
+    """A Model from the text of a config.json (pasted on the planner page):
+    its size and nesting are bounded before it is parsed."""
     return hf_config.from_hf_config(_validate.json_object("config", text))
 
 
@@ -86,34 +88,48 @@ def read_accelerator_text(text):
     return accelerator_file.from_text(text, fmt, "accelerator file")
 
 
+def _exact(name, text, at_most):
+    """The number `text` says (digits, a fraction, an exponent, a K, M or G
+    suffix) as an exact decimal, or a ValueError naming `name`."""
+    raw = str(text).strip().replace(",", "").replace("_", "")
+    if len(raw) > MAX_COUNT_CHARS:
+        raise ValueError(f"{name}: at most {MAX_COUNT_CHARS} characters, got {len(raw):,}")
+    if raw.startswith(("-", "\u2212")):
+        raise ValueError(f"{name}: must be a whole number >= 1, got {str(text).replace(chr(0x2212), '-')!r}")
+    scale = BATCH_SUFFIXES.get(raw[-1:].upper(), 1) if raw else 1
+    digits = raw[:-1] if scale != 1 else raw
+    if not _NUMBER.fullmatch(digits):
+        if digits.strip().lower().lstrip("+") in ("inf", "infinity", "nan"):
+            raise ValueError(f"{name}: must be a finite number, got {text!r}")
+        raise ValueError(
+            f"{name}: must be a whole number (digits, or with K, M, G = 2**10, 2**20, 2**30), got {text!r}"
+        )
+    number = decimal.Decimal(digits)
+    if number.adjusted() > 40:  # beyond every maximum: refused before the exact product is formed
+        raise ValueError(f"{at_most}, got {text!r}")
+    with decimal.localcontext() as exact_context:
+        exact_context.prec = 2 * MAX_COUNT_CHARS  # every product of these digits and a suffix, exactly
+        return number * scale
+
+
 def parse_count(name, text, maximum=2**53, unit=""):
     """A whole number >= 1 from text ('4096', '4M' = 4·2**20, '1.5K' = 1536,
     '1e15'), at most `maximum`; a negative, fractional, non-finite or
-    unparsable size is a ValueError naming `name` and the rule."""
+    unparsable size is a ValueError naming `name` and the rule. The text is
+    read exactly (as a decimal, never through a float): a count beyond
+    2**53 is not silently rounded to its nearest float."""
     at_most = f"{name}: at most {'2**53' if maximum == 2**53 else f'{maximum:g}'.replace('e+', 'e')}{' ' + unit if unit else ''}"
     if isinstance(text, bool):
         raise ValueError(f"{name}: must be a whole number >= 1, got {text!r}")
     if isinstance(text, int):
         value = text
     else:
-        raw = str(text).strip().replace(",", "").replace("_", "")
-        if raw.startswith(("-", "\u2212")):
-            raise ValueError(f"{name}: must be a whole number >= 1, got {text.replace(chr(0x2212), '-')!r}")
-        scale = BATCH_SUFFIXES.get(raw[-1:].upper(), 1) if raw else 1
-        digits = raw[:-1] if scale != 1 else raw
-        try:
-            number = float(digits)
-        except ValueError:
-            raise ValueError(
-                f"{name}: must be a whole number (digits, or with K, M, G = 2**10, 2**20, 2**30), got {text!r}"
-            ) from None
-        if number != number or number in (float("inf"), float("-inf")):
-            raise ValueError(f"{name}: must be a finite number, got {text!r}")
-        if number * scale > maximum:
+        exact = _exact(name, text, at_most)
+        if exact > maximum:
             raise ValueError(f"{at_most}, got {text!r}")
-        if number * scale != int(number * scale) or number * scale < 1:
+        if exact != exact.to_integral_value() or exact < 1:
             raise ValueError(f"{name}: must be a whole number >= 1, got {text!r}")
-        value = int(number * scale)
+        value = int(exact)
     if value < 1:
         raise ValueError(f"{name}: must be a whole number >= 1, got {text!r}")
     if value > maximum:
@@ -128,6 +144,12 @@ def parse_bytes(name, text):
     return parse_size_bytes(name, text)
 
 
+MAX_COUNT_CHARS = 64  # '1,000,000,000,000,000,000,000,000,000,000' is 41
+# digits with an optional fraction and exponent, as float() reads them (Arabic-Indic digits
+# and the like are refused: \d would take them)
+_NUMBER = re.compile(r"[+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
 def batch_tokens(seq_len, tokens=None, seqs=None):
     """The global batch in tokens, from `tokens` (text or int, at most 1e30)
     or `seqs` sequences of `seq_len` (exactly one of the two); it must be a
@@ -138,6 +160,11 @@ def batch_tokens(seq_len, tokens=None, seqs=None):
     if seqs is not None:
         return parse_count("batch_seqs", seqs) * seq_len
     value = parse_count("tokens", tokens, maximum=1e30, unit="tokens")
+    if value // seq_len > _validate.MAX_COUNT:
+        raise ValueError(
+            f"tokens: at most 2**53 sequences of {seq_len:,} tokens ({_validate.MAX_COUNT * seq_len:.3g} tokens), "
+            f"got {tokens!r}"
+        )
     if value < seq_len:
         raise ValueError(f"tokens: {value:,} is below one sequence of {seq_len:,} tokens")
     if value % seq_len:

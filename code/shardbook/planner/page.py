@@ -8,12 +8,17 @@ Ref: as planner.search and planner.explain.
 
 import json
 
-from .. import hardware, models
+from .. import _validate, accelerator_file, hardware, models
 from . import inputs
 from .explain import explain
 from .search import explore
 
 TOP = 5  # candidates drawn on the page
+# What the page's fields may hold, checked before anything parses them: a config.json or an
+# accelerator file is a few KB; a name, a count or a batch a few characters
+FIELD_CHARS = {"config": 2**20, "accelerator_file": accelerator_file.MAX_FILE_CHARS}
+SHORT_FIELD_CHARS = 200
+MAX_FORM_CHARS = 2 * 2**20 + 64 * 1024  # the two texts, escaped, and the rest
 
 
 def plan(form):
@@ -25,6 +30,8 @@ def plan(form):
     and expected time by component; or {"ok": False, "error": one line}."""
     try:
         if isinstance(form, str):
+            # bounded before it is parsed: in Pyodide a deep document kills the interpreter
+            _validate.bounded_text("form", form, "the page's form", max_chars=MAX_FORM_CHARS)
             form = json.loads(form)
         return _plan(form)
     except RecursionError:
@@ -35,18 +42,23 @@ def plan(form):
 
 def _text(form, key):
     """The form's field `key` as a string ('' when absent), or a ValueError
-    naming it."""
+    naming it (not text, or longer than its FIELD_CHARS)."""
     value = form.get(key)
     if value is None:
         return ""
     if not isinstance(value, str):
         raise ValueError(f"{key}: must be text, got {type(value).__name__}")
+    most = FIELD_CHARS.get(key, SHORT_FIELD_CHARS)
+    if len(value) > most:
+        raise ValueError(f"{key}: at most {most:,} characters, got {len(value):,}")
     return value
 
 
 def _plan(form):
     if not isinstance(form, dict):
         raise ValueError(f"form: must be an object of the page's fields, got {type(form).__name__}")
+    for key in form:
+        _text(form, key)  # every field is text of its size, before anything reads one
     if _text(form, "config").strip():
         model = inputs.read_model_text(form["config"])
     else:

@@ -121,6 +121,7 @@
         status.textContent = "Python is loaded: change the inputs and plan again.";
         box.dataset.state = result.ok ? "ready" : "refused";
       } catch (err) {
+        out.textContent = "";  // no earlier plan stays on screen under a failure, as if it still held
         status.textContent = "The planner failed: " + (window.shardbookLive ? window.shardbookLive.lastLine(err) : String(err));
         box.dataset.state = "failed";
       }

@@ -1,0 +1,465 @@
+"""The fourth reliability audit (reviews/2026-12-05-reliability-audit.md):
+one test per finding, N1 to N13, and the two earlier findings it found
+partly fixed (3: an orphaned chapter's page; 15: a slow or idle client
+holds the server). Each reproduces the audit's input and asserts one clear
+line (a ValueError naming the field and the rule, exit code 2 on the
+command line), never a hang, a traceback or a silent rounding."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from shardbook import _validate, accelerator_file, hardware, hf_config
+from shardbook.planner import inputs
+from shardbook.planner import page as planner_page
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / "tests" / "data" / "hf_configs"
+FORM = {"model": "LLaMA-3 70B", "accelerator": "H100", "n_devices": "64", "batch": "4M", "seq_len": "4096"}
+
+
+def _explorer(*args, timeout=60):
+    """The command line, run as a reader runs it: (exit code, stdout, stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "shardbook.explorer", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
+    return done.returncode, done.stdout, done.stderr
+
+
+def _one_line(stderr):
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    return lines[0]
+
+
+def _v5p_file(tmp_path, torus_dims):
+    text = accelerator_file.to_toml("TPU v5p").replace('name = "TPU v5p"', 'name = "My v5p"')
+    path = tmp_path / "my-v5p.toml"
+    path.write_text(text.replace("torus_dims = 3", f"torus_dims = {torus_dims}"))
+    return path
+
+
+# --- N1: nesting bounded before the browser's Python parses it ----------------------------
+
+
+def test_n1_deep_nesting_is_refused_before_any_parser_sees_it(monkeypatch):
+    """Pyodide's stack overflows before Python's recursion limit: the page's Python died for the
+    tab on a config nested 20,000 deep. The depth is counted before json.loads or tomllib runs."""
+
+    def parsed(*args, **kwargs):
+        raise AssertionError("a parser was given the nested text")
+
+    import tomllib
+
+    monkeypatch.setattr(json, "loads", parsed)
+    monkeypatch.setattr(tomllib, "loads", parsed)
+    for depth in (40, 20_000, 100_000):
+        for field in ("config", "accelerator_file"):
+            for brackets in ("[]", "{}"):
+                text = brackets[0] * depth + brackets[1] * depth
+                got = planner_page.plan({**FORM, field: text})
+                assert not got["ok"]
+                assert got["error"].endswith(f"nested more than {_validate.MAX_NESTING} levels deep; "
+                                             f"{'a config' if field == 'config' else 'an accelerator file'} "
+                                             "nests a few levels"), got  # fmt: skip
+
+
+def test_n1_the_page_bounds_its_form_and_each_field():
+    assert planner_page.plan("[" * 50_000) == {
+        "ok": False,
+        "error": "form: nested more than 32 levels deep; the page's form nests a few levels",
+    }
+    assert planner_page.plan({**FORM, "model": "x" * 100_000})["error"] == "model: at most 200 characters, got 100,000"
+    assert planner_page.plan({**FORM, "config": " " * (2**20 + 1)})["error"].startswith("config: at most 1,048,576")
+    # a config as it is still plans: the bound counts only brackets outside strings
+    assert _validate.nesting_depth('{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\\"[[[", "b": [[1]]}') == 3
+    assert _validate.nesting_depth("x = \"[[[[\"\n# [[[[[[\n[t]\ny = [[1], [2]]\np = 'C:\\'") == 2
+
+
+def test_n1_the_page_clears_an_earlier_plan_when_a_plan_fails():
+    script = (ROOT / "code/shardbook/book/static/shardbook-planner.js").read_text()
+    catch = script[script.index("} catch (err) {") :]
+    assert catch.index('out.textContent = ""') < catch.index('status.textContent = "The planner failed: "')
+
+
+# --- N2: torus_dims bounded ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dims", [7, 64, 100_000, 2**62])
+def test_n2_torus_dims_is_bounded_when_the_file_is_read(tmp_path, dims):
+    path = _v5p_file(tmp_path, torus_dims=dims)
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=rf"torus_dims must be at most {hardware.MAX_TORUS_DIMS}, got {dims}$"):
+        accelerator_file.from_file(path)
+    assert time.perf_counter() - start < 1
+    # pasted on the planner page: the same line, at once
+    got = planner_page.plan({**FORM, "accelerator_file": path.read_text()})
+    assert got["error"] == f"accelerator file: torus_dims must be at most 6, got {dims}"
+
+
+def test_n2_an_accelerator_built_in_python_is_bounded_too():
+    import dataclasses
+
+    v5p = hardware.get("TPU v5p")
+    with pytest.raises(ValueError, match=r"^My v5p\.torus_dims: must be an integer from 0 to 6, got 100000$"):
+        dataclasses.replace(v5p, name="My v5p", torus_dims=100_000)
+
+
+def test_n2_the_explorer_answers_at_once_on_a_huge_torus(tmp_path):
+    path = _v5p_file(tmp_path, torus_dims=100_000)
+    rc, _, err = _explorer("LLaMA-3 70B", path, 64, "4M", "--top", 1, timeout=30)
+    assert rc == 2 and "torus_dims must be at most 6, got 100000" in _one_line(err)
+
+
+# --- N5: exact counts ------------------------------------------------------------------------
+
+
+def test_n5_counts_are_read_exactly_never_rounded_to_a_float():
+    assert inputs.parse_count("tokens", "36893488147419103232", maximum=1e30) == 2**65
+    assert inputs.parse_count("tokens", "36893488147419103233", maximum=1e30) == 2**65 + 1
+    assert inputs.parse_count("n_devices", "9007199254740992") == 2**53
+    with pytest.raises(ValueError, match=r"^n_devices: at most 2\*\*53 devices, got '9007199254740993'$"):
+        inputs.parse_count("n_devices", "9007199254740993", unit="devices")
+    assert inputs.parse_count("tokens", "1.5K") == 1536 and inputs.parse_count("tokens", "1e15", maximum=1e30) == 10**15
+    with pytest.raises(ValueError, match="not a whole number of sequences"):
+        inputs.batch_tokens(4096, "36893488147419103233")
+
+
+def test_n5_the_command_line_and_the_page_refuse_what_they_cannot_hold():
+    rc, _, err = _explorer("LLaMA-3 70B", "H100", 64, "36893488147419103233")
+    assert rc == 2 and "tokens: 36,893,488,147,419,103,233 is not a whole number of sequences" in _one_line(err)
+    rc, _, err = _explorer("LLaMA-3 70B", "H100", "9007199254740993", "36893488147419103232")
+    assert rc == 2 and "n_devices: at most 2**53" in _one_line(err)
+    got = planner_page.plan({**FORM, "n_devices": "9007199254740993"})
+    assert got["error"] == "n_devices: at most 2**53 devices, got '9007199254740993'"
+
+
+# --- N6: a FIFO --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,args",
+    [
+        ("cfg.json", ["{path}", "H100", 64, "4M"]),
+        ("cfg.json", ["--config", "{path}", "H100", 64, "4M"]),
+        ("x.toml", ["LLaMA-3 70B", "{path}", 64, "4M"]),
+        ("x.toml", ["LLaMA-3 70B", "--accelerator-file", "{path}", 64, "4M"]),
+    ],
+)
+def test_n6_a_fifo_is_refused_not_waited_on(tmp_path, name, args):
+    fifo = tmp_path / name
+    os.mkfifo(fifo)
+    try:
+        rc, _, err = _explorer(*[str(a).replace("{path}", str(fifo)) for a in args], timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the planner waited on the FIFO {fifo}")
+    assert rc == 2 and _one_line(err).endswith(f"{fifo}: is a FIFO, not a regular file; give the path of a file")
+
+
+def test_n6_devices_and_folders_still_get_their_lines(tmp_path):
+    with pytest.raises(ValueError, match=r"/dev/zero: is a device, not a regular file"):
+        hf_config.from_hf_config("/dev/zero")
+    with pytest.raises(ValueError, match=r"is a folder; give the path of its config.json$"):
+        hf_config.from_hf_config(tmp_path)
+    with pytest.raises(ValueError, match=r": no such file$"):
+        hf_config.from_hf_config(tmp_path / "none.json")
+
+
+# --- N11: names reach the terminal -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name,rule",
+    [
+        ("\u001b[2J\u001b[31mEVIL\u001b[0m", "must not hold control or formatting characters, got '\\x1b' (U+001B)"),
+        ("x\nerror: forged line", "must not hold control or formatting characters, got '\\n' (U+000A)"),
+        ("\u202eevil", "must not hold control or formatting characters, got '\\u202e' (U+202E)"),
+        ("H100 ", "must not start or end with spaces"),
+        ("\u202e" + "x" * 100_000, "at most 200 characters, got 100,001"),
+    ],
+)
+def test_n11_names_with_control_characters_are_refused(tmp_path, name, rule):
+    config = json.loads((CONFIGS / "mixtral-8x7b-v0.1.json").read_text())
+    config["_name_or_path"] = name
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ValueError, match=re.escape("_name_or_path: " + rule)):
+        hf_config.from_hf_config(path)
+    acc = accelerator_file.to_toml("TPU v5p").replace('name = "TPU v5p"', f"name = {json.dumps(name)}")
+    with pytest.raises(ValueError, match=re.escape("name: " + rule)):
+        accelerator_file.from_text(acc, "toml", "acc.toml")
+    rc, out, err = _explorer(path, "H100", 64, "4M")
+    assert rc == 2 and "\x1b" not in out + err and "_name_or_path" in _one_line(err)
+
+
+# --- N12: unclear lines made clear -------------------------------------------------------------
+
+
+def test_n12_an_integer_of_thousands_of_digits_names_the_file(tmp_path):
+    config = (
+        (CONFIGS / "mixtral-8x7b-v0.1.json").read_text().replace('"vocab_size": 32000', '"vocab_size": ' + "9" * 5000)
+    )
+    path = tmp_path / "config.json"
+    path.write_text(config)
+    with pytest.raises(ValueError, match=rf"^config: {path}: holds an integer of 5000 digits"):
+        hf_config.from_hf_config(path)
+    acc = accelerator_file.to_toml("TPU v5p").replace('name = "TPU v5p"', 'name = "Mine"')
+    acc = acc.replace("torus_wraparound_side = 4", "torus_wraparound_side = " + "9" * 5000)
+    with pytest.raises(ValueError, match=r"^acc.toml: holds an integer of 5000 digits"):
+        accelerator_file.from_text(acc, "toml", "acc.toml")
+    ledger = tmp_path / "expected.json"
+    ledger.write_text('{"values": [' + "9" * 5000 + "]}")
+    from shardbook.book import expected
+
+    with pytest.raises(ValueError, match=rf"^{ledger}: holds an integer of 5000 digits"):
+        expected.load(ledger)
+    assert planner_page.plan({**FORM, "config": config})["error"].startswith("config: holds an integer of 5000 digits")
+
+
+@pytest.mark.parametrize(
+    "field,value,says",
+    [
+        ("bf16_dense_flops_per_s", "5e-324", "bf16_dense_flops_per_s.value must lie between 1e+06 and 1e+24 FLOP/s"),
+        ("scale_up_egress_bytes_per_s", "5e-324", "scale_up_egress_bytes_per_s.value must lie between 1000 and"),
+        ("hbm_bytes", '"1e30 TB"', "hbm_bytes.value must lie between 1 and 1e+21 B"),
+    ],
+)
+def test_n12_figures_too_small_or_large_name_their_field(field, value, says):
+    acc = accelerator_file.to_toml("H100").replace('name = "H100"', 'name = "Mine"')
+    head, rest = acc.split(f"[{field}]\nvalue = ", 1)
+    acc = f"{head}[{field}]\nvalue = {value}\n" + rest.split("\n", 1)[1]
+    with pytest.raises(ValueError, match="^acc.toml: " + says.replace("+", r"\+")):
+        accelerator_file.from_text(acc, "toml", "acc.toml")
+
+
+@pytest.mark.parametrize(
+    "line,says",
+    [
+        ("matmul_efficiency = { value = 5e-324, source = 'x' }", "matmul_efficiency: must be a fraction in [0.01, 1]"),
+        ("matmul_efficiency = { value = 1e-300, source = 'x' }", "matmul_efficiency: must be a fraction in [0.01, 1]"),
+        ("hbm_bytes_per_s = { value = '1e-300 B/s', source = 'x' }", "hbm_bytes_per_s.value must lie between 1000"),
+    ],
+)
+def test_n12_calibration_figures_too_small_name_their_field(line, says):
+    acc = accelerator_file.to_toml("H100").replace('name = "H100"', 'name = "Mine"')
+    acc += f'\n[calibration]\nbased_on = "H100"\n{line}\n'
+    with pytest.raises(ValueError, match="^acc.toml: calibration." + says.replace("[", r"\[").replace("]", r"\]")):
+        accelerator_file.from_text(acc, "toml", "acc.toml")
+
+
+def test_n12_a_toml_file_with_a_bom_is_named(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text("\ufeff" + accelerator_file.to_toml("H100").replace('name = "H100"', 'name = "Mine"'))
+    with pytest.raises(
+        ValueError, match=rf"^{path}: starts with a byte-order mark \(BOM\); save it as UTF-8 without one$"
+    ):
+        accelerator_file.from_file(path)
+
+
+def test_n12_a_batch_beyond_2_53_sequences_names_tokens():
+    rc, _, err = _explorer("LLaMA-3 70B", "H100", 64, "1e30")
+    assert rc == 2
+    assert _one_line(err) == "error: tokens: at most 2**53 sequences of 4,096 tokens (3.69e+19 tokens), got '1e30'"
+
+
+def test_n12_check_names_a_missing_executed_folder(tmp_path):
+    from shardbook.book import expected
+
+    (tmp_path / "_toc.yml").write_text("root: chapters/00_introduction\n")
+    err = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "shardbook.book.expected",
+            "check",
+            "--root",
+            str(tmp_path),
+            "--executed",
+            "/nonexistent",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert err.returncode == 2
+    assert err.stderr.strip() == "ledger: --executed /nonexistent: no such folder; build the book first (make book)"
+    assert expected.FINGERPRINT_FILE not in err.stderr
+
+
+# --- N13: smaller crashes and oddities ---------------------------------------------------------
+
+
+def test_n13_a_deeply_nested_ledger_is_one_line(tmp_path):
+    from shardbook.book import expected
+
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"values": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    rc = subprocess.run(
+        [sys.executable, "-m", "shardbook.book.expected", "check", "--expected", str(deep)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    with pytest.raises(ValueError, match=rf"^{deep}: nested more than 32 levels deep"):
+        expected.load(deep)
+    assert "Traceback" not in rc.stderr and "RecursionError" not in rc.stderr
+
+
+def test_n13_a_config_with_no_moe_layer_or_an_unknown_router_is_refused(tmp_path):
+    config = json.loads((CONFIGS / "deepseek-v3.json").read_text())
+    for change, says in (
+        ({"first_k_dense_replace": config["num_hidden_layers"]}, "first_k_dense_replace 61 leaves none of the 61"),
+        ({"topk_method": 5}, "topk_method: unknown value 5; valid: greedy, group_limited_greedy, noaux_tc"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            hf_config.from_hf_config({**config, **change})
+
+
+# --- N8: bless writes the ledger and its errata entries together, one bless at a time --------
+
+_BLESS = """
+import os, sys, time
+from pathlib import Path
+from shardbook.book import errata, expected
+ledger, kill_at, pause = Path(sys.argv[1]).resolve(), sys.argv[2], float(sys.argv[3])
+replace, read = os.replace, errata.read
+def dying_replace(src, dst, *a, **k):
+    dst = Path(dst).resolve()
+    if kill_at == "ledger" and dst == ledger or kill_at == "entry" and dst.suffix == ".toml":
+        os._exit(9)  # as kill -9 between the two writes
+    if kill_at == "journal" and dst.name.endswith(".journal"):
+        os._exit(9)
+    return replace(src, dst, *a, **k)
+def slow_read(*a, **k):
+    found = read(*a, **k)
+    time.sleep(pause)  # every bless has read the log before any writes: the race, made certain
+    return found
+os.replace, errata.read = dying_replace, slow_read
+sys.exit(expected.main(sys.argv[4:]))
+"""
+
+
+def _bless_process(book, kill_at="", pause=0.0):
+    args = ["--root", str(book.root), "--executed", str(book.executed), "--expected", str(book.expected)]
+    return subprocess.Popen(
+        [sys.executable, "-c", _BLESS, str(book.expected), kill_at, str(pause), "bless", *args, "--reason", "probe"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+
+
+def _consistent(book):
+    """(entries, new text stored): an entry exists exactly when the ledger holds the text it records."""
+    from shardbook.book import errata
+
+    entries = errata.load(book.errata, book.root)  # reading the log completes an interrupted bless
+    doc = json.loads(book.expected.read_text())
+    stored = {v["name"]: v["text"] for v in doc["values"]}["pp_bubble"]
+    assert (stored == "30 %") == bool(entries), (stored, [e.file for e in entries])
+    assert {e.file for e in entries} <= set(doc.get("errata_applied", []))
+    return len(entries), stored == "30 %"
+
+
+@pytest.fixture
+def small_book(tmp_path):
+    from test_expected_cli import Book
+
+    book = Book(tmp_path / "book")
+    book.build(pp_bubble=(0.3, "30 %"))  # a changed printed text: bless --reason records an entry
+    return book
+
+
+@pytest.mark.parametrize("kill_at", ["journal", "ledger", "entry"])
+def test_n8_a_bless_killed_between_its_writes_leaves_both_or_neither(small_book, kill_at):
+    process = _bless_process(small_book, kill_at)
+    process.communicate(timeout=60)
+    assert process.returncode == 9
+    assert _consistent(small_book) in ((0, False), (1, True))
+    assert not list(small_book.errata.glob(".*.tmp")) or kill_at == "journal"
+    # the next bless runs (on a build stamped anew: an entry written changes the sources), and
+    # writes the entry once
+    small_book.stamp()
+    again = _bless_process(small_book)
+    out, err = again.communicate(timeout=60)
+    assert again.returncode == 0, err
+    assert _consistent(small_book) == (1, True)
+    leftovers = [p.name for p in [*small_book.errata.iterdir(), *small_book.expected.parent.iterdir()]]
+    assert not [n for n in leftovers if n.endswith((".tmp", ".journal"))], leftovers
+
+
+def test_n8_concurrent_blesses_run_one_at_a_time_and_write_one_entry(small_book):
+    processes = [_bless_process(small_book, pause=0.5) for _ in range(4)]
+    results = [p.communicate(timeout=120) for p in processes]
+    # each writes, or (started after the first wrote its entry, a source of the build) is told the
+    # build is older than the sources; none writes a second entry
+    assert all(
+        p.returncode == 0 or p.returncode == 2 and "the build is older than the sources" in err
+        for p, (_, err) in zip(processes, results, strict=True)
+    ), results
+    assert _consistent(small_book) == (1, True)
+    assert len(list(small_book.errata.glob("*.toml"))) == 1
+    assert sum("recorded the reason in" in out for out, _ in results) == 1
+
+
+def test_n12_bless_on_a_read_only_file_system_names_the_ledger(small_book, monkeypatch, capsys):
+    import errno
+
+    from shardbook.book import expected
+
+    real_open, real_unlink = os.open, Path.unlink
+
+    def read_only(path, *args, **kwargs):
+        if str(path).endswith(".tmp"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, *args, **kwargs)
+
+    def unlink(self, *args, **kwargs):
+        if self.name.endswith(".tmp"):  # as on a read-only mount: even a missing file is EROFS
+            raise OSError(errno.EROFS, "Read-only file system", str(self))
+        return real_unlink(self, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", read_only)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    before = small_book.expected.read_text()
+    assert small_book.run("bless", "--reason", "probe") == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"ledger: {small_book.expected}: cannot be written (Read-only file system); nothing changed"
+    assert small_book.expected.read_text() == before and not list(small_book.errata.glob("*.toml"))
+    with pytest.raises(ValueError, match=rf"^{small_book.expected}: cannot be written \(Read-only file system\)"):
+        expected.write(small_book.expected, expected.load(small_book.expected))
+
+
+def test_n13_make_bless_drop_runs_no_shell_command_and_a_refused_bless_fails(small_book):
+    """`make bless DROP='nosuch;echo INJECTED-BY-DROP'` ran the echo and exited 0."""
+    small_book.build()  # nothing to change: the bless is refused for the drop alone
+    done = subprocess.run(
+        [
+            "make",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-o",
+            "setup",
+            "bless",
+            f"BIN={Path(sys.executable).parent}",
+            "DROP=nosuch;echo INJECTED-BY-DROP",
+        ],  # fmt: skip
+        cwd=small_book.root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "INJECTED-BY-DROP" not in done.stdout
+    assert done.returncode != 0
+    assert "ledger: bless refused, nothing written: --drop nosuch;echo: no expected value" in done.stderr
