@@ -120,8 +120,9 @@ def fits_text(cand):
     return "tight" if _used_share(cand) > TIGHT_SHARE else "yes"
 
 
-def band_line(candidates):
-    """One line under the table: what the band is, and which rows tie."""
+def band_line(candidates, how="--stack names yours"):
+    """One line under the table: what the band is (`how` says how to name
+    one's stack), and which rows tie."""
     if not candidates:
         return ""
     first = candidates[0]
@@ -137,7 +138,7 @@ def band_line(candidates):
     return (
         f"Band: the measured step of most runs the planner was not fitted on ({kind} runs, {stack}) lay between "
         f"{1 / (1 + high_error):.2f} and {1 / (1 + low_error):.2f} times the expected step (leave-one-source-out, "
-        f"10th to 90th percentile; --stack names yours){tie}"
+        f"10th to 90th percentile; {how}){tie}"
     )
 
 

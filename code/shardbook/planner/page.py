@@ -9,7 +9,7 @@ Ref: as planner.search and planner.explain.
 import json
 
 from .. import _validate, accelerator_file, hardware, models
-from . import inputs
+from . import calibrate, cli, inputs, memory_plan
 from .explain import explain
 from .search import explore
 
@@ -72,11 +72,11 @@ def _plan(form):
     seqs = _text(form, "batch_seqs").strip() or None
     tokens = inputs.batch_tokens(seq_len, None if seqs else form.get("batch"), seqs)
     axes = ("fsdp", "tp", "ep", "pp")
-    found = explore(model, accelerator, n_devices, tokens, seq_len=seq_len, axes=axes)
+    options = dict(_options(form, accelerator), seq_len=seq_len)
+    found = explore(model, accelerator, n_devices, tokens, axes=axes, **options)
     if not found:
-        raise ValueError(
-            inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, {"seq_len": seq_len})
-        )
+        raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options))
+    ties = {id(c) for c in cli.tied(found)}
     top = []
     for cand in found[:TOP]:
         _, rows, parts, memory = explain(
@@ -84,16 +84,21 @@ def _plan(form):
             accelerator,
             cand.mesh,
             tokens,
-            seq_len=seq_len,
             n_devices=n_devices,
-            micro_batch_seqs=cand.micro_batch_seqs,
-            recompute=cand.recompute,
-        )
+            **dict(options, micro_batch_seqs=cand.micro_batch_seqs, recompute=cand.recompute,
+                   schedule=cand.schedule, n_virtual=cand.n_virtual),
+        )  # fmt: skip
         top.append(
             {
                 "label": cand.label,
                 "fits": cand.fits,
-                "memory_bytes": {k: v for k, v in memory.items() if k != "headroom"},
+                "fits_text": cli.fits_text(cand),
+                "band_s": list(cand.expected_step_range_s),
+                "tie": id(cand) in ties and len(ties) > 1,
+                "tokens_per_s_per_device": cand.tokens_per_s_per_device,
+                "days_per_trillion_tokens": cand.days_per_tokens(1e12),
+                "memory_bytes": {k: v for k, v in memory.items() if k not in ("headroom", "reserve")},
+                "reserve_bytes": memory.get("reserve", 0.0),
                 "hbm_bytes": cand.hbm_bytes,
                 "time_s": parts,
                 "expected_step_s": cand.expected_step_s,
@@ -107,6 +112,15 @@ def _plan(form):
         )
     fitting = sum(c.fits for c in found)
     note = inputs.no_fit_note(found)
+    shown = found[:TOP]
+    notes = [
+        cli.band_line(found, how="the stack field names yours"),
+        cli.cross_domain_tp_note(shown, accelerator),
+        cli.fragile_line(shown),
+        cli.tight_memory_note(shown),
+        cli.uneven_batch_note(shown),
+        cli.adapted_line(found, options.get("schedule", "1f1b"), options.get("n_virtual", 1)),
+    ]
     return {
         "ok": True,
         "title": (
@@ -116,5 +130,42 @@ def _plan(form):
         "model": inputs.model_line(model),
         "accelerator_note": inputs.accelerator_note(accelerator),
         "note": note,
+        "notes": [n for n in notes if n],
+        "reserve": (
+            f"HBM held back for the framework (context, communication buffers, fragmentation): "
+            f"{found[0].memory_breakdown.get('reserve', 0.0) / 1e9:,.1f} GB a device"
+        ),
         "top": top,
     }
+
+
+# The page's choices beside the model, the cluster and the batch: what the command line's flags of
+# the same names take ('' is the flag left out).
+CHOICES = {
+    "schedule": memory_plan.SCHEDULES,
+    "precision": ("bf16", "fp8"),
+    "recompute": memory_plan.RECOMPUTE,
+    "stack": calibrate.STACKS,
+}
+
+
+def _options(form, accelerator):
+    """evaluate's options from the page's optional fields: schedule,
+    precision, recompute (searched when empty), stack, n_virtual and
+    reserve ('8GB'; the family's when empty)."""
+    options = {}
+    for key, valid in CHOICES.items():
+        value = _text(form, key).strip()
+        if value and value not in valid:
+            raise ValueError(f"{key}: one of {', '.join(valid)}, got {value!r}")
+        if value:
+            options[key] = value
+    virtual = _text(form, "n_virtual").strip()
+    if virtual:
+        options["n_virtual"] = inputs.parse_count("n_virtual", virtual)
+    reserve = _text(form, "reserve").strip()
+    if reserve:
+        options["reserve_bytes"] = calibrate.checked_reserve_bytes(
+            accelerator, inputs.parse_bytes("reserve", reserve), "reserve"
+        )
+    return options

@@ -73,23 +73,26 @@
     out.appendChild(el("p", {}, result.model));
     if (result.accelerator_note) { out.appendChild(el("p", {}, result.accelerator_note)); }
     if (result.note) { out.appendChild(el("p", { "class": "shardbook-planner-error", role: "alert" }, result.note)); }
+    if (result.reserve) { out.appendChild(el("p", {}, result.reserve)); }
     var wrap = el("div", { "class": "shardbook-planner-table" });
     var table = el("table", { "class": "table" });
     var head = el("tr");
-    ["rank", "mesh", "fits", "memory / HBM (GB)", "expected step (ms)", "expected MFU", "bound step (ms)", "bound MFU", "micro", "recompute"].forEach(function (h) { head.appendChild(el("th", {}, h)); });
+    ["rank", "mesh", "fits", "memory / HBM (GB)", "expected step (ms)", "band (ms)", "", "tokens/s per device", "expected MFU", "bound step (ms)", "bound MFU", "micro", "recompute"].forEach(function (h) { head.appendChild(el("th", {}, h)); });
     table.appendChild(head);
     result.top.forEach(function (c, i) {
       var mem = Object.values(c.memory_bytes).reduce(function (a, b) { return a + b; }, 0);
       var row = el("tr");
-      [String(i + 1), c.label, c.fits ? "yes" : "no", grouped(mem / 1e9, 1) + " / " + grouped(c.hbm_bytes / 1e9, 1),
-       grouped(c.expected_step_s * 1e3, 0), (c.expected_mfu * 100).toFixed(1) + " %", grouped(c.step_s * 1e3, 0),
-       (c.mfu * 100).toFixed(1) + " %", String(c.micro_batch_seqs), c.recompute].forEach(function (v, j) {
+      [String(i + 1), c.label, c.fits_text, grouped(mem / 1e9, 1) + " / " + grouped(c.hbm_bytes / 1e9, 1),
+       grouped(c.expected_step_s * 1e3, 0), grouped(c.band_s[0] * 1e3, 0) + "–" + grouped(c.band_s[1] * 1e3, 0),
+       c.tie ? "tie" : "", grouped(c.tokens_per_s_per_device, 0), (c.expected_mfu * 100).toFixed(1) + " %",
+       grouped(c.step_s * 1e3, 0), (c.mfu * 100).toFixed(1) + " %", String(c.micro_batch_seqs), c.recompute].forEach(function (v, j) {
         row.appendChild(el("td", j === 1 ? { style: "white-space: nowrap" } : {}, v));
       });
       table.appendChild(row);
     });
     wrap.appendChild(table);
     out.appendChild(wrap);
+    (result.notes || []).forEach(function (n) { out.appendChild(el("p", { "class": "shardbook-planner-note" }, n)); });
     var hbm = result.top.length ? result.top[0].hbm_bytes : 0;
     var width = out.clientWidth;
     out.appendChild(stackedBars("Memory per device by component", result.top.map(function (c) { return { label: c.label, parts: c.memory_bytes }; }), "GB", 1e9, hbm, "HBM " + grouped(hbm / 1e9, 1) + " GB", width));
