@@ -108,11 +108,17 @@ ASSUMPTIONS = f"""\
   memory.activation_bytes_per_stage_layer); the logits of one microbatch
   on the last stage (under DualPipe on device 0, which runs the last stage
   too), as the loss keeps them (loss_logits: Megatron's FP32 copy, 6 bytes
-  per logit at the peak, or an XLA-compiled loss's BF16 logits and
-  gradient, 4); FSDP's gather buffers (two of the device's mean layer, its
+  per logit at the peak, the default on a GPU, or an XLA-compiled loss's
+  BF16 logits and gradient, 4, the default on a TPU); FSDP's gather buffers (two of the device's mean layer, its
   embedding or output layer included, or every weight it holds when kept);
-  headroom is what is left of the HBM the device reports
+  a reserve for the framework's context, communication buffers and
+  fragmentation (calibrate.MEMORY_RESERVE_BYTES: the most, in half
+  gigabytes, that no published run that ran contradicts, per family;
+  reserve_bytes); headroom is what is left of the HBM the device reports
   (calibrate.hbm_capacity_bytes: NVML's total for A100, H100, H800, H200,
-  or an accelerator file's calibration; else the datasheet), with no
-  allocator reserve.
+  or an accelerator file's calibration; else the datasheet);
+- the band: the expected step's range from the leave-one-source-out
+  errors of the plan's stack family on dense runs, or of every MoE run
+  (calibrate.STEP_BANDS, tenth to ninetieth percentile); rows whose band
+  overlaps the best's are ties.
 """
