@@ -315,3 +315,26 @@ def test_the_search_takes_the_fastest_recompute_and_microbatch_that_fit(model, a
     assert fitting and row.fits
     fastest = min(fitting, key=lambda c: c.expected_step_s)
     assert row.expected_step_s == pytest.approx(fastest.expected_step_s, rel=1e-12)
+
+
+def test_the_planner_page_takes_the_command_lines_options_and_gives_its_notes():
+    from shardbook.planner import page
+
+    form = {"model": "LLaMA-3 70B", "accelerator": "H100", "n_devices": "256", "batch": "4M", "seq_len": "8192",
+            "stack": "megatron", "reserve": "8GB", "precision": "fp8", "schedule": "interleaved", "n_virtual": "2"}  # fmt: skip
+    result = page.plan(form)
+    assert result["ok"], result
+    options = dict(seq_len=8192, stack="megatron", reserve_bytes=8e9, precision="fp8", schedule="interleaved",
+                   n_virtual=2)  # fmt: skip
+    found = explorer.explore("LLaMA-3 70B", "H100", 256, 2**22, axes=("fsdp", "tp", "ep", "pp"), **options)
+    for row, cand in zip(result["top"], found, strict=False):
+        assert row["label"] == cand.label and row["expected_step_s"] == pytest.approx(cand.expected_step_s)
+        assert row["band_s"] == pytest.approx(list(cand.expected_step_range_s))
+        assert row["reserve_bytes"] == 8e9 and row["fits_text"] == cli.fits_text(cand)
+    assert result["notes"][0] == cli.band_line(found, how="the stack field names yours")
+    assert result["reserve"].endswith("8.0 GB a device")
+    # a bad choice is one sentence naming the field
+    for key, value, message in (("stack", "torch", "stack: one of any, megatron"), ("reserve", "90GB", "reserve: must lie in"),
+                                ("precision", "fp4", "precision: one of bf16, fp8"), ("n_virtual", "0", "n_virtual: must be")):  # fmt: skip
+        bad = page.plan(dict(form, **{key: value}))
+        assert not bad["ok"] and bad["error"].startswith(message), bad

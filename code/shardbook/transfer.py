@@ -150,6 +150,8 @@ def fit_fold(left_out, tol=1e-3):
     (None: the whole calibration set), by the procedure in the module's
     docstring; `tol` is the golden-section tolerance of every η and of the
     FP8 speedup (the passes', searched in PASSES_BRACKET, is twenty times it)."""
+    from .planner import calibrate
+
     known = sources()
     if left_out is not None and left_out not in known:
         raise ValueError(f"left_out: unknown source {left_out!r}; sources: {', '.join(known)}")
@@ -157,8 +159,6 @@ def fit_fold(left_out, tol=1e-3):
     runs = [r for r in validation.calibration_runs() if r.source != left_out]
     accelerators = list(dict.fromkeys(r.accelerator for r in runs))
     fp8_runs = _fp8_runs(runs)
-    from .planner import calibrate
-
     fp8 = calibrate.FP8_SUSTAINED_SPEEDUP.value if fp8_runs else FP8_SPEEDUP_PRIOR
 
     def efficiencies():
