@@ -811,6 +811,21 @@ def test_search_ranks_chapters_above_api_objects(server, browser, query, first, 
     page.close()
 
 
+@pytest.mark.parametrize("query", ["FSDP", "MFU", "bubble", "mesh"])
+def test_search_ranks_the_chapters_and_the_planner_above_the_errata(server, browser, query):
+    """The errata log quotes every page it corrects (the reader's audit found it in the top five for most
+    queries, with ledger keys in its snippets): every numbered chapter and the planner page it finds
+    rank above it."""
+    page = browser.new_page()
+    hrefs = [r["href"] for r in _search(page, server, query)]
+    page.close()
+    assert hrefs, f"nothing found for {query!r}"
+    if any("98_errata" in h for h in hrefs):
+        errata = next(i for i, h in enumerate(hrefs) if "98_errata" in h)
+        ahead = [h for h in hrefs[errata + 1 :] if re.search(r"chapters/(0\d_|99_planner)", h)]
+        assert not ahead, f"{query!r}: {ahead[:3]} rank below the errata: {hrefs[:10]}"
+
+
 @pytest.mark.parametrize("where", ["page", "dialog"])
 def test_the_search_icon_does_not_cover_the_query(server, browser, where):
     """The magnifier sits left of the text typed into the search box, on

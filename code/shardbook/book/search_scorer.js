@@ -34,6 +34,10 @@ var Scorer = {
     var chapter = /^chapters\/0(\d)_/.exec(docname);
     // numbered chapters first; among equals, the earlier one, which introduces the idea
     if (chapter) { score += 6 + (9 - Number(chapter[1])) / 10; }
+    // the planner page with the chapters (it is where a reader acts on them)
+    else if (/99_planner$/.test(docname)) { score += 5; }
+    // the errata log quotes every page and names ledger keys: last of the pages
+    else if (/98_errata$/.test(docname)) { score -= 12; }
     else if (/_reference$/.test(docname)) { score -= 6; }
     return score;
   },
