@@ -204,7 +204,8 @@ artifacts: setup
 	@$(BIN)/python -m shardbook.hlo capture --all --out hlo_artifacts
 
 # The TPU captures (hlo_artifacts/NAME/tpu): libtpu, Google's TPU compiler
-# (PyPI wheel, about 140 MB, under Google Cloud's terms), compiles every
+# (a PyPI wheel of 213 MB, 684 MB installed, under the Google Cloud Platform
+# Terms of Service, its declared license), compiles every
 # fixture ahead of time for a v5p:2x2x2 slice on this CPU host. It goes into
 # an environment of its own, .venv-tpu (never .venv: nothing else needs it,
 # and `make test` checks the committed captures without it), from the hashed
