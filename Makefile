@@ -114,7 +114,7 @@ chromium:
 # (the errata appendix executes over errata/*.toml; the folder itself counts, so
 # that a removed entry counts too): when any changes, cached executions and
 # parsed pages are stale, so drop them.
-CACHE_INPUTS := $(shell find code/shardbook -name '*.py' 2>/dev/null) $(wildcard hlo_artifacts/*/meta.json) _config.yml $(wildcard errata) $(wildcard errata/*.toml)
+CACHE_INPUTS := $(shell find code/shardbook -name '*.py' 2>/dev/null) $(wildcard hlo_artifacts/*/meta.json) $(wildcard hlo_artifacts/*/tpu/meta.json) _config.yml $(wildcard errata) $(wildcard errata/*.toml)
 _build/.cache-stamp: $(CACHE_INPUTS)
 	@if [ -d _build/.jupyter_cache ]; then echo "==> shardbook, the artifacts or the errata log changed: re-executing every chapter"; fi
 	@rm -rf _build/.jupyter_cache _build/.doctrees
