@@ -4,7 +4,7 @@ With libtpu installed (jax[tpu]==0.10.2, in .venv-tpu: `make tpu-artifacts`),
 JAX compiles ahead of time for a TPU topology that is not there:
 `jax.experimental.topologies.get_topology_desc` describes the slice, a Mesh
 is built over its devices, and `jit(...).lower(ShapeDtypeStructs).compile()`
-runs libtpu's whole pipeline. What is kept, in hlo_artifacts/NAME/tpu/:
+runs libtpu's whole pipeline. What is kept, in hlo_artifacts/NAME/tpu/::
 
     optimized.txt   the optimized TPU program (compiled.as_text()), cleaned as the CPU capture is
     optimized.dot   XLA's DOT of it (dumped after optimizations), sanitized
