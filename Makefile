@@ -28,7 +28,7 @@ MAKEFLAGS += --jobs=2
 endif
 chromium: graphviz
 
-.PHONY: lock book book-in-lock pdf-in-lock test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background
+.PHONY: lock book book-in-lock pdf-in-lock test check lint format serve lab clean bless artifacts tpu-artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background
 
 setup: $(STAMP) graphviz node_modules/.installed
 
@@ -54,7 +54,7 @@ $(STAMP): requirements.lock code/pyproject.toml $(JAX_INSTALLED)
 	@PYTHONWARNINGS=ignore $(PIP_INSTALL) --no-deps --no-build-isolation -e ./code
 	@touch $(STAMP)
 
-# After editing requirements.txt: recompile both locks with uv (pinned), run
+# After editing requirements.txt: recompile the three locks with uv (pinned), run
 # from a scratch virtualenv outside .venv. Versions already in the lock are
 # kept unless requirements.txt asks otherwise; `make lock UPGRADE=1` moves
 # every indirect dependency to its newest release.
@@ -67,7 +67,10 @@ lock:
 	@grep -E '^(pip|jax\[cpu\]|numpy)==' requirements.txt > $(LOCKENV)/jax.in
 	@$(UV_COMPILE) $(LOCKENV)/jax.in -c requirements.lock -o requirements-jax.lock
 	@sed -i 's|$(LOCKENV)/jax.in|the pip, jax[cpu] and numpy lines of requirements.txt|' requirements-jax.lock
-	@echo "==> requirements.lock and requirements-jax.lock recompiled; commit them with requirements.txt"
+	@sed 's/^jax\[cpu\]==/jax[tpu]==/' $(LOCKENV)/jax.in > $(LOCKENV)/tpu.in
+	@$(UV_COMPILE) $(LOCKENV)/tpu.in -c requirements.lock -o requirements-tpu.lock
+	@sed -i 's|$(LOCKENV)/tpu.in|the pip, jax[cpu] (as jax[tpu]) and numpy lines of requirements.txt|' requirements-tpu.lock
+	@echo "==> requirements.lock, requirements-jax.lock and requirements-tpu.lock recompiled; commit them with requirements.txt"
 
 # `make test` only: the small model's ten schemes train in the background from
 # as soon as JAX is installed (the package from code/, before pip installs
@@ -111,7 +114,7 @@ chromium:
 # (the errata appendix executes over errata/*.toml; the folder itself counts, so
 # that a removed entry counts too): when any changes, cached executions and
 # parsed pages are stale, so drop them.
-CACHE_INPUTS := $(shell find code/shardbook -name '*.py' 2>/dev/null) $(wildcard hlo_artifacts/*/meta.json) _config.yml $(wildcard errata) $(wildcard errata/*.toml)
+CACHE_INPUTS := $(shell find code/shardbook -name '*.py' 2>/dev/null) $(wildcard hlo_artifacts/*/meta.json) $(wildcard hlo_artifacts/*/tpu/meta.json) _config.yml $(wildcard errata) $(wildcard errata/*.toml)
 _build/.cache-stamp: $(CACHE_INPUTS)
 	@if [ -d _build/.jupyter_cache ]; then echo "==> shardbook, the artifacts or the errata log changed: re-executing every chapter"; fi
 	@rm -rf _build/.jupyter_cache _build/.doctrees
@@ -202,6 +205,25 @@ bless: setup
 
 artifacts: setup
 	@$(BIN)/python -m shardbook.hlo capture --all --out hlo_artifacts
+
+# The TPU captures (hlo_artifacts/NAME/tpu): libtpu, Google's TPU compiler
+# (a PyPI wheel of 213 MB, 684 MB installed, under the Google Cloud Platform
+# Terms of Service, its declared license), compiles every
+# fixture ahead of time for a v5p:2x2x2 slice on this CPU host. It goes into
+# an environment of its own, .venv-tpu (never .venv: nothing else needs it,
+# and `make test` checks the committed captures without it), from the hashed
+# requirements-tpu.lock (jax[tpu]==0.10.2, the same jax and jaxlib as .venv).
+# The package is read from code/ (PYTHONPATH), not installed there.
+VENV_TPU := .venv-tpu
+TPU_STAMP := $(VENV_TPU)/.installed
+$(TPU_STAMP): requirements-tpu.lock
+	@echo "==> creating $(VENV_TPU) and installing jax[tpu]==0.10.2 with libtpu (requirements-tpu.lock; Google Cloud's terms)"
+	@test -x $(VENV_TPU)/bin/python || $(PYTHON) -m venv $(VENV_TPU)
+	@$(VENV_TPU)/bin/python -m pip install --quiet --no-compile --require-hashes --only-binary :all: -r requirements-tpu.lock
+	@touch $@
+
+tpu-artifacts: $(TPU_STAMP) graphviz
+	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo capture-tpu --all --out hlo_artifacts
 
 PORT ?= 8000
 serve:

@@ -515,6 +515,7 @@ _FINGERPRINT_GLOBS = (
     "chapters/*.md",
     "code/shardbook/**/*.py",
     "hlo_artifacts/*/meta.json",
+    "hlo_artifacts/*/tpu/meta.json",  # the TPU captures (shardbook.hlo.tpu_capture)
     "errata/*.toml",  # the errata appendix is generated from the log
 )
 

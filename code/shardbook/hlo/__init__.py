@@ -4,6 +4,7 @@
     python -m shardbook.hlo capture --all --out hlo_artifacts
     python -m shardbook.hlo compare              # recapture to a temp folder and diff
     python -m shardbook.hlo run fsdp_matmul --processes 2
+    python -m shardbook.hlo capture-tpu --all    # with libtpu (.venv-tpu): hlo_artifacts/NAME/tpu
 
 `import shardbook.hlo` does not import JAX (the fixtures are declared in
 shardbook.programs.registry); the capture runs each fixture in

@@ -33,6 +33,36 @@ def _capture(args, parser):
     return 0
 
 
+def _capture_tpu(args, parser):
+    from .tpu_capture import capture_many
+
+    names = list(FIXTURE_NAMES) if args.all else [check_name(n) for n in args.names]
+    if not names:
+        parser.error("name the fixtures to capture, or pass --all")
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        raise ValueError(f"--out: {args.out} is a file; give a folder (NAME/tpu is written there per fixture)")
+    start = time.monotonic()
+    print(f"compiling {len(names)} fixture(s) for TPU {args.topology} in one worker process ...", flush=True)
+    done = iter(range(1, len(names) + 1))
+    capture_many(
+        names, args.out, args.topology, log=lambda line: print(f"[{next(done)}/{len(names)}] {line}", flush=True)
+    )
+    print(f"captured {len(names)} fixture(s) for TPU into {args.out} in {time.monotonic() - start:.1f} s")
+    return 0
+
+
+def _tpu_worker(args, parser):
+    from .tpu_capture import compile_for_tpu
+
+    try:
+        reports = compile_for_tpu([check_name(n) for n in args.names], args.topology, args.texts)
+    except ValueError as exc:
+        print(json.dumps({"error": str(exc)}))
+        return 2
+    print(json.dumps(reports))
+    return 0
+
+
 def _compare(args, parser):
     from .capture import capture_many, compare_inventories, load_meta
 
@@ -152,6 +182,15 @@ def _parser():
     cap.add_argument("--all", action="store_true")
     cap.add_argument("--out", default="hlo_artifacts")
     cap.set_defaults(handler=_capture)
+    tpu = sub.add_parser(
+        "capture-tpu",
+        help="compile fixtures for a TPU topology ahead of time (needs libtpu: `make tpu-artifacts`) into OUT/NAME/tpu",
+    )
+    tpu.add_argument("names", nargs="*")
+    tpu.add_argument("--all", action="store_true")
+    tpu.add_argument("--out", default="hlo_artifacts")
+    tpu.add_argument("--topology", default="v5p:2x2x2", help="a libtpu topology name (default v5p:2x2x2)")
+    tpu.set_defaults(handler=_capture_tpu)
     cmp_ = sub.add_parser("compare", help="recapture into a temporary folder and diff the inventories")
     cmp_.add_argument("names", nargs="*")
     cmp_.add_argument("--artifacts", default="hlo_artifacts")
@@ -189,6 +228,12 @@ def _parser():
     # internal: the capture's child process (XLA's dump flags are process-wide)
     sub.add_parser("_worker").add_argument("names", nargs="+")
     sub.choices["_worker"].set_defaults(handler=_capture_worker)
+    # internal: the TPU capture's child process (libtpu; XLA's dump flags)
+    tw = sub.add_parser("_tpu_worker")
+    tw.add_argument("names", nargs="+")
+    tw.add_argument("--topology", required=True)
+    tw.add_argument("--texts", required=True)
+    tw.set_defaults(handler=_tpu_worker)
     # internal: the one-process reference of `train --processes N`, on 8 devices
     sub.add_parser("_reference").add_argument("name")
     sub.choices["_reference"].set_defaults(handler=_reference)

@@ -219,6 +219,10 @@ def _write_capture(name, info, dump_dir, out_root):
         meta = _meta(name, info, after_text, _backend_notes(info["dtype"], after_text, cpu_after))
         meta["sha256"] = {f: hashlib.sha256((staging / f).read_bytes()).hexdigest() for f in FILES}
         (staging / "meta.json").write_text(json.dumps(meta, indent=1, sort_keys=False) + "\n")
+        # the TPU capture (hlo_artifacts/NAME/tpu, shardbook.hlo.tpu_capture) is libtpu's, not this
+        # capture's: it is kept as it is
+        if (out_root / name / "tpu").is_dir():
+            shutil.copytree(out_root / name / "tpu", staging / "tpu")
         _replace(staging, out_root / name)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

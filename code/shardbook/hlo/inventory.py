@@ -24,7 +24,11 @@ BYTES = BYTES_PER_ELEMENT  # HLO element types are among units' dtype names
 
 _ARRAY = r"([a-z][a-z0-9]*)\[([0-9,]*)\](?:\{[^}]*\})?"
 _INSTR = re.compile(rf"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*{_ARRAY}\s+([a-z\-]+)(?:-start)?\(([^)]*)\)(.*)$")
-_TUPLE_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\(([^()]*)\)\s+([a-z\-]+)\(([^)]*)\)(.*)$")
+# a tuple-shaped result; its element types may carry TPU layouts with
+# parentheses inside braces (f32[128,512]{1,0:T(8,128)}, u32[]{:S(2)})
+_TUPLE_INSTR = re.compile(
+    r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\(((?:[^()]|\([^()]*\))*)\)\s+([a-z\-]+)\(([^)]*)\)(.*)$"
+)
 _PARAM = re.compile(rf"%?([\w.\-]+):\s*{_ARRAY}")
 
 
@@ -150,6 +154,8 @@ def inventory(hlo_text):
             name, types, op, operands, attrs = mt.groups()
             elements = re.findall(_ARRAY, types)
             names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip()]
+            if op.endswith("-start"):
+                elements = _async_results(elements, len(names), line)
             for k, ((dtype, dims), operand) in enumerate(zip(elements, names, strict=True)):
                 found.append(
                     _entry(
@@ -186,6 +192,39 @@ def inventory(hlo_text):
             )
         )
     return found
+
+
+def _async_results(elements, n_operands, line):
+    """The result types of an asynchronous collective's start, whose tuple
+    holds its operands, then its results, then scalar u32/s32 context
+    buffers (a TPU's collective-permute-start: (operand, result, u32[], u32[]))."""
+    arrays = [e for e in elements if not (e[0] in ("u32", "s32") and e[1] == "")]
+    if len(arrays) == 2 * n_operands:
+        return arrays[n_operands:]
+    if len(arrays) == n_operands:
+        return arrays
+    raise ValueError(f"inventory: cannot tell the results of an asynchronous collective: {line.strip()[:160]}")
+
+
+def async_pairs(hlo_text):
+    """The asynchronous collectives of an HLO module: one (kind, start
+    name, done name) per `X-start` whose `X-done` consumes it, in program
+    order; a start without its done is an error."""
+    starts = re.findall(r"^\s*%?([\w.\-]+)\s*=.*?\s([a-z\-]+)-start\(", hlo_text, re.M)
+    dones = dict(
+        (operand, name)
+        for name, operand in re.findall(
+            r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=.*?\s[a-z\-]+-done\(%?([\w.\-]+)", hlo_text, re.M
+        )
+    )
+    pairs = []
+    for name, op in starts:
+        if op not in HLO_OPCODES:
+            continue
+        if name not in dones:
+            raise ValueError(f"inventory: {op}-start {name} has no {op}-done")
+        pairs.append((HLO_OPCODES[op], name, dones[name]))
+    return pairs
 
 
 def _entry(kind, name, dtype, dims, operand, attrs, shapes, num_partitions):
