@@ -463,3 +463,43 @@ def test_n13_make_bless_drop_runs_no_shell_command_and_a_refused_bless_fails(sma
     assert "INJECTED-BY-DROP" not in done.stdout
     assert done.returncode != 0
     assert "ledger: bless refused, nothing written: --drop nosuch;echo: no expected value" in done.stderr
+
+
+# --- N7: a search bounded in time ----------------------------------------------------------
+
+SIX_AXES = "fsdp,tp,ep,pp,cp,dp"
+
+
+def test_n7_a_search_past_its_budget_says_how_to_narrow_it():
+    from shardbook.planner.search import SearchTooLong, explore
+
+    start = time.perf_counter()
+    with pytest.raises(SearchTooLong, match=r"^search: 16,380 meshes of 1,073,741,824 devices over fsdp,tp,ep,pp,cp,dp; "
+                       r"[0-9,]+ priced in 0.5 s, the time a search is given; narrow it: fewer axes \(--axes"):  # fmt: skip
+        explore("DeepSeek-V3", "H100", 2**30, 2**42, axes=tuple(SIX_AXES.split(",")), budget_s=0.5)
+    assert time.perf_counter() - start < 5
+    with pytest.raises(ValueError, match="budget_s: must be a positive finite number"):
+        explore("LLaMA-3 70B", "H100", 64, 2**22, budget_s=0)
+
+
+@pytest.mark.parametrize("devices,tokens", [(2**30, 2**42), (2**40, 2**52)])
+def test_n7_the_audits_slowest_searches_answer_in_one_line_within_the_budget(devices, tokens):
+    from shardbook.planner.search import SEARCH_BUDGET_S
+
+    start = time.perf_counter()
+    try:
+        rc, _, err = _explorer("DeepSeek-V3", "H100", devices, tokens, "--axes", SIX_AXES, "--top", 1, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the search ran past 60 s")
+    took = time.perf_counter() - start
+    assert rc == 2 and "narrow it: fewer axes (--axes, default fsdp,tp,ep,pp), one mesh (--mesh)" in _one_line(err)
+    assert took < SEARCH_BUDGET_S + 5, took  # Python's start and the enumeration; 7.2 s on the 2-core machine
+
+
+def test_n7_the_planner_page_is_bounded_too(monkeypatch):
+    from shardbook.planner import search
+
+    monkeypatch.setattr(planner_page, "SEARCH_BUDGET_S", 0.001)
+    got = planner_page.plan({**FORM, "model": "DeepSeek-V3", "n_devices": "1073741824", "batch": "4096G"})
+    assert not got["ok"] and got["error"].startswith("search: ") and "priced in 0.001 s" in got["error"], got
+    assert search.SEARCH_BUDGET_S == 7.0

@@ -404,62 +404,18 @@ def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None
     errata_dir = Path(errata_dir) if errata_dir else Path(root) / errata.ERRATA_DIR
 
     def waiting():
-        print(f"ledger: another bless holds {_lock_file(expected_path)}; waiting for it to finish", file=err)
+        print(f"ledger: another bless holds {transaction.lock_for(expected_path)}; waiting for it to finish", file=err)
 
     try:
-        with transaction.locked(_lock_file(expected_path), waiting):
+        with transaction.locked(transaction.lock_for(expected_path), waiting):
             return _bless_locked(expected_path, got, root, errata_dir, drop, reason, out, err, _at_commit)
     except OSError as exc:
         raise ValueError(_unwritable(expected_path, exc)) from None
 
 
-def _lock_file(expected_path):
-    """The lock one bless at a time holds: `.NAME.lock` beside the ledger."""
-    path = Path(expected_path)
-    return path.with_name(f".{path.name}.lock")
-
-
-def _journal_file(expected_path):
-    """The journal of a bless that committed: `.NAME.journal` beside the ledger."""
-    path = Path(expected_path)
-    return path.with_name(f".{path.name}.journal")
-
-
-def _complete_locked(expected_path, errata_dir=None):
-    """complete_interrupted_bless's work, under the lock."""
-    expected_path = Path(expected_path)
-    folder = expected_path.parent
-    journal = _journal_file(expected_path)
-    debris = [*folder.glob(f".{expected_path.name}.*.tmp"), *folder.glob(f".{journal.name}.*.tmp")]
-    if errata_dir is not None and Path(errata_dir).is_dir():
-        debris += Path(errata_dir).glob(".*.toml.*.tmp")
-    try:
-        return transaction.recover(journal, debris)
-    except OSError as exc:
-        raise ValueError(
-            f"{_journal_file(expected_path)}: an interrupted bless cannot be completed "
-            f"({exc.strerror or exc}); run `make bless` when it can"
-        ) from None
-
-
-def complete_interrupted_bless(expected_path):
-    """If a bless committed (its journal, `.NAME.journal` beside the ledger,
-    exists) and stopped before its renames were done, do them: the ledger
-    and its errata entries go in together. Called before the ledger or the
-    errata log is read (bless, check, errata.read). Returns "finished" or
-    None; ValueError in one line if it cannot."""
-    expected_path = Path(expected_path)
-    if not _journal_file(expected_path).exists():
-        return None
-    try:
-        with transaction.locked(_lock_file(expected_path)):
-            return _complete_locked(expected_path) and "finished"
-    except OSError as exc:
-        raise ValueError(f"{_lock_file(expected_path)}: cannot be locked ({exc.strerror or exc})") from None
-
-
 def _bless_locked(expected_path, got, root, errata_dir, drop, reason, out, err, at_commit):
-    if _complete_locked(expected_path, errata_dir) == "finished":
+    errata_debris = Path(errata_dir).glob(".*.toml.*.tmp") if Path(errata_dir).is_dir() else ()
+    if transaction.complete_locked(expected_path, errata_debris) == "finished":
         print("ledger: completed an interrupted bless (its ledger and errata entries, together)", file=out)
     expected = load(expected_path) if expected_path.exists() else []
     applied = set(load_applied(expected_path)) if expected_path.exists() else set()
@@ -486,7 +442,7 @@ def _bless_locked(expected_path, got, root, errata_dir, drop, reason, out, err, 
         if recorded:
             errata_dir.mkdir(parents=True, exist_ok=True)
         # the ledger first: a bless stopped between the renames never shows an entry its ledger lacks
-        transaction.commit(_journal_file(expected_path), [(expected_path, text), *recorded], at_commit)
+        transaction.commit(transaction.journal_for(expected_path), [(expected_path, text), *recorded], at_commit)
     except transaction.Committed as exc:
         raise ValueError(
             f"{expected_path}: the bless is committed but not complete ({exc}); the next bless or check completes it"
@@ -616,7 +572,7 @@ def main(argv=None):
             return 0
         if args.command == "bless":
             return bless(args.expected, got, root=args.root, errata_dir=args.errata, drop=args.drop, reason=args.reason)
-        complete_interrupted_bless(args.expected)  # a bless committed, then stopped: complete it first
+        transaction.complete(args.expected)  # a bless committed, then stopped: complete it first
         expected = load(args.expected)
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""

@@ -449,7 +449,7 @@ def main(argv=None):
     print the ranked meshes (or one, with --mesh; its breakdown with
     --explain); bad input is one line on stderr and exit code 2."""
     from .candidate import TooFewSequences
-    from .search import explore
+    from .search import SEARCH_BUDGET_S, explore
 
     # intermixed: MODEL, N_DEVICES and BATCH may stand on either side of a flag that stands for another
     args = _parser().parse_intermixed_args(_negative_sizes(sys.argv[1:] if argv is None else list(argv)))
@@ -487,9 +487,13 @@ def main(argv=None):
         if args.mesh is not None:
             found, explained = _one_mesh(args, model, accelerator, tokens, n_devices, options)
         else:
-            found = explore(model, accelerator, n_devices, tokens, axes=axes, **options)
+            found = explore(model, accelerator, n_devices, tokens, axes=axes, budget_s=SEARCH_BUDGET_S, **options)
             if not found:
-                raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options))
+                raise ValueError(
+                    inputs.no_mesh_reason(
+                        model, accelerator, n_devices, tokens, seq_len, axes, dict(options, budget_s=SEARCH_BUDGET_S)
+                    )
+                )
             if target is not None and all(c.mesh != target for c in found):
                 refused = _refusal(model, accelerator, target, tokens, n_devices, options)
     except TooFewSequences as error:

@@ -11,7 +11,7 @@ import json
 from .. import _validate, accelerator_file, hardware, models
 from . import inputs
 from .explain import explain
-from .search import explore
+from .search import SEARCH_BUDGET_S, explore
 
 TOP = 5  # candidates drawn on the page
 # What the page's fields may hold, checked before anything parses them: a config.json or an
@@ -72,11 +72,10 @@ def _plan(form):
     seqs = _text(form, "batch_seqs").strip() or None
     tokens = inputs.batch_tokens(seq_len, None if seqs else form.get("batch"), seqs)
     axes = ("fsdp", "tp", "ep", "pp")
-    found = explore(model, accelerator, n_devices, tokens, seq_len=seq_len, axes=axes)
+    budget = {"seq_len": seq_len, "budget_s": SEARCH_BUDGET_S}  # the tab stays responsive: a search is bounded
+    found = explore(model, accelerator, n_devices, tokens, axes=axes, **budget)
     if not found:
-        raise ValueError(
-            inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, {"seq_len": seq_len})
-        )
+        raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, budget))
     top = []
     for cand in found[:TOP]:
         _, rows, parts, memory = explain(
