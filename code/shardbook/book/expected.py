@@ -472,13 +472,26 @@ _FINGERPRINT_GLOBS = (
     "code/shardbook/**/*.py",
     "hlo_artifacts/*/meta.json",
     "errata/*.toml",  # the errata appendix is generated from the log
+    # every other input of a page: the citations' text, the scripts and styles the site
+    # copies (the live pages' and the planner's among them), what npm installs for it
+    # (Pyodide, KaTeX) and the pinned Python packages that build it, the favicon
+    "references.bib",
+    "code/shardbook/**/*.js",
+    "code/shardbook/**/*.cjs",
+    "code/shardbook/**/*.css",
+    "code/shardbook/**/*.json",
+    "package.json",
+    "package-lock.json",
+    "requirements.lock",
+    "figures/*",
 )
 
 
 def source_fingerprint(root):
     """sha256 over the sources a build reads (chapters, table of contents,
-    config, the package, the artifacts' meta.json, the errata log): equal
-    fingerprints mean the build saw these exact files."""
+    config, the package and its static files, the artifacts' meta.json, the
+    errata log, the bibliography, the npm and Python locks, the figures):
+    equal fingerprints mean the build saw these exact files."""
     root = Path(root)
     digest = hashlib.sha256()
     for pattern in _FINGERPRINT_GLOBS:
@@ -516,6 +529,37 @@ def check_build(executed_dir, root="."):
         raise ValueError(
             f"{executed}: the build has no output for {', '.join(missing)} (listed in _toc.yml); run `make book`"
         )
+    orphans = orphaned_pages(executed.parent, root)
+    if orphans:
+        raise ValueError(
+            f"{executed.parent / 'html'}: holds pages of chapters no longer in _toc.yml "
+            f"({', '.join(orphans)}); run `make book`, which removes them"
+        )
+
+
+def orphaned_pages(build, root="."):
+    """The chapter stems whose page is in the build's site (html/chapters/)
+    but not in _toc.yml: a chapter taken out of the book whose old page a
+    server would still serve."""
+    pages = Path(build) / "html" / "chapters"
+    listed = set(toc_chapters(root))
+    return sorted(p.stem for p in pages.glob("*.html") if p.stem not in listed) if pages.is_dir() else []
+
+
+def remove_orphans(build, root="."):
+    """Remove what the build holds of chapters no longer in _toc.yml: their
+    pages, page sources and executed notebooks (called when an HTML build
+    finishes). Returns the stems removed."""
+    build = Path(build)
+    orphans = orphaned_pages(build, root)
+    for stem in orphans:
+        pages = [build / "html" / "chapters", build / "html" / "_sources" / "chapters"]
+        found = [p for folder in pages for p in folder.glob(f"{stem}.*")]
+        found += (build / "jupyter_execute").rglob(f"{stem}.*")  # where collect() reads notebooks
+        for path in found:
+            if path.is_file():
+                path.unlink()
+    return orphans
 
 
 # --- command line ----------------------------------------------------------
