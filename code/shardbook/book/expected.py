@@ -520,8 +520,9 @@ def check_build(executed_dir, root="."):
         )
     if stamp.read_text().strip() != source_fingerprint(root):
         raise ValueError(
-            f"{stamp}: the build is older than the sources (chapters, shardbook, the artifacts or the errata log "
-            "changed since it started); run `make book`"
+            f"{stamp}: the build is older than the sources (a chapter, the package or its static files, the "
+            "bibliography, the config, the locks, the artifacts or the errata log changed since it started); "
+            "run `make book`"
         )
     built = {p.name.split(".")[0] for p in list(executed.rglob("*.ipynb")) + list(executed.rglob("*.glue.json"))}
     missing = [c for c in toc_chapters(root) if c not in built]

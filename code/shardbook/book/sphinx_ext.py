@@ -146,7 +146,7 @@ def record_fingerprint(app):
         from sphinx.util import logging
 
         logging.getLogger(__name__).warning(
-            "shardbook: a source (a chapter, the package, the artifacts or the errata log) changed while the "
+            "shardbook: a source (a chapter, the package, the bibliography, the artifacts or the errata log) changed while the "
             "build ran; the build is recorded as stale: run the build again"
         )
 
