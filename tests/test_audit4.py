@@ -463,3 +463,335 @@ def test_n13_make_bless_drop_runs_no_shell_command_and_a_refused_bless_fails(sma
     assert "INJECTED-BY-DROP" not in done.stdout
     assert done.returncode != 0
     assert "ledger: bless refused, nothing written: --drop nosuch;echo: no expected value" in done.stderr
+
+
+# --- N7: a search bounded in time ----------------------------------------------------------
+
+SIX_AXES = "fsdp,tp,ep,pp,cp,dp"
+
+
+def test_n7_a_search_past_its_budget_says_how_to_narrow_it():
+    from shardbook.planner.search import SearchTooLong, explore
+
+    start = time.perf_counter()
+    with pytest.raises(SearchTooLong, match=r"^search: 16,380 meshes of 1,073,741,824 devices over fsdp,tp,ep,pp,cp,dp; "
+                       r"[0-9,]+ priced in 0.5 s, the time a search is given; narrow it: fewer axes \(--axes"):  # fmt: skip
+        explore("DeepSeek-V3", "H100", 2**30, 2**42, axes=tuple(SIX_AXES.split(",")), budget_s=0.5)
+    assert time.perf_counter() - start < 5
+    with pytest.raises(ValueError, match="budget_s: must be a positive finite number"):
+        explore("LLaMA-3 70B", "H100", 64, 2**22, budget_s=0)
+
+
+@pytest.mark.parametrize("devices,tokens", [(2**30, 2**42), (2**40, 2**52)])
+def test_n7_the_audits_slowest_searches_answer_in_one_line_within_the_budget(devices, tokens):
+    from shardbook.planner.search import SEARCH_BUDGET_S
+
+    start = time.perf_counter()
+    try:
+        rc, _, err = _explorer("DeepSeek-V3", "H100", devices, tokens, "--axes", SIX_AXES, "--top", 1, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the search ran past 60 s")
+    took = time.perf_counter() - start
+    assert rc == 2 and "narrow it: fewer axes (--axes, default fsdp,tp,ep,pp), one mesh (--mesh)" in _one_line(err)
+    assert took < SEARCH_BUDGET_S + 5, took  # Python's start and the enumeration; 7.2 s on the 2-core machine
+
+
+def test_n7_the_planner_page_is_bounded_too(monkeypatch):
+    from shardbook.planner import search
+
+    monkeypatch.setattr(planner_page, "SEARCH_BUDGET_S", 0.001)
+    got = planner_page.plan({**FORM, "model": "DeepSeek-V3", "n_devices": "1073741824", "batch": "4096G"})
+    assert not got["ok"] and got["error"].startswith("search: ") and "priced in 0.001 s" in got["error"], got
+    assert search.SEARCH_BUDGET_S == 7.0
+
+
+# --- the server: 15 (slow and idle clients), N9 (a half-rebuilt site), N10 (symlinks), N13 (gzip) --
+
+
+def _get(base, path, headers=None, timeout=10):
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(base + path, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def test_15_a_slowloris_holds_no_thread_and_others_are_served(tmp_path, monkeypatch):
+    import socket
+    import threading
+
+    from shardbook.book import site
+
+    monkeypatch.setattr(site.StaticHandler, "timeout", 4.0)
+    (tmp_path / "index.html").write_text("<p>hi</p>")
+    with site.serve(tmp_path) as base:
+        assert _get(base, "/index.html")[0] == 200
+        threads = threading.active_count()
+        port = int(base.rsplit(":", 1)[1])
+        slow = [socket.create_connection(("127.0.0.1", port)) for _ in range(60)]
+        try:
+            for sock in slow:  # a header line each, never the blank line that ends a request
+                sock.sendall(b"GET / HTTP/1.1\r\nX-a: b\r\n")
+            time.sleep(0.5)
+            for sock in slow:
+                sock.sendall(b"X-c: d\r\n")
+            time.sleep(0.5)
+            assert threading.active_count() <= threads + 2, threading.active_count() - threads
+            start = time.monotonic()
+            assert _get(base, "/index.html")[0] == 200
+            assert time.monotonic() - start < 2
+            time.sleep(4.5)  # past the deadline for a whole request: closed, not answered
+            assert all(sock.recv(100) == b"" for sock in slow)
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+_LIMITED_SERVER = """
+import resource, sys, time
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+from shardbook.book import site
+with site.serve(sys.argv[1]) as base:
+    print(base, flush=True)
+    time.sleep(120)
+"""
+
+
+def _cpu_s(pid):
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc")
+def test_15_idle_connections_past_the_descriptor_limit_neither_spin_nor_lock_others_out(tmp_path):
+    import socket
+
+    (tmp_path / "index.html").write_text("<p>hi</p>")
+    server = subprocess.Popen([sys.executable, "-c", _LIMITED_SERVER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    idle = []
+    try:
+        base = server.stdout.readline().strip()
+        port = int(base.rsplit(":", 1)[1])
+        for _ in range(300):  # more than the server has descriptors (ulimit -n 256)
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        time.sleep(1)
+        before = _cpu_s(server.pid)
+        time.sleep(3)
+        spent = _cpu_s(server.pid) - before
+        assert spent < 1.0, f"the server used {spent:.1f} CPU-seconds in 3 s with idle connections"
+        start = time.monotonic()
+        status, body = _get(base, "/index.html", timeout=8)
+        assert status == 200 and body == b"<p>hi</p>" and time.monotonic() - start < 3
+    finally:
+        for sock in idle:
+            sock.close()
+        server.kill()
+        server.wait()
+
+
+def _served_build(tmp_path):
+    """A small book with a finished build and its site."""
+    from test_expected_cli import Book
+
+    book = Book(tmp_path / "book")
+    html = book.root / "_build" / "html"
+    (html / "chapters").mkdir(parents=True)
+    (html / "index.html").write_text("<p>home</p>")
+    for stem in book.records:
+        (html / "chapters" / f"{stem}.html").write_text(f"<p>{stem}</p>")
+    book.stamp()
+    return book, html
+
+
+def test_n9_a_running_server_stops_serving_a_build_that_is_no_longer_whole(tmp_path):
+    from shardbook.book import expected, site
+
+    book, html = _served_build(tmp_path)
+    stamp = book.root / "_build" / expected.FINGERPRINT_FILE
+    with site.serve(html, guard=site.BuildGuard(book.root / "_build", book.root)) as base:
+        assert _get(base, "/index.html") == (200, b"<p>home</p>")
+        saved = stamp.read_text()
+        stamp.unlink()  # a build started (or was killed): the fingerprint is gone
+        status, body = _get(base, "/chapters/06_pipeline.html")
+        assert status == 503 and b"no finished build" in body
+        stamp.write_text(saved)  # the build finished
+        assert _get(base, "/chapters/06_pipeline.html") == (200, b"<p>06_pipeline</p>")
+        (book.root / "chapters" / "06_pipeline.md").write_text("(ch-pipeline)=\n# Pipeline\n\nedited\n")
+        stamp.write_text(saved + "\n")  # a record that no longer matches the sources
+        status, body = _get(base, "/index.html")
+        assert status == 503 and b"older than the sources" in body
+
+
+def test_n9_make_serve_checks_the_build_on_every_request(tmp_path, monkeypatch):
+    from shardbook.book import site
+
+    book, _ = _served_build(tmp_path)
+    made = {}
+
+    class Recorded:
+        def __init__(self, address, handler):
+            made["handler"] = handler
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def serve_forever(self):
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(site, "_Server", Recorded)
+    monkeypatch.chdir(book.root)
+    assert site.main(["--port", "8123"]) == 0
+    assert isinstance(made["handler"].guard, site.BuildGuard)
+    assert site.main(["--port", "8123", "--stale-ok"]) == 0 and made["handler"].guard is None
+
+
+def test_n10_the_server_follows_no_symlink_out_of_the_site(tmp_path):
+    from shardbook.book import site
+
+    site_dir, outside = tmp_path / "html", tmp_path / "outside"
+    site_dir.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    (site_dir / "index.html").write_text("<p>hi</p>")
+    (site_dir / "probe_file").symlink_to(outside / "secret.txt")
+    (site_dir / "probe_link").symlink_to(outside)
+    os.mkfifo(site_dir / "pipe.html")
+    with site.serve(site_dir) as base:
+        for path in ("/probe_file", "/probe_link/secret.txt", "/pipe.html"):
+            for encoding in ({}, {"Accept-Encoding": "gzip"}):
+                status, body = _get(base, path, encoding, timeout=5)
+                assert status == 404 and b"secret" not in body, (path, status)
+        assert _get(base, "/index.html") == (200, b"<p>hi</p>")
+
+
+def test_n13_a_file_is_compressed_once_and_the_cache_is_bounded(tmp_path):
+    import gzip
+    import threading
+
+    from shardbook.book import site
+
+    big = tmp_path / "big.wasm"
+    big.write_bytes(os.urandom(2_000_000))
+    cache = site._CompressedCache(limit_bytes=5_000_000)
+    bodies = []
+    threads = [
+        threading.Thread(target=lambda: bodies.append(cache.get(str(big), big.stat().st_mtime_ns))) for _ in range(20)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert cache.compressions == 1 and len(bodies) == 20 and gzip.decompress(bodies[0]) == big.read_bytes()
+    for n in range(5):  # a rebuilt file replaces its older copy; others go least recently used first
+        os.utime(big, ns=(n, n))
+        cache.get(str(big), n)
+    others = []
+    for n in range(4):
+        other = tmp_path / f"other{n}.wasm"
+        other.write_bytes(os.urandom(2_000_000))
+        others.append(other)
+        cache.get(str(other), 1)
+    held = sum(map(len, cache._entries.values()))
+    assert held <= 5_000_000 and len([k for k in cache._entries if k[0] == str(big)]) <= 1
+
+
+# --- N3: the live runtime's Python fetched under the build's version ---------------------------
+
+
+def test_n3_the_live_loader_fetches_the_package_under_the_pages_version():
+    import hashlib
+
+    from shardbook.book import live_assets
+
+    script = (ROOT / "code/shardbook/book/static/shardbook-live.js").read_text()
+    assert 'fetch(root() + "_static/shardbook/' not in script  # no unversioned fetch of the package
+    assert 'versioned(root() + "_static/shardbook/manifest.json")' in script
+    assert 'versioned(root() + "_static/shardbook/" + name)' in script
+    package = ROOT / "code" / "shardbook"
+    digest = hashlib.sha256()
+    for name in live_assets.live_files():
+        digest.update(name.encode() + b"\0" + (package / name).read_bytes() + b"\0")
+    assert live_assets.live_version() == digest.hexdigest()[:16]
+
+    class App:
+        pass
+
+    context = {"metatags": '<meta charset="utf-8" />'}
+    live_assets._version_meta(App(), "chapters/06_pipeline", "page.html", context, None)
+    assert context["metatags"].endswith(
+        f'<meta name="shardbook-live-version" content="{live_assets.live_version()}" />'
+    )
+
+
+# --- N4: every input of a page in the fingerprint; the bibliography a dependency of every page ---
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "references.bib",
+        "_config.yml",
+        "code/shardbook/book/static/shardbook-planner.js",
+        "code/shardbook/book/static/shardbook.css",
+        "code/shardbook/book/search_scorer.js",
+        "package.json",
+        "package-lock.json",
+        "figures/favicon.svg",
+    ],
+)
+def test_n4_an_edit_to_any_input_of_a_page_changes_the_fingerprint(tmp_path, path):
+    from shardbook.book import expected
+
+    (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / path).write_text("before\n")
+    before = expected.source_fingerprint(tmp_path)
+    (tmp_path / path).write_text("after\n")
+    assert expected.source_fingerprint(tmp_path) != before
+
+
+def test_n4_every_page_depends_on_the_bibliography(tmp_path):
+    from shardbook.book import sphinx_ext
+
+    (tmp_path / "references.bib").write_text("@misc{a, title = {A}}\n")
+    noted = []
+
+    class Env:
+        def note_dependency(self, path):
+            noted.append(path)
+
+    class App:
+        srcdir = str(tmp_path)
+        env = Env()
+
+    sphinx_ext._pages_depend_on_the_bibliography(App(), "chapters/06_pipeline", [""])
+    assert noted == [str(tmp_path / "references.bib")]
+
+
+# --- 3: a chapter taken out of the book leaves no page behind -----------------------------------
+
+
+def test_3_an_orphaned_chapter_page_is_refused_then_removed(tmp_path):
+    from test_expected_cli import OTHER
+
+    from shardbook.book import expected
+
+    book, html = _served_build(tmp_path)
+    toc = book.root / "_toc.yml"
+    toc.write_text(toc.read_text().replace(f"      - file: chapters/{OTHER}\n", ""))
+    (html / "_sources" / "chapters").mkdir(parents=True)
+    (html / "_sources" / "chapters" / f"{OTHER}.md").write_text("old")
+    book.stamp()
+    with pytest.raises(
+        ValueError, match=rf"holds pages of chapters no longer in _toc.yml \({OTHER}\); run `make book`"
+    ):
+        expected.check_build(book.executed, book.root)
+    assert expected.remove_orphans(book.root / "_build", book.root) == [OTHER]
+    assert not list(html.rglob(f"{OTHER}.*")) and not list(book.executed.rglob(f"{OTHER}.*"))
+    expected.check_build(book.executed, book.root)  # whole again

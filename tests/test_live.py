@@ -185,6 +185,7 @@ def fresh_origin_live(browser):  # noqa: F811
             pages[rel] = _visit(browser, f"{base}/{rel}")
             _live(pages[rel][0])
             found[key] = [r for r in requests if "/_static/pyodide/" in r and not r.endswith("sizes.json")]
+            found[f"{key}_package"] = [r for r in requests if "/_static/shardbook/" in r]
         yield {**found, "pages": pages}
         for page, _ in pages.values():
             page.close()
@@ -279,6 +280,21 @@ def test_wording_follows_the_numbers(fresh_origin_live):
     for name in ("mesh_iw_bound", "mesh_iw_ratio", "mesh_iw_versus_v5p"):
         assert page.inner_text(f".glue-key-{name}") == expected[name]
     assert not log["console"], log["console"]
+
+
+def test_the_package_is_fetched_under_the_builds_version(fresh_origin_live):
+    """Audit 4, N3: the package's files were fetched by plain URLs that a host lets browsers keep
+    ten minutes, so a rebuilt page ran the previous build's Python. Each is fetched as
+    NAME?v=<the version the page names>."""
+    from shardbook.book import live_assets
+
+    version = live_assets.live_version()
+    page = fresh_origin_live["pages"][FRESH_ORIGIN_PAGES[0]][0]
+    assert page.get_attribute('meta[name="shardbook-live-version"]', "content") == version
+    fetched = fresh_origin_live["first_package"]
+    assert any(r.split("?")[0].endswith("/manifest.json") for r in fetched), fetched
+    assert len(fetched) == len(live_assets.live_files()) + 1
+    assert all(r.endswith(f"?v={version}") for r in fetched), fetched
 
 
 def test_second_live_page_starts_from_the_cache(fresh_origin_live):

@@ -17,11 +17,18 @@ import unicodedata
 
 
 def _is_number(value):
+    kind = type(value)
+    if kind is float or kind is int:  # the common case, without an abstract-class check (the search makes millions)
+        return True
     # numbers.Real covers numpy's integers and floats too
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def number(name, value):
+    if type(value) is float:
+        if value != value:
+            raise ValueError(f"{name}: must be a number, got {value!r}")
+        return value
     if not _is_number(value):
         raise ValueError(f"{name}: must be a number, got {value!r}")
     try:
@@ -51,7 +58,7 @@ MAX_COUNT = 2**53  # the largest integer every float holds exactly
 
 
 def count(name, value, minimum=1):
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+    if type(value) is not int and (not isinstance(value, numbers.Integral) or isinstance(value, bool)):
         raise ValueError(f"{name}: must be an integer, got {value!r}")
     value = int(value)  # numpy integers become Python integers
     if value < minimum:

@@ -31,6 +31,8 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import transaction
+
 ERRATA_DIR = "errata"
 DEFAULT_LEDGER = "tests/expected_numbers.json"  # bless writes it with the log's new entries
 PACKAGE = "package"  # a correction of the package itself rather than of one chapter
@@ -142,10 +144,8 @@ def read(errata_dir, root="."):
         return [], []
     if not folder.is_dir():
         return [], [f"{folder}: is not a folder (the errata log is a folder of .toml files)"]
-    from .expected import complete_interrupted_bless  # here: expected imports this module
-
     try:  # a bless that committed and stopped: its entries and its ledger go in together
-        complete_interrupted_bless(Path(root) / DEFAULT_LEDGER)
+        transaction.complete(Path(root) / DEFAULT_LEDGER)
     except (OSError, ValueError) as exc:
         return [], [str(exc)]
     chapters, keys = set(chapter_stems(root)), bib_keys(root)

@@ -404,62 +404,18 @@ def bless(expected_path, got, *, root=".", errata_dir=None, drop=(), reason=None
     errata_dir = Path(errata_dir) if errata_dir else Path(root) / errata.ERRATA_DIR
 
     def waiting():
-        print(f"ledger: another bless holds {_lock_file(expected_path)}; waiting for it to finish", file=err)
+        print(f"ledger: another bless holds {transaction.lock_for(expected_path)}; waiting for it to finish", file=err)
 
     try:
-        with transaction.locked(_lock_file(expected_path), waiting):
+        with transaction.locked(transaction.lock_for(expected_path), waiting):
             return _bless_locked(expected_path, got, root, errata_dir, drop, reason, out, err, _at_commit)
     except OSError as exc:
         raise ValueError(_unwritable(expected_path, exc)) from None
 
 
-def _lock_file(expected_path):
-    """The lock one bless at a time holds: `.NAME.lock` beside the ledger."""
-    path = Path(expected_path)
-    return path.with_name(f".{path.name}.lock")
-
-
-def _journal_file(expected_path):
-    """The journal of a bless that committed: `.NAME.journal` beside the ledger."""
-    path = Path(expected_path)
-    return path.with_name(f".{path.name}.journal")
-
-
-def _complete_locked(expected_path, errata_dir=None):
-    """complete_interrupted_bless's work, under the lock."""
-    expected_path = Path(expected_path)
-    folder = expected_path.parent
-    journal = _journal_file(expected_path)
-    debris = [*folder.glob(f".{expected_path.name}.*.tmp"), *folder.glob(f".{journal.name}.*.tmp")]
-    if errata_dir is not None and Path(errata_dir).is_dir():
-        debris += Path(errata_dir).glob(".*.toml.*.tmp")
-    try:
-        return transaction.recover(journal, debris)
-    except OSError as exc:
-        raise ValueError(
-            f"{_journal_file(expected_path)}: an interrupted bless cannot be completed "
-            f"({exc.strerror or exc}); run `make bless` when it can"
-        ) from None
-
-
-def complete_interrupted_bless(expected_path):
-    """If a bless committed (its journal, `.NAME.journal` beside the ledger,
-    exists) and stopped before its renames were done, do them: the ledger
-    and its errata entries go in together. Called before the ledger or the
-    errata log is read (bless, check, errata.read). Returns "finished" or
-    None; ValueError in one line if it cannot."""
-    expected_path = Path(expected_path)
-    if not _journal_file(expected_path).exists():
-        return None
-    try:
-        with transaction.locked(_lock_file(expected_path)):
-            return _complete_locked(expected_path) and "finished"
-    except OSError as exc:
-        raise ValueError(f"{_lock_file(expected_path)}: cannot be locked ({exc.strerror or exc})") from None
-
-
 def _bless_locked(expected_path, got, root, errata_dir, drop, reason, out, err, at_commit):
-    if _complete_locked(expected_path, errata_dir) == "finished":
+    errata_debris = Path(errata_dir).glob(".*.toml.*.tmp") if Path(errata_dir).is_dir() else ()
+    if transaction.complete_locked(expected_path, errata_debris) == "finished":
         print("ledger: completed an interrupted bless (its ledger and errata entries, together)", file=out)
     expected = load(expected_path) if expected_path.exists() else []
     applied = set(load_applied(expected_path)) if expected_path.exists() else set()
@@ -486,7 +442,7 @@ def _bless_locked(expected_path, got, root, errata_dir, drop, reason, out, err, 
         if recorded:
             errata_dir.mkdir(parents=True, exist_ok=True)
         # the ledger first: a bless stopped between the renames never shows an entry its ledger lacks
-        transaction.commit(_journal_file(expected_path), [(expected_path, text), *recorded], at_commit)
+        transaction.commit(transaction.journal_for(expected_path), [(expected_path, text), *recorded], at_commit)
     except transaction.Committed as exc:
         raise ValueError(
             f"{expected_path}: the bless is committed but not complete ({exc}); the next bless or check completes it"
@@ -517,13 +473,26 @@ _FINGERPRINT_GLOBS = (
     "hlo_artifacts/*/meta.json",
     "hlo_artifacts/*/tpu/meta.json",  # the TPU captures (shardbook.hlo.tpu_capture)
     "errata/*.toml",  # the errata appendix is generated from the log
+    # every other input of a page: the citations' text, the scripts and styles the site
+    # copies (the live pages' and the planner's among them), what npm installs for it
+    # (Pyodide, KaTeX) and the pinned Python packages that build it, the favicon
+    "references.bib",
+    "code/shardbook/**/*.js",
+    "code/shardbook/**/*.cjs",
+    "code/shardbook/**/*.css",
+    "code/shardbook/**/*.json",
+    "package.json",
+    "package-lock.json",
+    "requirements.lock",
+    "figures/*",
 )
 
 
 def source_fingerprint(root):
     """sha256 over the sources a build reads (chapters, table of contents,
-    config, the package, the artifacts' meta.json, the errata log): equal
-    fingerprints mean the build saw these exact files."""
+    config, the package and its static files, the artifacts' meta.json, the
+    errata log, the bibliography, the npm and Python locks, the figures):
+    equal fingerprints mean the build saw these exact files."""
     root = Path(root)
     digest = hashlib.sha256()
     for pattern in _FINGERPRINT_GLOBS:
@@ -552,8 +521,9 @@ def check_build(executed_dir, root="."):
         )
     if stamp.read_text().strip() != source_fingerprint(root):
         raise ValueError(
-            f"{stamp}: the build is older than the sources (chapters, shardbook, the artifacts or the errata log "
-            "changed since it started); run `make book`"
+            f"{stamp}: the build is older than the sources (a chapter, the package or its static files, the "
+            "bibliography, the config, the locks, the artifacts or the errata log changed since it started); "
+            "run `make book`"
         )
     built = {p.name.split(".")[0] for p in list(executed.rglob("*.ipynb")) + list(executed.rglob("*.glue.json"))}
     missing = [c for c in toc_chapters(root) if c not in built]
@@ -561,6 +531,37 @@ def check_build(executed_dir, root="."):
         raise ValueError(
             f"{executed}: the build has no output for {', '.join(missing)} (listed in _toc.yml); run `make book`"
         )
+    orphans = orphaned_pages(executed.parent, root)
+    if orphans:
+        raise ValueError(
+            f"{executed.parent / 'html'}: holds pages of chapters no longer in _toc.yml "
+            f"({', '.join(orphans)}); run `make book`, which removes them"
+        )
+
+
+def orphaned_pages(build, root="."):
+    """The chapter stems whose page is in the build's site (html/chapters/)
+    but not in _toc.yml: a chapter taken out of the book whose old page a
+    server would still serve."""
+    pages = Path(build) / "html" / "chapters"
+    listed = set(toc_chapters(root))
+    return sorted(p.stem for p in pages.glob("*.html") if p.stem not in listed) if pages.is_dir() else []
+
+
+def remove_orphans(build, root="."):
+    """Remove what the build holds of chapters no longer in _toc.yml: their
+    pages, page sources and executed notebooks (called when an HTML build
+    finishes). Returns the stems removed."""
+    build = Path(build)
+    orphans = orphaned_pages(build, root)
+    for stem in orphans:
+        pages = [build / "html" / "chapters", build / "html" / "_sources" / "chapters"]
+        found = [p for folder in pages for p in folder.glob(f"{stem}.*")]
+        found += (build / "jupyter_execute").rglob(f"{stem}.*")  # where collect() reads notebooks
+        for path in found:
+            if path.is_file():
+                path.unlink()
+    return orphans
 
 
 # --- command line ----------------------------------------------------------
@@ -617,7 +618,7 @@ def main(argv=None):
             return 0
         if args.command == "bless":
             return bless(args.expected, got, root=args.root, errata_dir=args.errata, drop=args.drop, reason=args.reason)
-        complete_interrupted_bless(args.expected)  # a bless committed, then stopped: complete it first
+        transaction.complete(args.expected)  # a bless committed, then stopped: complete it first
         expected = load(args.expected)
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""

@@ -3,6 +3,7 @@
 browser loads: the live script and stylesheet, the package's browser
 modules and Pyodide, copied from the pinned npm package."""
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -64,6 +65,31 @@ def live_files():
     return files
 
 
+def live_version():
+    """A short hash of the package's files the browser loads (and of their
+    list): the live pages fetch them as `NAME?v=<this>`, so a rebuild that
+    changes one is fetched anew, never taken from a cache that a host lets
+    keep files for ten minutes (the pages, revalidated on each visit, carry
+    the version in a meta tag)."""
+    package = Path(__file__).parent.parent
+    digest = hashlib.sha256()
+    for name in live_files():
+        digest.update(name.encode() + b"\0" + (package / name).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+LIVE_VERSION_META = "shardbook-live-version"
+
+
+def _version_meta(app, pagename, templatename, context, doctree):
+    """Every page says which version of the package's files its live mode
+    loads (a meta tag read by shardbook-live.js)."""
+    version = getattr(app, "_shardbook_live_version", None)
+    if version is None:
+        version = app._shardbook_live_version = live_version()
+    context["metatags"] = context.get("metatags", "") + f'\n<meta name="{LIVE_VERSION_META}" content="{version}" />'
+
+
 def copy_live_assets(app):
     """The live script's static files, the package's browser modules (with
     their manifest) and Pyodide's files (with their sizes) into `_static/`."""
@@ -95,4 +121,5 @@ def setup(app):
     _keyed_glue_role()
     app.add_js_file("shardbook-live.js", defer="defer")
     app.connect("html-page-context", _planner_script)
+    app.connect("html-page-context", _version_meta)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

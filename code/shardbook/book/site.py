@@ -2,18 +2,26 @@
 the browser tests and `make bench`. Standard library only."""
 
 import argparse
+import collections
 import contextlib
 import email.utils
 import errno
 import gzip
 import http.server
 import io
+import mimetypes
 import os
 import shutil
 import socketserver
 import sys
 import threading
 from pathlib import Path
+
+from .event_server import EventServer
+
+# the types' table read once, at import: read lazily, a request that found no descriptor left
+# failed on /etc/mime.types (the fourth audit's `ulimit -n 256` run filled the log with it)
+mimetypes.init()
 
 # No background traffic: the machine's only network is the loopback. Every
 # service that would call home is off (updates, sync, Safe Browsing, metrics,
@@ -62,26 +70,83 @@ CACHE_CONTROL = "max-age=600"
 PAGE_CACHE_CONTROL = "no-cache"
 
 
-# A connection that sends nothing for this long is closed (a slow or idle
-# client would otherwise hold a thread and a descriptor for ever); browsers
-# reopen a closed keep-alive connection as a matter of course.
+# A connection that has not sent a whole request this long after it opened
+# (or after its last answer) is closed: an idle keep-alive connection or a
+# slowloris that trickles its headers. Until then it holds a descriptor but
+# no thread (book.event_server); browsers reopen a closed keep-alive
+# connection as a matter of course.
 IDLE_TIMEOUT_S = 20
 # Connections the kernel queues before the server accepts them (socketserver's
 # default of 5 made a burst of 50 wait a second each, for SYN retransmits).
 LISTEN_BACKLOG = 128
 
 
+# Compressed copies kept in memory: Pyodide's WebAssembly alone is 9.6 MB raw, about 3 gzipped.
+# Beyond this the least recently used go (a cache keyed by modification time grew with every
+# rebuild of a page before).
+COMPRESSED_CACHE_BYTES = 64 * 2**20
+
+
+class _CompressedCache:
+    """gzip bytes by (path, mtime_ns), at most COMPRESSED_CACHE_BYTES, the
+    least recently used dropped first; a path's older versions go when a new
+    one comes in. Each file is compressed once however many requests ask
+    for it at the same time (20 first requests for Pyodide's 9.6 MB each
+    compressed it before)."""
+
+    def __init__(self, limit_bytes=COMPRESSED_CACHE_BYTES):
+        self.limit_bytes = limit_bytes
+        self._entries = collections.OrderedDict()  # key -> bytes, least recent first
+        self._lock = threading.Lock()
+        self._pending = {}  # key -> Lock held while one thread compresses it
+        self.compressions = 0  # how many times a file was compressed (the tests count)
+
+    def get(self, path, mtime_ns):
+        key = (path, mtime_ns)
+        while True:
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
+                    return self._entries[key]
+                pending = self._pending.get(key)
+                if pending is None:
+                    pending = self._pending[key] = threading.Lock()
+                    pending.acquire()
+                    break
+            with pending:  # another thread is compressing it: wait, then read the cache
+                pass
+        try:
+            with open(path, "rb") as f:
+                body = gzip.compress(f.read(), compresslevel=6, mtime=0)
+            with self._lock:
+                self.compressions += 1
+                for old in [k for k in self._entries if k[0] == path]:
+                    del self._entries[old]
+                self._entries[key] = body
+                while sum(map(len, self._entries.values())) > self.limit_bytes and len(self._entries) > 1:
+                    self._entries.popitem(last=False)
+            return body
+        finally:
+            with self._lock:
+                del self._pending[key]
+            pending.release()
+
+
 class StaticHandler(http.server.SimpleHTTPRequestHandler):
     """A quiet static file handler with gzip and Cache-Control, keeping
     connections open (HTTP/1.1) as a real host does; no directory listings
-    (a folder without index.html is a 404, as on a static host); a malformed
-    request gets its 400 or 414 and the connection closes."""
+    (a folder without index.html is a 404, as on a static host); only
+    regular files whose real path lies under the site's folder (a symlink
+    out of it is a 404); a malformed request gets its 400 or 414 and the
+    connection closes. With a `guard` (make serve), every request first
+    asks it whether the build is still whole: a 503 while it is not."""
 
     protocol_version = "HTTP/1.1"
     # a request line the server cannot read (no version, too long) is
     # answered with a status line and headers, not as HTTP/0.9 (a bare body)
     default_request_version = "HTTP/1.0"
     timeout = IDLE_TIMEOUT_S
+    guard = None  # None, or a callable: None when the build may be served, else why not
 
     extensions_map = {
         **http.server.SimpleHTTPRequestHandler.extensions_map,
@@ -89,7 +154,7 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
         ".wasm": "application/wasm",
         ".woff2": "font/woff2",
     }
-    _compressed = {}  # (path, mtime_ns) -> gzip bytes, shared by the server's threads
+    _compressed = _CompressedCache()  # shared by the server's threads
 
     def log_message(self, *args):
         pass
@@ -104,13 +169,31 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
         self.send_error(404, "File not found")
         return None
 
+    def _inside_site(self, path):
+        """True when `path` resolves (symlinks followed) to a regular file or
+        a folder under the site's folder."""
+        root = os.path.realpath(self.directory)
+        real = os.path.realpath(path)
+        if real != root and not real.startswith(root + os.sep):
+            return False
+        return os.path.isfile(real) or os.path.isdir(real)
+
     def send_head(self):
+        if self.guard is not None:
+            why = self.guard()
+            if why:
+                self.close_connection = True
+                self.send_error(503, "The site is being rebuilt", why)
+                return None
         path = self.translate_path(self.path)
         if "\0" in path:  # %00 in the URL: no file has that name (open() would raise)
             self.send_error(400, "Bad request: a NUL byte in the path")
             return None
         if os.path.isdir(path) and self.path.split("?")[0].endswith("/"):
             path = os.path.join(path, "index.html")
+        if os.path.lexists(path) and not self._inside_site(path):
+            self.send_error(404, "File not found")  # a symlink out of the site, a FIFO, a device
+            return None
         accepts = "gzip" in self.headers.get("Accept-Encoding", "")
         if not accepts or not os.path.isfile(path) or os.path.splitext(path)[1] not in COMPRESSED_SUFFIXES:
             return super().send_head()
@@ -119,12 +202,7 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
             self.send_response(304)
             self.end_headers()
             return None
-        key = (path, stat.st_mtime_ns)
-        body = self._compressed.get(key)
-        if body is None:
-            with open(path, "rb") as f:
-                body = gzip.compress(f.read(), compresslevel=6, mtime=0)
-            self._compressed[key] = body
+        body = self._compressed.get(path, stat.st_mtime_ns)
         self.send_response(200)
         self.send_header("Content-Type", self.guess_type(path))
         self.send_header("Content-Encoding", "gzip")
@@ -146,23 +224,18 @@ class StaticHandler(http.server.SimpleHTTPRequestHandler):
         return int(mtime) <= since
 
 
-class _Server(socketserver.ThreadingTCPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _Server(EventServer):
+    """The site's server (book.event_server): no thread for a client that has
+    not sent a whole request; a listen backlog of LISTEN_BACKLOG."""
+
     request_queue_size = LISTEN_BACKLOG
 
-    def handle_error(self, request, client_address):
-        """One line, not a traceback, for a request that failed in the
-        handler (the client has gone, say); the server goes on."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, ConnectionError | TimeoutError):
-            return  # the client went away or stopped reading: nothing to report
-        print(f"serve: a request from {client_address[0]} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
 
-
-def _handler(directory, requests=None):
+def _handler(directory, requests=None, guard=None):
     """A StaticHandler class for `directory`; `requests`, if given, is a list
-    that receives each request's path (the tests count what reached the server)."""
+    that receives each request's path (the tests count what reached the
+    server); `guard`, if given, is asked before each request whether the
+    build may be served (StaticHandler.guard)."""
 
     class Handler(StaticHandler):
         def __init__(self, *args, **kwargs):
@@ -173,6 +246,7 @@ def _handler(directory, requests=None):
                 requests.append(self.path)
             return super().send_head()
 
+    Handler.guard = staticmethod(guard) if guard is not None else None
     return Handler
 
 
@@ -182,17 +256,52 @@ SHUTDOWN_POLL_S = 0.02
 
 
 @contextlib.contextmanager
-def serve(directory, requests=None):
+def serve(directory, requests=None, guard=None):
     """Serve `directory` on a free port of 127.0.0.1, compressed and cacheable
     as a static host serves it; yields the base URL and stops the server on
-    exit. `requests`, if a list, receives the path of every request served."""
-    httpd = _Server(("127.0.0.1", 0), _handler(directory, requests))
+    exit. `requests`, if a list, receives the path of every request served;
+    `guard` (a BuildGuard, say) is asked before each one."""
+    httpd = _Server(("127.0.0.1", 0), _handler(directory, requests, guard))
     threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, daemon=True).start()
     try:
         yield f"http://127.0.0.1:{httpd.server_address[1]}"
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+class BuildGuard:
+    """Asked before every request `make serve` answers: None while the build
+    in `build` is whole and current, else why not (the server answers 503).
+    A stat of the build's fingerprint per request; the full check
+    (expected.check_build: the fingerprint against the sources, every
+    chapter built, no orphaned page) again whenever that file changes. A
+    build that starts removes the fingerprint, so a server left running
+    stops serving a half-rebuilt site at once, and serves the new one when
+    the build finishes."""
+
+    def __init__(self, build, root="."):
+        self.build, self.root = Path(build), root
+        self._seen = self._why = None
+        self._lock = threading.Lock()
+
+    def __call__(self):
+        from . import expected
+
+        try:
+            st = os.stat(self.build / expected.FINGERPRINT_FILE)
+        except OSError:
+            return "no finished build: a build is running, or the last one failed; run `make book`, then reload"
+        key = (st.st_mtime_ns, st.st_size, st.st_ino)
+        with self._lock:
+            if key != self._seen:
+                try:
+                    expected.check_build(self.build / "jupyter_execute", self.root)
+                    self._why = None
+                except (OSError, ValueError) as exc:
+                    self._why = f"the build cannot be served: {exc}"
+                self._seen = key
+            return self._why
 
 
 class _Refuse(socketserver.StreamRequestHandler):
@@ -309,8 +418,9 @@ def main(argv=None):
     if not 0 < args.port < 65536:
         print(f"serve: PORT must be between 1 and 65535, got {args.port}", file=sys.stderr)
         return 2
+    guard = None if args.stale_ok else BuildGuard(args.build)
     try:
-        httpd = _Server(("127.0.0.1", args.port), _handler(html))
+        httpd = _Server(("127.0.0.1", args.port), _handler(html, guard=guard))
     except OSError as exc:
         if exc.errno == errno.EADDRINUSE:
             why = f"port {args.port} on 127.0.0.1 is taken"

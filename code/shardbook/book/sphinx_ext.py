@@ -66,6 +66,17 @@ def _records_before_their_pages(app, docname, source):
     app._shardbook_records_ready = True
 
 
+def _pages_depend_on_the_bibliography(app, docname, source):
+    """Every page's citations (the text of their tooltips) come from
+    references.bib: note it as a dependency of each page read, so that an
+    edit to it rebuilds the pages that cite it (sphinxcontrib-bibtex notes
+    it only for the page that prints the bibliography; the others kept the
+    old title through any number of builds)."""
+    bib = Path(app.srcdir) / "references.bib"
+    if bib.is_file():
+        app.env.note_dependency(str(bib))
+
+
 def _remember_site(app):
     """When an HTML build starts: what each file of the site holds
     (shardbook.book.buildcache.snapshot), for _keep_unchanged_files."""
@@ -135,7 +146,7 @@ def record_fingerprint(app):
         from sphinx.util import logging
 
         logging.getLogger(__name__).warning(
-            "shardbook: a source (a chapter, the package, the artifacts or the errata log) changed while the "
+            "shardbook: a source (a chapter, the package, the bibliography, the artifacts or the errata log) changed while the "
             "build ran; the build is recorded as stale: run the build again"
         )
 
@@ -156,6 +167,10 @@ def _finish_site(app, exc):
     live_assets.copy_live_assets(app)
     katex_math.copy_katex_assets(app)
     pages.rewrite_pages(Path(app.outdir))
+    if app.builder.name == "html":
+        from .expected import remove_orphans
+
+        remove_orphans(Path(app.outdir).parent, app.srcdir)  # a chapter taken out of _toc.yml: its page goes
     record_fingerprint(app)
 
 
@@ -214,6 +229,7 @@ def setup(app):
     app.connect("config-inited", _use_repository_url)
     app.connect("env-before-read-docs", _read_record_pages_last)
     app.connect("source-read", _records_before_their_pages)
+    app.connect("source-read", _pages_depend_on_the_bibliography)
     app.connect("builder-inited", _remember_site)
     app.connect("build-finished", _keep_unchanged_files, priority=900)  # after _finish_site's steps
     app.connect("builder-inited", _forget_fingerprint)

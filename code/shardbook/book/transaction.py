@@ -170,3 +170,49 @@ def recover(journal, debris=()):
             Path(path).unlink()
             done = done or "cleaned"
     return done
+
+
+# --- the lock and journal of one file that others are written with (the ledger) --------------
+
+
+def lock_for(path):
+    """The lock writers of `path` hold: `.NAME.lock` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.lock")
+
+
+def journal_for(path):
+    """The journal of a committed write of `path`: `.NAME.journal` beside it."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.journal")
+
+
+def complete_locked(path, debris=()):
+    """Under lock_for(path): `recover` the write of `path` (and the files
+    written with it) that an interrupted writer left, removing its
+    temporary files and `debris`. "finished", "cleaned" or None; ValueError
+    in one line if it cannot."""
+    path = Path(path)
+    journal = journal_for(path)
+    debris = [*path.parent.glob(f".{path.name}.*.tmp"), *path.parent.glob(f".{journal.name}.*.tmp"), *debris]
+    try:
+        return recover(journal, debris)
+    except OSError as exc:
+        raise ValueError(
+            f"{journal}: an interrupted bless cannot be completed ({exc.strerror or exc}); run `make bless` when it can"
+        ) from None
+
+
+def complete(path):
+    """If a write of `path` committed (its journal exists) and stopped before
+    its renames were done, do them, under the lock: the ledger and its
+    errata entries go in together. Called before the ledger or the errata
+    log is read (check, errata.read). "finished" or None; ValueError in one
+    line if it cannot."""
+    if not journal_for(path).exists():
+        return None
+    try:
+        with locked(lock_for(path)):
+            return complete_locked(path) and "finished"
+    except OSError as exc:
+        raise ValueError(f"{lock_for(path)}: cannot be locked ({exc.strerror or exc})") from None

@@ -611,10 +611,13 @@ def parse_sweep(text):
 def sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options):
     """One row a value: (batch tokens, seq_len, best fitting Candidate or
     None, meshes searched, why none was found or ''), the other of batch and
-    sequence length held."""
-    from .search import explore
+    sequence length held. The sweep shares one search's time
+    (search.SEARCH_BUDGET_S): past it, SearchTooLong."""
+    import time
 
-    rows = []
+    from .search import SEARCH_BUDGET_S, SearchTooLong, explore
+
+    rows, start = [], time.monotonic()
     for text in values:
         opts = dict(options)
         if key == "seq":
@@ -622,7 +625,16 @@ def sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options
         batch = tokens if key == "seq" else None
         try:
             batch = inputs.batch_tokens(opts["seq_len"], tokens if key == "seq" else text)
-            found = explore(model, accelerator, n_devices, batch, axes=axes, **opts)
+            # the whole sweep shares one search's time, so that it answers as one search does
+            left = SEARCH_BUDGET_S - (time.monotonic() - start)
+            if left <= 0:
+                raise SearchTooLong(
+                    f"--sweep: its searches ran past {SEARCH_BUDGET_S:g} s, the time a search is given, after "
+                    f"{len(rows)} of {len(values)} values; sweep fewer values or narrow the search (--axes, fewer devices)"
+                )
+            found = explore(model, accelerator, n_devices, batch, axes=axes, budget_s=left, **opts)
+        except SearchTooLong:
+            raise
         except (ValueError, TypeError) as error:
             rows.append((batch, opts["seq_len"], None, 0, str(error).splitlines()[0]))
             continue
@@ -674,7 +686,7 @@ def main(argv=None):
     print the ranked meshes (or one, with --mesh; its breakdown with
     --explain); bad input is one line on stderr and exit code 2."""
     from .candidate import TooFewSequences
-    from .search import explore
+    from .search import SEARCH_BUDGET_S, explore
 
     # intermixed: MODEL, N_DEVICES and BATCH may stand on either side of a flag that stands for another
     args = _parser().parse_intermixed_args(_negative_sizes(sys.argv[1:] if argv is None else list(argv)))
@@ -726,9 +738,13 @@ def main(argv=None):
         if args.mesh is not None:
             found, explained = _one_mesh(args, model, accelerator, tokens, n_devices, options)
         else:
-            found = explore(model, accelerator, n_devices, tokens, axes=axes, **options)
+            found = explore(model, accelerator, n_devices, tokens, axes=axes, budget_s=SEARCH_BUDGET_S, **options)
             if not found:
-                raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options))
+                raise ValueError(
+                    inputs.no_mesh_reason(
+                        model, accelerator, n_devices, tokens, seq_len, axes, dict(options, budget_s=SEARCH_BUDGET_S)
+                    )
+                )
             if target is not None and all(c.mesh != target for c in found):
                 refused = _refusal(model, accelerator, target, tokens, n_devices, options)
     except TooFewSequences as error:

@@ -11,7 +11,7 @@ import json
 from .. import _validate, accelerator_file, hardware, models
 from . import calibrate, cli, inputs, memory_plan
 from .explain import explain
-from .search import explore
+from .search import SEARCH_BUDGET_S, explore
 
 TOP = 5  # candidates drawn on the page
 # What the page's fields may hold, checked before anything parses them: a config.json or an
@@ -73,9 +73,11 @@ def _plan(form):
     tokens = inputs.batch_tokens(seq_len, None if seqs else form.get("batch"), seqs)
     axes = ("fsdp", "tp", "ep", "pp")
     options = dict(_options(form, accelerator), seq_len=seq_len)
-    found = explore(model, accelerator, n_devices, tokens, axes=axes, **options)
+    # the tab stays responsive: a search is bounded
+    found = explore(model, accelerator, n_devices, tokens, axes=axes, budget_s=SEARCH_BUDGET_S, **options)
     if not found:
-        raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, options))
+        bounded = dict(options, budget_s=SEARCH_BUDGET_S)
+        raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, bounded))
     ties = {id(c) for c in cli.tied(found)}
     top = []
     for cand in found[:TOP]:

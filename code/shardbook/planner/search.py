@@ -9,6 +9,8 @@ factorization, and a search that would exceed MAX_MESHES meshes is refused
 rather than run for hours.
 """
 
+import time
+
 from .. import _validate, hardware, models, pipeline
 from . import memory_plan
 from .candidate import Candidate, TooFewSequences, evaluate
@@ -17,6 +19,16 @@ from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, d
 
 MAX_MESHES = 100_000
 MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
+# The time the command line and the planner page give a search (explore's `budget_s`) before
+# refusing it with a line that says how to narrow it: with Python's start and the enumeration
+# it answers within 10 s (a six-axis search of DeepSeek-V3 on 2**30 devices ran 99 s in the
+# fourth audit, with no output). A chapter's search runs to its end (budget_s None).
+SEARCH_BUDGET_S = 7.0
+
+
+class SearchTooLong(ValueError):
+    """A search that ran past its budget_s: the message says how far it got
+    and how to narrow it."""
 
 
 def _check_axes(axes):
@@ -164,13 +176,20 @@ def best_for_mesh(model, accelerator, mesh, global_tokens, *, n_devices, **optio
     return _best_of(model, accelerator, normalize_mesh(mesh), global_tokens, n_devices, options)
 
 
-def _usable(model, accelerator, n_devices, global_tokens, axes, options):
+def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_s=None):
     """A Candidate for every mesh over `axes` that leaves each data-parallel
-    rank at least one microbatch."""
+    rank at least one microbatch; SearchTooLong once `budget_s` seconds
+    (None: no limit) have passed."""
     found = []
-    for mesh in factorizations(
-        n_devices, model, axes, options.get("seq_len", 4096), options.get("uneven_pipeline", False)
-    ):
+    start = time.monotonic()
+    meshes = factorizations(n_devices, model, axes, options.get("seq_len", 4096), options.get("uneven_pipeline", False))
+    for done, mesh in enumerate(meshes):
+        if budget_s is not None and time.monotonic() - start > budget_s:
+            raise SearchTooLong(
+                f"search: {len(meshes):,} meshes of {n_devices:,} devices over {','.join(axes)}; {done:,} priced in "
+                f"{budget_s:g} s, the time a search is given; narrow it: fewer axes (--axes, default "
+                f"{','.join(TUPLE_AXES)}), one mesh (--mesh), or fewer devices"
+            )
         mesh = dict(zip(TUPLE_AXES, mesh, strict=True)) if isinstance(mesh, tuple) else mesh
         try:
             found.append(_best_of(model, accelerator, mesh, global_tokens, n_devices, options))
@@ -186,12 +205,16 @@ def rank_key(candidate):
     return (not candidate.fits, candidate.expected_step_s, candidate.step_s)
 
 
-def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, **options):
+def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, budget_s=None, **options):
     """Every usable mesh over `axes`, fitting ones first, each group by
     expected step time (the bound beside it). `micro_batch_seqs` None (the
     default here) searches the microbatch size; other options as evaluate.
     Meshes that leave a data-parallel rank less than one microbatch are left
-    out."""
+    out. `budget_s`: seconds the search may take (the command line and the
+    planner page give SEARCH_BUDGET_S), else SearchTooLong, a ValueError
+    that says how to narrow it; None, no limit."""
+    if budget_s is not None:
+        _validate.positive("budget_s", budget_s)
     models.get(model), hardware.get(accelerator)  # unknown presets fail here, by name
     _validate.positive("global_tokens", global_tokens)
     options.setdefault("micro_batch_seqs", None)
@@ -210,7 +233,7 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, **
         check_slices(accelerator, _validate.count("n_devices", n_devices), options["slices"])
     if options.get("routing_node_limit") is not None:
         _validate.count("routing_node_limit", options["routing_node_limit"])
-    found = _usable(model, accelerator, n_devices, global_tokens, axes, options)
+    found = _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_s)
     return sorted(found, key=rank_key)
 
 

@@ -103,10 +103,15 @@
   // the files and the start of Python took from then
   async function loadPython(button, box, t0) {
     if (t0 === undefined) { t0 = performance.now(); }
-    // fetch the package's sources while Pyodide starts
-    var sources = fetch(root() + "_static/shardbook/manifest.json").then(function (r) { return r.json(); }).then(function (names) {
+    // fetch the package's sources while Pyodide starts, under the version the
+    // page names (the page is revalidated on every visit; the files may be kept
+    // ten minutes: a rebuild's new code must not meet the old one from a cache)
+    var meta = document.querySelector('meta[name="shardbook-live-version"]');
+    var versioned = meta ? function (url) { return fetch(url + "?v=" + encodeURIComponent(meta.content)); }
+                         : function (url) { return fetch(url, { cache: "no-cache" }); };
+    var sources = versioned(root() + "_static/shardbook/manifest.json").then(function (r) { return r.json(); }).then(function (names) {
       return Promise.all(names.map(function (name) {
-        return fetch(root() + "_static/shardbook/" + name).then(function (r) { return r.text(); }).then(function (text) { return [name, text]; });
+        return versioned(root() + "_static/shardbook/" + name).then(function (r) { return r.text(); }).then(function (text) { return [name, text]; });
       }));
     });
     // fetch Pyodide's large files first, counting bytes for the reader; the
