@@ -42,7 +42,7 @@ def test_sequences_must_split_evenly():
     [("LLaMA-3 8B", 3 * 14336), ("LLaMA-3 70B", 3 * 28672), ("LLaMA-3 405B", 3 * 53248)],
 )
 def test_causal_scores_match_the_mlp_at_three_f(name, expected):
-    # H·Q = D for these models: 18·D·F = 6·D·S gives S = 3F
+    # H·d_h = D for these models: 18·D·F = 6·D·S gives S = 3F
     m = models.get(name)
     assert m.n_heads * m.head_dim == m.d_model
     assert context.attention_overtakes_mlp_seq_len(m) == pytest.approx(expected)

@@ -197,10 +197,10 @@ def test_bad_input_is_refused_and_numbers_kept(topology):
     until the input is fixed."""
     page = topology
     before = page.inner_text(".glue-key-topo_ag_across_ms")
-    assert _set(page, "n_nodes", "0") == "nodes: must be a whole number from 1 to 1,024, got 0"
+    assert _set(page, "n_nodes", "0") == "nodes: must be a whole number from 2 to 1,024, got 0"
     assert page.inner_text(".glue-key-topo_ag_across_ms") == before
     assert "live-stale" in page.get_attribute(".glue-key-topo_ag_across_ms", "class")
-    assert _set(page, "buffer_gb", "-1") == "buffer: must be a number from 0.001 to 1,000 GB, got -1"
+    assert _set(page, "buffer_gb", "-1") == "buffer: must be a number from 0.1 to 1,000 GB, got -1"
     assert _set(page, "n_nodes", "3") == ""
     assert _set(page, "buffer_gb", "1") == ""
     assert "live-stale" not in page.get_attribute(".glue-key-topo_ag_across_ms", "class")
@@ -346,15 +346,15 @@ def test_refusal_text_is_readable_in_dark_mode(topology):
 @pytest.mark.parametrize(
     "name,typed,message",
     [
-        ("buffer_gb", "1e30", "buffer: must be a number from 0.001 to 1,000 GB, got 1e30"),
-        ("buffer_gb", "0", "buffer: must be a number from 0.001 to 1,000 GB, got 0"),
-        ("buffer_gb", "1000.5", "buffer: must be a number from 0.001 to 1,000 GB, got 1000.5"),
-        ("n_nodes", "1025", "nodes: must be a whole number from 1 to 1,024, got 1025"),
-        ("n_nodes", "100000000", "nodes: must be a whole number from 1 to 1,024, got 100000000"),
+        ("buffer_gb", "1e30", "buffer: must be a number from 0.1 to 1,000 GB, got 1e30"),
+        ("buffer_gb", "0", "buffer: must be a number from 0.1 to 1,000 GB, got 0"),
+        ("buffer_gb", "1000.5", "buffer: must be a number from 0.1 to 1,000 GB, got 1000.5"),
+        ("n_nodes", "1025", "nodes: must be a whole number from 2 to 1,024, got 1025"),
+        ("n_nodes", "100000000", "nodes: must be a whole number from 2 to 1,024, got 100000000"),
         (
             "n_nodes",
             str(2**53 + 1),
-            f"nodes: must be a whole number from 1 to 1,024, got {2**53 + 1} (beyond 2**53, which a browser cannot hold exactly)",
+            f"nodes: must be a whole number from 2 to 1,024, got {2**53 + 1} (beyond 2**53, which a browser cannot hold exactly)",
         ),
     ],
 )

@@ -138,7 +138,7 @@ def hierarchical_all_reduce_phases_s(
 
 
 def all_to_all_s(local_bytes, n, egress_bytes_per_s):
-    """All-to-all lower bound: each rank sends L*(n-1)/n of its `local_bytes`
+    """All-to-all lower bound: each rank sends (n-1)/n of its `local_bytes`
     off-rank through `egress_bytes_per_s` (one direction, all links it uses)."""
     _validate.non_negative("local_bytes", local_bytes)
     _validate.count("n", n)

@@ -69,7 +69,8 @@ def ulysses_bytes_per_rank(seq_len, n_heads, n_kv_heads, head_dim, n_ranks, byte
 
 def score_flops_per_token(model, seq_len, causal=True):
     """Training FLOPs per token and layer of the attention scores (QKᵀ and
-    the product with V: 2·2·S·H·Q forward, times 3 with the backward),
+    the product with V: 2·2·S·H·d_h forward, with H query heads of width
+    d_h, times 3 with the backward),
     halved when causal, as training.model_flops_per_token counts them."""
     m = models.get(model)
     _validate.count("seq_len", seq_len)
@@ -89,8 +90,8 @@ def mlp_flops_per_token(model):
 
 def attention_overtakes_mlp_seq_len(model, causal=True):
     """Sequence length at which the attention scores cost as many FLOPs
-    per token as the MLP: 18·D·F = 6·H·Q·S for a dense gated causal model,
-    S = 3·D·F/(H·Q), which is 3·F when H·Q = D."""
+    per token as the MLP: 18·D·F = 6·H·d_h·S for a dense gated causal model,
+    S = 3·D·F/(H·d_h), which is 3·F when H·d_h = D."""
     m = models.get(model)
     per_token = score_flops_per_token(m, 1, causal)
     return mlp_flops_per_token(m) / per_token

@@ -67,7 +67,7 @@ def dp_loss_scale(n_replicas, global_valid_tokens):
 def model_flops_per_token(model, seq_len, causal=False):
     """Model FLOPs per trained token: 6·N (N active parameters) plus the
     attention scores, 12·L·(heads · head_dim)·s (QKᵀ and the product with V,
-    2·2·s·H·Q per layer forward, times 3 for forward and backward), PaLM's
+    2·2·s·H·d_h per layer forward, H heads of width d_h, times 3 for forward and backward), PaLM's
     and Megatron-LM's count. N includes the input embedding table, which a
     token reads by lookup, not by a matmul: for a tied model (PaLM's, the
     GPT runs') the table is the output layer, counted once, as those counts
@@ -87,7 +87,7 @@ def model_flops_per_token(model, seq_len, causal=False):
 def hardware_flops_per_token(model, seq_len, recompute="none", causal=False):
     """FLOPs the devices actually run per token: the model FLOPs plus what
     recomputation repeats: 'selective' the attention-score forward
-    (4·L·H·Q·s, halved when causal), 'full' the whole forward (2·N plus that),
+    (4·L·H·d_h·s, halved when causal), 'full' the whole forward (2·N plus that),
     a MaxText policy what it neither saves nor offloads
     (memory.recomputed_flops_per_token). Ref: korthikanti2022reducing."""
     m = models.get(model)

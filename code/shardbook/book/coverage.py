@@ -179,7 +179,13 @@ COVERAGE = (
         "01_topology",
         "sec-topo-achieved",
     ),
-    Item(_PT, "Models table", "k·F, the activated width, for the MoE presets", "05_expert_parallel", "sec-ep-roofline"),
+    Item(
+        _PT,
+        "Models table",
+        "k·F, the routed width, and the activated width with shared experts, for the MoE presets",
+        "05_expert_parallel",
+        "sec-ep-roofline",
+    ),
     Item(
         _PT,
         "GPUs",

@@ -84,7 +84,8 @@ TERMS = (
         "scale-up domain",
         "The devices joined by the fast fabric of a node, a rack or a TPU pod (xGMI, NVLink, ICI); "
         "one TPU job joins a slice of the pod, and a v5p slice cannot span the whole pod (see the presets page). "
-        "Collectives inside it run an order of magnitude faster than across the network.",
+        "A device's bandwidth inside it is several times (GPU nodes) to about a hundred times (TPU pods) "
+        "its share of the network's; chapter 1 gives the ratio for each preset.",
         patterns=(r"(?i)\bscale-up domains?\b",),
     ),
     Term(
