@@ -28,7 +28,7 @@ MAKEFLAGS += --jobs=2
 endif
 chromium: graphviz
 
-.PHONY: lock book book-in-lock pdf-in-lock test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background
+.PHONY: lock book book-in-lock pdf-in-lock test check lint format serve lab clean bless artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background measure
 
 setup: $(STAMP) graphviz node_modules/.installed
 
@@ -199,6 +199,17 @@ bless: setup
 
 artifacts: setup
 	@$(BIN)/python -m shardbook.hlo capture --all --out hlo_artifacts
+
+# On a host with a TPU: measure the chip (BF16 matmuls over the book's shapes,
+# HBM bandwidth, the small model's step) into the committed data file, with its
+# provenance. It runs the host's own JAX with libtpu (MEASURE_PYTHON; the
+# project's .venv holds jax[cpu] only) on the package from code/, and without a
+# TPU refuses in one line (exit 2). Nothing else needs the chip: the book and
+# the tests read the committed file. MEASURED names another file for another chip.
+MEASURE_PYTHON ?= python3
+MEASURED ?= code/shardbook/data/measured_tpu_v5e.json
+measure:
+	@env -u JAX_PLATFORMS -u XLA_FLAGS PYTHONPATH=code$${PYTHONPATH:+:$$PYTHONPATH} $(MEASURE_PYTHON) -m shardbook.programs.measure --out $(MEASURED)
 
 PORT ?= 8000
 serve:
