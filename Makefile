@@ -107,11 +107,11 @@ node_modules/.installed: package.json package-lock.json
 chromium:
 	@bash .ci/install-system chromium chromium
 
-# Chapters compute with the package and read the artifacts and the errata log
+# Chapters compute with the package and read the artifacts, the chips' measurements and the errata log
 # (the errata appendix executes over errata/*.toml; the folder itself counts, so
 # that a removed entry counts too): when any changes, cached executions and
 # parsed pages are stale, so drop them.
-CACHE_INPUTS := $(shell find code/shardbook -name '*.py' 2>/dev/null) $(wildcard hlo_artifacts/*/meta.json) _config.yml $(wildcard errata) $(wildcard errata/*.toml)
+CACHE_INPUTS := $(shell find code/shardbook -name '*.py' 2>/dev/null) $(wildcard hlo_artifacts/*/meta.json) $(wildcard code/shardbook/data/*.json) _config.yml $(wildcard errata) $(wildcard errata/*.toml)
 _build/.cache-stamp: $(CACHE_INPUTS)
 	@if [ -d _build/.jupyter_cache ]; then echo "==> shardbook, the artifacts or the errata log changed: re-executing every chapter"; fi
 	@rm -rf _build/.jupyter_cache _build/.doctrees

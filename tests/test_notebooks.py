@@ -21,7 +21,11 @@ from conftest import BUILD, CHAPTERS, ROOT
 
 CACHE = BUILD / ".jupyter_cache"
 # what a chapter's execution depends on besides its own cells (the Makefile's CACHE_INPUTS)
-EXECUTION_INPUTS = [*(ROOT / "code" / "shardbook").rglob("*.py"), *(ROOT / "hlo_artifacts").glob("*/meta.json")]
+EXECUTION_INPUTS = [
+    *(ROOT / "code" / "shardbook").rglob("*.py"),
+    *(ROOT / "hlo_artifacts").glob("*/meta.json"),
+    *(ROOT / "code" / "shardbook" / "data").glob("*.json"),
+]
 
 
 def _read(path):

@@ -455,13 +455,15 @@ _FINGERPRINT_GLOBS = (
     "chapters/*.md",
     "code/shardbook/**/*.py",
     "hlo_artifacts/*/meta.json",
+    "code/shardbook/data/*.json",  # measurements on real chips (make measure), which chapters plot
     "errata/*.toml",  # the errata appendix is generated from the log
 )
 
 
 def source_fingerprint(root):
     """sha256 over the sources a build reads (chapters, table of contents,
-    config, the package, the artifacts' meta.json, the errata log): equal
+    config, the package, the artifacts' meta.json, the chips' measurements,
+    the errata log): equal
     fingerprints mean the build saw these exact files."""
     root = Path(root)
     digest = hashlib.sha256()
