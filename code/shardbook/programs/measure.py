@@ -315,6 +315,9 @@ def measure(argv, quick=False, repeats=20, n_steps=20, log=print):
 
 
 def main(argv=None):
+    """The command line (``python -m shardbook.programs.measure --out FILE``);
+    returns the exit status: 0, or 2 with one line when there is no TPU or
+    an argument is bad."""
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m shardbook.programs.measure", description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="the JSON file to write (temporary file, then renamed)")
