@@ -91,6 +91,9 @@ def test_intensity_and_the_roofline():
         (lambda: me.shape_factor("tpu", 1, 1, 1, spec_ridge_flops_per_byte=-1), "spec_ridge_flops_per_byte"),
         (lambda: me.smoothed_roofline(1, 1, 0), "sharpness"),
         (lambda: me.fit([(1, 1), (2, 1)]), "pairs: need at least 3"),
+        (lambda: me.fit(8), "pairs: must be an iterable"),
+        (lambda: me.points(8, 1), "data: must be a measurement"),
+        (lambda: me.load_measurement("x.json"), "name: no measurement .x.json. in data/; known: measured_tpu_v5e.json"),
         (lambda: roofline.attainable_flops_per_s(0, 1, 1), "intensity_flops_per_byte"),
     ],
 )

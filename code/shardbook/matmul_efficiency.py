@@ -158,13 +158,22 @@ class Point(NamedTuple):
 
 
 def load_measurement(name="measured_tpu_v5e.json"):
-    """The committed measurement (a dict, as shardbook.programs.measure wrote it)."""
+    """The committed measurement `name` in DATA_DIR (a dict, as
+    shardbook.programs.measure wrote it)."""
+    known = sorted(p.name for p in DATA_DIR.glob("*.json"))
+    if name not in known:
+        raise ValueError(f"name: no measurement {name!r} in {DATA_DIR.name}/; known: {', '.join(known)}")
     return json.loads((DATA_DIR / name).read_text())
 
 
 def points(data, peak_flops_per_s, floor_multiple=FLOOR_MULTIPLE):
-    """The measurement's matmuls as Points, efficiency against `peak_flops_per_s`."""
+    """The measurement's matmuls as Points, efficiency against
+    `peak_flops_per_s`; a call under `floor_multiple` times the dispatch
+    floor is marked a lower bound."""
+    if not isinstance(data, dict) or not {"dispatch", "matmul_bf16"} <= data.keys():
+        raise ValueError("data: must be a measurement (load_measurement), with 'dispatch' and 'matmul_bf16'")
     _validate.positive("peak_flops_per_s", peak_flops_per_s)
+    _validate.positive("floor_multiple", floor_multiple)
     floor_s = data["dispatch"]["pipelined_time_s"]
     out = []
     for row in data["matmul_bf16"]:
@@ -194,12 +203,25 @@ def fit(pairs, ridge_range=(20.0, 2000.0), sharpness_range=(0.5, 12.0), steps=24
     (intensity, efficiency): a grid over I₀ (log-spaced) and p, refined
     `rounds` times around its best cell; η_max is the closed-form best for
     each (I₀, p). Needs at least three pairs."""
-    pairs = list(pairs)
-    if len(pairs) < 3:
-        raise ValueError(f"pairs: need at least 3 (intensity, efficiency) points to fit, got {len(pairs)}")
+    try:
+        pairs = [tuple(pair) for pair in pairs]
+    except TypeError:
+        raise ValueError("pairs: must be an iterable of (intensity, efficiency) pairs") from None
+    if len(pairs) < 3 or any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"pairs: need at least 3 (intensity, efficiency) pairs to fit, got {len(pairs)} items")
     for i, eta in pairs:
         _validate.positive("intensity", i)
         _validate.positive("efficiency", eta)
+    for name, bounds in (("ridge_range", ridge_range), ("sharpness_range", sharpness_range)):
+        if not isinstance(bounds, (tuple, list)) or len(bounds) != 2:
+            raise ValueError(f"{name}: must be a (low, high) pair, got {bounds!r}")
+        low, high = bounds
+        _validate.positive(name, low)
+        _validate.positive(name, high)
+        if not low < high:
+            raise ValueError(f"{name}: must be (low, high) with low < high, got {(low, high)!r}")
+    _validate.count("steps", steps)
+    _validate.count("rounds", rounds)
     lo_r, hi_r = math.log(ridge_range[0]), math.log(ridge_range[1])
     lo_p, hi_p = sharpness_range
     best = None
