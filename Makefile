@@ -28,7 +28,7 @@ MAKEFLAGS += --jobs=2
 endif
 chromium: graphviz
 
-.PHONY: lock book book-in-lock pdf-in-lock test check lint format serve lab clean bless artifacts tpu-artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background
+.PHONY: lock book book-in-lock pdf-in-lock test check lint format serve lab clean bless artifacts tpu-artifacts bench linkcheck setup graphviz chromium buildcheck pdf train-in-background measure
 
 setup: $(STAMP) graphviz node_modules/.installed
 
@@ -110,11 +110,11 @@ node_modules/.installed: package.json package-lock.json
 chromium:
 	@bash .ci/install-system chromium chromium
 
-# Chapters compute with the package and read the artifacts and the errata log
+# Chapters compute with the package and read the artifacts, the chips' measurements and the errata log
 # (the errata appendix executes over errata/*.toml; the folder itself counts, so
 # that a removed entry counts too): when any changes, cached executions and
 # parsed pages are stale, so drop them.
-CACHE_INPUTS := $(shell find code/shardbook -name '*.py' 2>/dev/null) $(wildcard hlo_artifacts/*/meta.json) $(wildcard hlo_artifacts/*/tpu/meta.json) _config.yml $(wildcard errata) $(wildcard errata/*.toml)
+CACHE_INPUTS := $(shell find code/shardbook -name '*.py' 2>/dev/null) $(wildcard hlo_artifacts/*/meta.json) $(wildcard hlo_artifacts/*/tpu/meta.json) $(wildcard code/shardbook/data/*.json) _config.yml $(wildcard errata) $(wildcard errata/*.toml)
 _build/.cache-stamp: $(CACHE_INPUTS)
 	@if [ -d _build/.jupyter_cache ]; then echo "==> shardbook, the artifacts or the errata log changed: re-executing every chapter"; fi
 	@rm -rf _build/.jupyter_cache _build/.doctrees
@@ -224,6 +224,17 @@ $(TPU_STAMP): requirements-tpu.lock
 
 tpu-artifacts: $(TPU_STAMP) graphviz
 	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo capture-tpu --all --out hlo_artifacts
+
+# On a host with a TPU: measure the chip (BF16 matmuls over the book's shapes,
+# HBM bandwidth, the small model's step) into the committed data file, with its
+# provenance. It runs the host's own JAX with libtpu (MEASURE_PYTHON; the
+# project's .venv holds jax[cpu] only) on the package from code/, and without a
+# TPU refuses in one line (exit 2). Nothing else needs the chip: the book and
+# the tests read the committed file. MEASURED names another file for another chip.
+MEASURE_PYTHON ?= python3
+MEASURED ?= code/shardbook/data/measured_tpu_v5e.json
+measure:
+	@env -u JAX_PLATFORMS -u XLA_FLAGS PYTHONPATH=code$${PYTHONPATH:+:$$PYTHONPATH} $(MEASURE_PYTHON) -m shardbook.programs.measure --out $(MEASURED)
 
 PORT ?= 8000
 serve:

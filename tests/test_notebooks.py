@@ -25,6 +25,7 @@ EXECUTION_INPUTS = [
     *(ROOT / "code" / "shardbook").rglob("*.py"),
     *(ROOT / "hlo_artifacts").glob("*/meta.json"),
     *(ROOT / "hlo_artifacts").glob("*/tpu/meta.json"),
+    *(ROOT / "code" / "shardbook" / "data").glob("*.json"),
 ]
 
 

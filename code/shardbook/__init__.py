@@ -44,6 +44,7 @@ LAYERS = {
         "fabric",
         "memory",
         "roofline",
+        "matmul_efficiency",
         "pipeline",
         "moe",
         "training",

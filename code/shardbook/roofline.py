@@ -195,4 +195,14 @@ def fsdp_tp_max_devices(global_tokens, d_ff, flops_per_s, bytes_per_s, m_fsdp=2,
     )
 
 
+def attainable_flops_per_s(intensity_flops_per_byte, flops_per_s, hbm_bytes_per_s):
+    """The roofline of one device: min(C, I · B_HBM), the FLOP/s a kernel of
+    arithmetic intensity I (FLOPs per byte of HBM it moves) can reach at
+    peak C and HBM bandwidth B_HBM. Ref: williams2009roofline."""
+    _validate.positive("intensity_flops_per_byte", intensity_flops_per_byte)
+    _validate.positive("flops_per_s", flops_per_s)
+    _validate.positive("hbm_bytes_per_s", hbm_bytes_per_s)
+    return min(flops_per_s, intensity_flops_per_byte * hbm_bytes_per_s)
+
+
 _validate.guard_module(globals())

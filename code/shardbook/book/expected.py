@@ -472,6 +472,7 @@ _FINGERPRINT_GLOBS = (
     "code/shardbook/**/*.py",
     "hlo_artifacts/*/meta.json",
     "hlo_artifacts/*/tpu/meta.json",  # the TPU captures (shardbook.hlo.tpu_capture)
+    "code/shardbook/data/*.json",  # measurements on real chips (make measure), which chapters plot
     "errata/*.toml",  # the errata appendix is generated from the log
     # every other input of a page: the citations' text, the scripts and styles the site
     # copies (the live pages' and the planner's among them), what npm installs for it
@@ -491,7 +492,7 @@ _FINGERPRINT_GLOBS = (
 def source_fingerprint(root):
     """sha256 over the sources a build reads (chapters, table of contents,
     config, the package and its static files, the artifacts' meta.json, the
-    errata log, the bibliography, the npm and Python locks, the figures):
+    chips' measurements, the errata log, the bibliography, the npm and Python locks, the figures):
     equal fingerprints mean the build saw these exact files."""
     root = Path(root)
     digest = hashlib.sha256()
