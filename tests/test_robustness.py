@@ -40,7 +40,31 @@ def _public_functions():
 ASSERTED_ELSEWHERE = {
     "shardbook.validation.fit_elementwise_passes": "chapters/97_validation.md",
 }
-FUNCTIONS = sorted(f for f in _public_functions() if f[0] not in ASSERTED_ELSEWHERE)
+# The same for a function that a test of its own calls with no argument and holds to what it must
+# give: the leave-one-source-out table (nine refits, about 25 s a call; tests/test_transfer.py's
+# `loso` fixture computes it once and checks its rows and bands).
+ASSERTED_IN_TESTS = {
+    "shardbook.transfer.leave_one_source_out": "tests/test_transfer.py",
+}
+FUNCTIONS = sorted(f for f in _public_functions() if f[0] not in ASSERTED_ELSEWHERE and f[0] not in ASSERTED_IN_TESTS)
+
+
+def test_what_the_sweep_leaves_to_a_test_of_its_own_is_called_there():
+    from pathlib import Path
+
+    public = dict(_public_functions())
+    for name, test_file in ASSERTED_IN_TESTS.items():
+        required = [
+            p
+            for p in inspect.signature(public[name]).parameters.values()
+            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+        assert not required, f"{name} takes arguments: the sweep must draw them"
+        source = (Path(__file__).parents[1] / test_file).read_text()
+        module, function = name.rsplit(".", 1)
+        assert re.search(rf"return {module.rsplit('.', 1)[1]}\.{function}\(\)$", source, re.M), (
+            f"{test_file} no longer computes {name}() for its tests"
+        )
 
 
 def test_what_the_sweep_leaves_to_other_tests_is_asserted_there():
