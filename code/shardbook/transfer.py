@@ -121,16 +121,6 @@ def sources():
     return list(dict.fromkeys(r.source for r in measured.VALIDATION_RUNS))
 
 
-def _efficiency_runs(accelerator, runs):
-    mine = [r for r in runs if r.accelerator == accelerator]
-    return [r for r in mine if r.precision != "fp8"] or mine
-
-
-def _fp8_runs(runs):
-    with_bf16 = {r.accelerator for r in runs if r.precision != "fp8"}
-    return [r for r in runs if r.precision == "fp8" and r.accelerator in with_bf16]
-
-
 @contextlib.contextmanager
 def _figures(fold):
     """Within the block, the planner prices with `fold`'s figures."""
@@ -158,27 +148,17 @@ def fit_fold(left_out, tol=1e-3):
     validation._check_tol(tol)
     runs = [r for r in validation.calibration_runs() if r.source != left_out]
     accelerators = list(dict.fromkeys(r.accelerator for r in runs))
-    fp8_runs = _fp8_runs(runs)
+    fp8_runs = validation.fp8_speedup_runs(runs)
     fp8 = calibrate.FP8_SUSTAINED_SPEEDUP.value if fp8_runs else FP8_SPEEDUP_PRIOR
-
-    def efficiencies():
-        return {
-            acc: validation.fit_matmul_efficiency(acc, _efficiency_runs(acc, runs), tol=tol) for acc in accelerators
-        }
-
-    def error_sq(passes):
-        with validation.elementwise_passes_set(passes):
-            total = 0.0
-            for acc, value in efficiencies().items():
-                total += validation._log_error_sq(acc, [r for r in runs if r.accelerator == acc], value)
-            return total
-
     with validation.figure_set("FP8 sustained speedup", "any", fp8):
-        passes = validation._golden(error_sq, *PASSES_BRACKET, tol * 20)
+        passes = validation.fit_elementwise_passes(*PASSES_BRACKET, tol * 20, runs=runs, eta_tol=tol)
         if not PASSES_BRACKET[0] + tol * 20 < passes < PASSES_BRACKET[1] - tol * 20:
             raise ValueError(f"left_out: without {left_out!r} the passes fit at the bracket's edge ({passes:.2f})")
         with validation.elementwise_passes_set(passes):
-            etas = efficiencies()
+            etas = {
+                acc: validation.fit_matmul_efficiency(acc, validation.efficiency_runs(acc, runs), tol=tol)
+                for acc in accelerators
+            }
     if fp8_runs:
         with contextlib.ExitStack() as stack:
             stack.enter_context(validation.elementwise_passes_set(passes))

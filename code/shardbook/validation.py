@@ -292,23 +292,23 @@ def _log_error_sq(accelerator, runs, value):
         return _sum_log_error_sq(runs)
 
 
-def efficiency_runs(accelerator):
-    """The calibration runs that fit `accelerator`'s η: its BF16 runs, or,
-    where it has none (H800: DeepSeek-V3 alone), its FP8 runs. An FP8 run's
-    step also depends on calibrate.FP8_SUSTAINED_SPEEDUP, which the FP8 runs
-    of an accelerator whose η its BF16 runs fix determine
-    (fp8_speedup_runs)."""
+def efficiency_runs(accelerator, runs=None):
+    """The calibration runs (of `runs`, default calibration_runs()) that
+    fit `accelerator`'s η: its BF16 runs, or, where it has none (H800:
+    DeepSeek-V3 alone), its FP8 runs. An FP8 run's step also depends on
+    calibrate.FP8_SUSTAINED_SPEEDUP, which the FP8 runs of an accelerator
+    whose η its BF16 runs fix determine (fp8_speedup_runs)."""
     name = hardware.get(accelerator).name
-    mine = [r for r in calibration_runs() if r.accelerator == name]
+    mine = [r for r in (calibration_runs() if runs is None else runs) if r.accelerator == name]
     bf16 = [r for r in mine if r.precision != "fp8"]
     return bf16 or mine
 
 
-def fp8_speedup_runs():
-    """The FP8 calibration runs on accelerators that also have BF16
-    calibration runs: there η is fixed without FP8, so what the FP8 runs add
-    is the FP8 speedup alone."""
-    runs = calibration_runs()
+def fp8_speedup_runs(runs=None):
+    """The FP8 calibration runs (of `runs`, default calibration_runs()) on
+    accelerators that also have BF16 calibration runs: there η is fixed
+    without FP8, so what the FP8 runs add is the FP8 speedup alone."""
+    runs = calibration_runs() if runs is None else list(runs)
     with_bf16 = {r.accelerator for r in runs if r.precision != "fp8"}
     return [r for r in runs if r.precision == "fp8" and r.accelerator in with_bf16]
 
@@ -373,30 +373,34 @@ def _golden(function, low, high, tol):
     return (a + b) / 2
 
 
-def _calibration_error_sq(passes):
-    """Σ log²(expected / measured step) over the calibration set with
-    ELEMENTWISE_PASSES at `passes` and every accelerator's η refitted on
-    its efficiency_runs (the FP8 speedup at its calibrate.py value)."""
-    runs = calibration_runs()
+def _calibration_error_sq(passes, runs=None, eta_tol=1e-4):
+    """Σ log²(expected / measured step) over `runs` (default the
+    calibration set) with ELEMENTWISE_PASSES at `passes` and every
+    accelerator's η refitted on its efficiency_runs among them (to
+    `eta_tol`; the FP8 speedup at the value in force)."""
+    runs = calibration_runs() if runs is None else list(runs)
     total = 0.0
     with elementwise_passes_set(passes):
         for acc in dict.fromkeys(r.accelerator for r in runs):
             mine = [r for r in runs if r.accelerator == acc]
-            total += _log_error_sq(acc, mine, fit_matmul_efficiency(acc))
+            eta = fit_matmul_efficiency(acc, efficiency_runs(acc, runs), tol=eta_tol)
+            total += _log_error_sq(acc, mine, eta)
     return total
 
 
-def fit_elementwise_passes(low=0.5, high=8.0, tol=0.01):
+def fit_elementwise_passes(low=0.5, high=8.0, tol=0.01, runs=None, eta_tol=1e-4):
     """The calibrate.ELEMENTWISE_PASSES in [low, high] minimising
-    Σ log²(expected / measured step) over the whole calibration set, each
-    accelerator's matmul efficiency refitted (fit_matmul_efficiency) at
-    every trial; golden-section search. One figure for every accelerator:
-    it counts the kernels between the matmuls, not a chip."""
+    Σ log²(expected / measured step) over `runs` (default the whole
+    calibration set), each accelerator's matmul efficiency refitted
+    (fit_matmul_efficiency, to `eta_tol`) at every trial; golden-section
+    search. One figure for every accelerator: it counts the kernels between
+    the matmuls, not a chip."""
     _validate.positive("low", low)
     _check_tol(tol)
+    _check_tol(eta_tol)
     if not low < high <= 50:
         raise ValueError(f"high: must lie above low ({low}) and at most 50, got {high}")
-    return _golden(_calibration_error_sq, low, high, tol)
+    return _golden(lambda passes: _calibration_error_sq(passes, runs, eta_tol), low, high, tol)
 
 
 def fit_fp8_speedup(runs=None, low=1.0, high=2.0, tol=1e-4):
