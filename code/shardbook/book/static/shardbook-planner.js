@@ -95,7 +95,7 @@
     (result.notes || []).forEach(function (n) { out.appendChild(el("p", { "class": "shardbook-planner-note" }, n)); });
     var hbm = result.top.length ? result.top[0].hbm_bytes : 0;
     var width = out.clientWidth;
-    out.appendChild(stackedBars("Memory per device by component", result.top.map(function (c) { return { label: c.label, parts: c.memory_bytes }; }), "GB", 1e9, hbm, "HBM " + grouped(hbm / 1e9, 1) + " GB", width));
+    out.appendChild(stackedBars("Memory per device by component", result.top.map(function (c) { return { label: c.label, parts: Object.assign({}, c.memory_bytes, { reserve: c.reserve_bytes || 0 }) }; }), "GB", 1e9, hbm, "HBM " + grouped(hbm / 1e9, 1) + " GB", width));
     out.appendChild(stackedBars("Expected step time by component", result.top.map(function (c) { return { label: c.label, parts: c.time_s }; }), "s", 1, 0, "", width));
   }
 
