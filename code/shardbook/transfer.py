@@ -1,31 +1,13 @@
 """The planner held to sources it was not fitted on: leave one source out.
 
-`validation` fits the planner's figures on a calibration set that
-alternates within each source's table, so nearly every validation run has
-a near-twin among the calibration runs; its ±10 % measures interpolation
-along a source's own series. This module measures transfer instead. For
-each source (a references.bib key) of `measured.VALIDATION_RUNS`, every
-fitted figure is fitted again by the same procedure on the calibration set
-without any run of that source, and that source's runs, all of them, are
-priced with the figures of that fold. The runs held out from everything
-(MPT, the 2025 tpu-recipes jobs, the AMD seed's MI355X sweep) are priced
-with the book's own figures, which never saw them.
-
-A fold refits, in this order: the FP8 sustained speedup's starting value
-(its prior where the fold has no FP8 run to fit it on), the elementwise
-passes with every accelerator's η refitted at each trial, each
-accelerator's η at those passes, and the FP8 speedup at that fold's η
-(validation.fit_* on the fold's runs). An accelerator left with no
-calibration run takes what the planner gives an accelerator it has never
-seen (`unfitted_matmul_efficiency`): the fit of a preset on the same die,
-else the seed's sustained fraction where the seed prints one, else the
-default.
-
-Each run belongs to a software stack family (`STACK_FAMILIES`, by source):
-its own kernels, overlap and memory habits are what a new stack brings, so
-errors are reported per family and per accelerator, and the spread of a
-family's errors is the band every plan carries
-(`planner.calibrate.STEP_BANDS`).
+For each source (a references.bib key) of `measured.VALIDATION_RUNS`,
+every fitted figure is fitted again, by validation's procedure, on the
+calibration runs of the other sources (`fit_fold`), and that source's runs
+are priced with them; the runs held out from every fit
+(`measured.HELD_OUT_RUNS`) are priced with the book's own figures. Errors
+are reported per stack family (`STACK_FAMILIES`) and per accelerator; their
+spread is the band every plan carries (`planner.calibrate.STEP_BANDS`).
+Chapter 97 (sec-valid-transfer) says why and shows the result.
 
 Standard library only. Ref: the sources of measured.VALIDATION_RUNS.
 """
@@ -137,9 +119,12 @@ PASSES_BRACKET = (1.0, 6.0)  # every fold's fit lies between 2.5 and 3.1; an edg
 
 def fit_fold(left_out, tol=1e-3):
     """The Fold fitted on the calibration set without `left_out`'s runs
-    (None: the whole calibration set), by the procedure in the module's
-    docstring; `tol` is the golden-section tolerance of every η and of the
-    FP8 speedup (the passes', searched in PASSES_BRACKET, is twenty times it)."""
+    (None: the whole set): the elementwise passes with every η refitted at
+    each trial (FP8's speedup at its value, or FP8_SPEEDUP_PRIOR where no
+    FP8 run is left), each η at those passes, then the FP8 speedup at those
+    η; an accelerator with no run left takes unfitted_matmul_efficiency.
+    `tol`: the golden-section tolerance of every η and of the FP8 speedup
+    (the passes', searched in PASSES_BRACKET, is twenty times it)."""
     from .planner import calibrate
 
     known = sources()
