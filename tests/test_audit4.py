@@ -482,6 +482,7 @@ def test_n7_a_search_past_its_budget_says_how_to_narrow_it():
         explore("LLaMA-3 70B", "H100", 64, 2**22, budget_s=0)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("devices,tokens", [(2**30, 2**42), (2**40, 2**52)])
 def test_n7_the_audits_slowest_searches_answer_in_one_line_within_the_budget(devices, tokens):
     from shardbook.planner.search import SEARCH_BUDGET_S
@@ -520,6 +521,7 @@ def _get(base, path, headers=None, timeout=10):
         return error.code, error.read()
 
 
+@pytest.mark.slow
 def test_15_a_slowloris_holds_no_thread_and_others_are_served(tmp_path, monkeypatch):
     import socket
     import threading
@@ -566,6 +568,7 @@ def _cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads a process's CPU time from /proc")
 def test_15_idle_connections_past_the_descriptor_limit_neither_spin_nor_lock_others_out(tmp_path):
     import socket

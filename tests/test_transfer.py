@@ -27,6 +27,7 @@ def test_every_source_has_a_stack_family_and_the_families_are_named():
         transfer.stack_family(dataclasses.replace(measured.VALIDATION_RUNS[0], source="nowhere"))
 
 
+@pytest.mark.slow
 def test_a_fold_refits_every_figure_without_the_source():
     # Megatron-Core's H100 table holds five of H100's calibration runs: without them H100's η is fitted
     # on the rest (Llama 3's 8K run), by the same procedure, at the fold's elementwise passes
@@ -44,6 +45,7 @@ def test_a_fold_refits_every_figure_without_the_source():
     assert fold.unfitted == ()
 
 
+@pytest.mark.slow
 def test_a_left_out_sources_rows_are_priced_with_its_folds_figures(loso):
     left_out = "megatron-lm-readme"
     rows = [r for r in loso if r.run.source == left_out]
@@ -62,6 +64,7 @@ def test_a_left_out_sources_rows_are_priced_with_its_folds_figures(loso):
     assert any(abs(b / r.expected_step_s - 1) > 1e-3 for b, r in zip(book, rows, strict=True))
 
 
+@pytest.mark.slow
 def test_an_accelerator_left_without_runs_takes_what_an_unseen_one_gets():
     # H800's only run is DeepSeek-V3: without it, H800 takes the fit of H100, the same GH100 die
     fold = transfer.fit_fold("deepseek2024v3")
@@ -76,6 +79,7 @@ def test_an_accelerator_left_without_runs_takes_what_an_unseen_one_gets():
         transfer.fit_fold("nowhere")
 
 
+@pytest.mark.slow
 def test_held_out_runs_are_priced_with_the_books_own_figures(loso):
     held = [r for r in loso if r.held_out]
     assert [r.run for r in held] == list(measured.HELD_OUT_RUNS)
@@ -86,6 +90,7 @@ def test_held_out_runs_are_priced_with_the_books_own_figures(loso):
     assert not names & {r.name for r in measured.HELD_OUT_RUNS}
 
 
+@pytest.mark.slow
 def test_the_bands_are_the_leave_one_source_out_percentiles(loso):
     bands = transfer.step_bands(loso)
     assert set(bands) == set(calibrate.STEP_BANDS)
@@ -100,6 +105,7 @@ def test_the_bands_are_the_leave_one_source_out_percentiles(loso):
         assert family not in bands and calibrate.step_band(family, False) == calibrate.step_band("any", False)
 
 
+@pytest.mark.slow
 def test_summaries_count_the_runs_within_the_tolerance(loso):
     total = transfer.summarize(loso, "all")
     assert total.n_runs == len(measured.VALIDATION_RUNS) + len(measured.HELD_OUT_RUNS)
