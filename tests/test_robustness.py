@@ -49,38 +49,33 @@ ASSERTED_IN_TESTS = {
 FUNCTIONS = sorted(f for f in _public_functions() if f[0] not in ASSERTED_ELSEWHERE and f[0] not in ASSERTED_IN_TESTS)
 
 
-def test_what_the_sweep_leaves_to_a_test_of_its_own_is_called_there():
+def _left_out(table):
+    """(name, path, that file's text, module's short name, function) for each function
+    the sweep leaves to `table`, which must take no required argument (else the sweep must draw them)."""
     from pathlib import Path
 
     public = dict(_public_functions())
-    for name, test_file in ASSERTED_IN_TESTS.items():
+    for name, path in table.items():
         required = [
             p
             for p in inspect.signature(public[name]).parameters.values()
             if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ]
         assert not required, f"{name} takes arguments: the sweep must draw them"
-        source = (Path(__file__).parents[1] / test_file).read_text()
         module, function = name.rsplit(".", 1)
-        assert re.search(rf"return {module.rsplit('.', 1)[1]}\.{function}\(\)$", source, re.M), (
+        yield name, path, (Path(__file__).parents[1] / path).read_text(), module.rsplit(".", 1)[1], function
+
+
+def test_what_the_sweep_leaves_to_a_test_of_its_own_is_called_there():
+    for name, test_file, source, module, function in _left_out(ASSERTED_IN_TESTS):
+        assert re.search(rf"return {module}\.{function}\(\)$", source, re.M), (
             f"{test_file} no longer computes {name}() for its tests"
         )
 
 
 def test_what_the_sweep_leaves_to_other_tests_is_asserted_there():
-    from pathlib import Path
-
-    public = dict(_public_functions())
-    for name, chapter in ASSERTED_ELSEWHERE.items():
-        required = [
-            p
-            for p in inspect.signature(public[name]).parameters.values()
-            if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-        ]
-        assert not required, f"{name} takes arguments: the sweep must draw them"
-        source = (Path(__file__).parents[1] / chapter).read_text()
-        module, function = name.rsplit(".", 1)
-        call = re.search(rf"^(\w+) = {module.rsplit('.', 1)[1]}\.{function}\(\)$", source, re.M)
+    for name, chapter, source, module, function in _left_out(ASSERTED_ELSEWHERE):
+        call = re.search(rf"^(\w+) = {module}\.{function}\(\)$", source, re.M)
         assert call, f"{chapter} no longer calls {name}() on a line of its own"
         assert re.search(rf"ledger\.show\(\"\w+\", {call.group(1)}\b", source), (
             f"{chapter} no longer prints it through the ledger"
