@@ -155,3 +155,17 @@ def pytest_collection_finish(session):
                 f"pytest-xdist dropped the xdist_group of {len(lost)} tests ({lost[0]}, ...): "
                 "check the pytest and pytest-xdist pins in requirements.txt"
             )
+
+
+def assert_clean_files(folder, files, sha256, label):
+    """Each of `files` in `folder` matches its sha256 in `sha256` (a meta.json's) and holds no absolute
+    path or timestamp, so that a recapture on the same versions is byte-identical (`label` names it)."""
+    import hashlib
+    import re
+
+    for f in files:
+        data = (folder / f).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == sha256[f], f"{label}/{f} does not match meta.json"
+        text = data.decode()
+        assert not re.search(r"/(work|tmp|root|home)/", text), f"{label}/{f} holds an absolute path"
+        assert not re.search(r"\b20\d\d-\d\d-\d\d[T ]\d\d:\d\d", text), f"{label}/{f} holds a timestamp"

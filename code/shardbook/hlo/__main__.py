@@ -17,37 +17,35 @@ def _list(args, parser):
     return 0
 
 
-def _capture(args, parser):
-    from .capture import capture_many
-
+def _run_capture(args, parser, capture_many, what, written, *extra):
+    """Capture the fixtures `args` names (or --all) into --out with
+    `capture_many(names, out, *extra, log=...)`, with a line per fixture."""
     names = list(FIXTURE_NAMES) if args.all else [check_name(n) for n in args.names]
     if not names:
         parser.error("name the fixtures to capture, or pass --all")
     if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ValueError(f"--out: {args.out} is a file; give a folder (one sub-folder per fixture is written there)")
+        raise ValueError(f"--out: {args.out} is a file; give a folder ({written} is written there)")
     start = time.monotonic()
-    print(f"compiling {len(names)} fixture(s) in one worker process ...", flush=True)
+    print(f"compiling {len(names)} fixture(s){what} in one worker process ...", flush=True)
     done = iter(range(1, len(names) + 1))
-    capture_many(names, args.out, log=lambda line: print(f"[{next(done)}/{len(names)}] {line}", flush=True))
-    print(f"captured {len(names)} fixture(s) into {args.out} in {time.monotonic() - start:.1f} s")
+    capture_many(names, args.out, *extra, log=lambda line: print(f"[{next(done)}/{len(names)}] {line}", flush=True))
+    return names, time.monotonic() - start
+
+
+def _capture(args, parser):
+    from .capture import capture_many
+
+    names, took = _run_capture(args, parser, capture_many, "", "one sub-folder per fixture")
+    print(f"captured {len(names)} fixture(s) into {args.out} in {took:.1f} s")
     return 0
 
 
 def _capture_tpu(args, parser):
     from .tpu_capture import capture_many
 
-    names = list(FIXTURE_NAMES) if args.all else [check_name(n) for n in args.names]
-    if not names:
-        parser.error("name the fixtures to capture, or pass --all")
-    if Path(args.out).exists() and not Path(args.out).is_dir():
-        raise ValueError(f"--out: {args.out} is a file; give a folder (NAME/tpu is written there per fixture)")
-    start = time.monotonic()
-    print(f"compiling {len(names)} fixture(s) for TPU {args.topology} in one worker process ...", flush=True)
-    done = iter(range(1, len(names) + 1))
-    capture_many(
-        names, args.out, args.topology, log=lambda line: print(f"[{next(done)}/{len(names)}] {line}", flush=True)
-    )
-    print(f"captured {len(names)} fixture(s) for TPU into {args.out} in {time.monotonic() - start:.1f} s")
+    what = f" for TPU {args.topology}"
+    names, took = _run_capture(args, parser, capture_many, what, "NAME/tpu per fixture", args.topology)
+    print(f"captured {len(names)} fixture(s) for TPU into {args.out} in {took:.1f} s")
     return 0
 
 
