@@ -228,15 +228,18 @@ tpu-artifacts: $(TPU_STAMP) graphviz
 	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo capture-tpu --all --out hlo_artifacts
 
 # On a host with a TPU: measure the chip (BF16 matmuls over the book's shapes,
-# HBM bandwidth, the small model's step) into the committed data file, with its
+# HBM bandwidth, the small model's step; then MoE's grouped matmuls by tokens per
+# expert and the dispatch's permutes) into the committed data files, with their
 # provenance. It runs the host's own JAX with libtpu (MEASURE_PYTHON; the
 # project's .venv holds jax[cpu] only) on the package from code/, and without a
 # TPU refuses in one line (exit 2). Nothing else needs the chip: the book and
-# the tests read the committed file. MEASURED names another file for another chip.
+# the tests read the committed files. MEASURED and MEASURED_MOE name other files for another chip.
 MEASURE_PYTHON ?= python3
 MEASURED ?= code/shardbook/data/measured_tpu_v5e.json
+MEASURED_MOE ?= code/shardbook/data/measured_tpu_v5e_moe.json
 measure:
 	@env -u JAX_PLATFORMS -u XLA_FLAGS PYTHONPATH=code$${PYTHONPATH:+:$$PYTHONPATH} $(MEASURE_PYTHON) -m shardbook.programs.measure --out $(MEASURED)
+	@env -u JAX_PLATFORMS -u XLA_FLAGS PYTHONPATH=code$${PYTHONPATH:+:$$PYTHONPATH} $(MEASURE_PYTHON) -m shardbook.programs.measure --section moe --out $(MEASURED_MOE)
 
 PORT ?= 8000
 serve:

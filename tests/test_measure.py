@@ -193,3 +193,49 @@ def test_write_json_renames_a_temporary_file_into_place(tmp_path):
     measure.write_json(target, {"a": 1})
     assert json.loads(target.read_text()) == {"a": 1}
     assert [p.name for p in target.parent.iterdir()] == ["m.json"]
+
+
+# --- MoE: grouped matmuls by tokens per expert, and the dispatch's permutes --------------
+
+MOE = me.load_measurement("measured_tpu_v5e_moe.json")
+
+
+def test_the_moe_file_holds_the_sweep_its_command_runs():
+    p = MOE["provenance"]
+    assert p["device_kind"] == "TPU v5 lite" and p["libtpu_version"] == "0.0.42.1"
+    assert p["command"] == "python -m shardbook.programs.measure --section moe --out measured_tpu_v5e_moe.json"
+    expected = [(label, groups, tokens, k, n) for label, _, groups, tokens, k, n in measure.grouped_shapes()]
+    got = [(r["label"], r["n_groups"], r["tokens_per_group"], r["k"], r["n"]) for r in MOE["grouped_matmul_bf16"]]
+    assert got == expected
+    assert [r["n_tokens"] for r in MOE["permute"]] == list(measure.PERMUTE_TOKENS)
+
+
+def test_grouped_matmuls_stay_under_the_peak_and_the_ragged_kernel_gains_with_tokens_per_expert():
+    for r in MOE["grouped_matmul_bf16"]:
+        assert r["flops"] == 2 * r["n_groups"] * r["tokens_per_group"] * r["k"] * r["n"]
+        for kind in ("ragged_dot", "batched_einsum", "dense_same_flops"):
+            assert r[f"{kind}_flops_per_s"] == pytest.approx(r["flops"] / r[f"{kind}_time_s"], rel=1e-12)
+            assert r[f"{kind}_flops_per_s"] < PEAK, (r["label"], kind)
+    for model in measure.MOE_MODELS:
+        rows = [r for r in MOE["grouped_matmul_bf16"] if r["model"] == model]
+        ragged = [r["ragged_dot_flops_per_s"] for r in rows]
+        # more tokens per expert, never slower per FLOP (2 % noise allowed between neighbours)
+        assert all(b > 0.98 * a for a, b in zip(ragged[:-1], ragged[1:], strict=True)), model
+        # at 8 x 8192 tokens XLA's ragged_dot runs well below a dense matmul of the same FLOPs: 0.65-0.8x here
+        big = rows[-1]
+        assert 0.5 < big["ragged_dot_flops_per_s"] / big["dense_same_flops_flops_per_s"] < 0.9, model
+
+
+def test_the_permutes_are_memory_bound_and_the_large_ones_slower_than_a_stream():
+    """Sorting the routed copies and scattering them back move the routed
+    activations no faster than the HBM streams (the hbm rows of
+    measured_tpu_v5e.json); the scatter-add back, and at 65,536 tokens both
+    passes, at under half that rate, which is why the planner prices them as
+    passes over the routed activations rather than as free."""
+    stream = max(r["hbm_bytes_per_s"] for r in DATA["hbm"])
+    for r in MOE["permute"]:
+        assert r["routed_activation_bytes"] == 2 * r["n_tokens"] * r["top_k"] * r["d_model"]
+        assert 0 < r["permute_min_bytes_per_s"] < stream, r["n_tokens"]
+        assert 0 < r["unpermute_min_bytes_per_s"] < stream / 2, r["n_tokens"]
+    largest = MOE["permute"][-1]
+    assert largest["permute_min_bytes_per_s"] < stream / 2

@@ -55,6 +55,14 @@ TP_MODELS = ("LLaMA-3 70B", "LLaMA-3 8B")
 TOKENS_PER_DEVICE = 8192
 SMALL_TOKENS = (128, 256, 512, 1024, 2048, 4096)
 HBM_SIZES_BYTES = (2**26, 2**28, 2**30)
+# MoE: the experts one device holds and the tokens each receives. A device
+# with E_local experts and T tokens routed to it runs one grouped matmul of
+# E_local groups; expert parallelism raises the tokens per expert, pure FSDP
+# (every expert on every device) lowers them.
+MOE_MODELS = ("DeepSeek-V2-Lite", "Mixtral 8x7B")
+MOE_LOCAL_EXPERTS = 8
+MOE_TOKENS_PER_EXPERT = (64, 128, 256, 512, 1024, 2048, 4096, 8192)
+PERMUTE_TOKENS = (4096, 16384, 65536)
 
 
 class NoTPU(RuntimeError):
@@ -150,6 +158,101 @@ def measure_matmul(label, m, k, n, repeats):
         "blocked_time_s": blocked_s,
         "blocked_flops_per_s": flops / blocked_s,
     }
+
+
+def grouped_shapes(quick=False):
+    """(label, model, local experts, tokens per expert, K, N): the MLP's
+    first projection (d_model -> the expert's d_ff) of each MoE model."""
+    shapes = []
+    for name in MOE_MODELS[:1] if quick else MOE_MODELS:
+        m = models.get(name)
+        for tokens in MOE_TOKENS_PER_EXPERT[2:4] if quick else MOE_TOKENS_PER_EXPERT:
+            label = f"{name} expert up, {MOE_LOCAL_EXPERTS} experts x {tokens} tokens"
+            shapes.append((label, name, MOE_LOCAL_EXPERTS, tokens, m.d_model, m.d_ff))
+    return shapes
+
+
+def measure_grouped(label, model_name, n_groups, tokens_per_group, k, n, repeats):
+    """The same grouped matmul two ways: jax.lax.ragged_dot over the
+    tokens sorted by expert ([G·T, K] · [G, K, N], equal group sizes), and a
+    batched einsum of the padded layout ([G, T, K] · [G, K, N], what a
+    capacity-padded dispatch runs); a dense [G·T, K] · [K, N] of the same
+    FLOPs gives the reference."""
+    import jax
+    import jax.numpy as jnp
+
+    key_a, key_b = jax.random.split(jax.random.key(0))
+    m_total = n_groups * tokens_per_group
+    x = jax.random.normal(key_a, (m_total, k), jnp.bfloat16)
+    w = jax.random.normal(key_b, (n_groups, k, n), jnp.bfloat16)
+    sizes = jnp.full((n_groups,), tokens_per_group, jnp.int32)
+    flops = 2 * m_total * k * n
+    bytes_moved = 2 * (m_total * k + n_groups * k * n + m_total * n)
+    n_calls = _n_calls(max(flops / _PEAK_FLOPS_PER_S, bytes_moved / _PEAK_HBM_BYTES_PER_S))
+    row = {
+        "label": label,
+        "model": model_name,
+        "n_groups": n_groups,
+        "tokens_per_group": tokens_per_group,
+        "k": k,
+        "n": n,
+        "flops": flops,
+        "min_hbm_bytes": bytes_moved,
+        "n_calls_per_trial": n_calls,
+    }
+    programs = (
+        ("ragged_dot", jax.jit(lambda x, w, g: jax.lax.ragged_dot(x, w, g)), (x, w, sizes)),
+        (
+            "batched_einsum",
+            jax.jit(lambda x, w: jnp.einsum("gtk,gkn->gtn", x.reshape(n_groups, tokens_per_group, k), w)),
+            (x, w),
+        ),
+        ("dense_same_flops", jax.jit(lambda x, w: x @ w[0]), (x, w)),
+    )
+    for kind, fn, args in programs:
+        time_s, trials, blocked_s = _time(fn, args, n_calls, repeats)
+        row[f"{kind}_time_s"] = time_s
+        row[f"{kind}_trial_times_s"] = trials
+        row[f"{kind}_flops_per_s"] = flops / time_s
+        row[f"{kind}_blocked_time_s"] = blocked_s
+    del x, w
+    return row
+
+
+def measure_permute(n_tokens, d_model, top_k, repeats):
+    """The dispatch's data movement on one device: each token copied top_k
+    times into expert order (argsort of the routing, then a gather), and
+    back (a scatter-add of the top_k copies). Both are memory-bound."""
+    import jax
+    import jax.numpy as jnp
+
+    key_x, key_e = jax.random.split(jax.random.key(2))
+    x = jax.random.normal(key_x, (n_tokens, d_model), jnp.bfloat16)
+    expert = jax.random.randint(key_e, (n_tokens * top_k,), 0, 64, jnp.int32)
+
+    def permute(x, expert):
+        order = jnp.argsort(expert)
+        return jnp.take(x, order // top_k, axis=0), order
+
+    def unpermute(y, order):
+        return jnp.zeros((n_tokens, d_model), y.dtype).at[order // top_k].add(y)
+
+    permute_fn = jax.jit(permute)
+    unpermute_fn = jax.jit(unpermute)
+    y, order = permute_fn(x, expert)
+    routed_bytes = 2 * n_tokens * top_k * d_model
+    row = {"n_tokens": n_tokens, "d_model": d_model, "top_k": top_k, "routed_activation_bytes": routed_bytes}
+    for kind, fn, args in (("permute", permute_fn, (x, expert)), ("unpermute", unpermute_fn, (y, order))):
+        n_calls = _n_calls(2 * routed_bytes / _PEAK_HBM_BYTES_PER_S)
+        time_s, trials, blocked_s = _time(fn, args, n_calls, repeats)
+        row[f"{kind}_n_calls_per_trial"] = n_calls
+        row[f"{kind}_time_s"] = time_s
+        row[f"{kind}_trial_times_s"] = trials
+        row[f"{kind}_blocked_time_s"] = blocked_s
+        # bytes the pass must move at least: read and write the routed copies
+        row[f"{kind}_min_bytes_per_s"] = 2 * routed_bytes / time_s
+    del x, y
+    return row
 
 
 def measure_hbm(size_bytes, repeats):
@@ -290,10 +393,41 @@ def write_json(path, data):
         raise
 
 
-def measure(argv, quick=False, repeats=20, n_steps=20, log=print):
-    """Every measurement, as the dict the data file holds."""
+SECTIONS = ("dense", "moe")
+
+
+def measure_moe(data, quick, repeats, log):
+    """Grouped matmuls by tokens per expert, and the permute/unpermute passes."""
+    data["grouped_matmul_bf16"] = []
+    for label, name, groups, tokens, k, n in grouped_shapes(quick):
+        row = measure_grouped(label, name, groups, tokens, k, n, repeats)
+        data["grouped_matmul_bf16"].append(row)
+        log(
+            f"  {label:55s} ragged_dot {row['ragged_dot_flops_per_s'] / 1e12:6.1f}, batched "
+            f"{row['batched_einsum_flops_per_s'] / 1e12:6.1f}, dense {row['dense_same_flops_flops_per_s'] / 1e12:6.1f} TFLOP/s"
+        )
+    data["permute"] = []
+    m = models.get(MOE_MODELS[0])
+    for tokens in PERMUTE_TOKENS[:1] if quick else PERMUTE_TOKENS:
+        row = measure_permute(tokens, m.d_model, m.top_k, repeats)
+        data["permute"].append(row)
+        log(
+            f"  permute {tokens} tokens x top {m.top_k}: {row['permute_time_s'] * 1e3:.3f} ms, "
+            f"unpermute {row['unpermute_time_s'] * 1e3:.3f} ms"
+        )
+    return data
+
+
+def measure(argv, quick=False, repeats=20, n_steps=20, log=print, section="dense"):
+    """The measurements of `section` ('dense': matmuls, HBM, the small
+    model's step; 'moe': grouped matmuls and the dispatch's permutes), as
+    the dict the data file holds."""
+    if section not in SECTIONS:
+        raise ValueError(f"section: must be one of {', '.join(SECTIONS)}, got {section!r}")
     data = {"provenance": provenance(argv), "dispatch": _dispatch_floor(repeats)}
     log(f"measuring on {data['provenance']['device_kind']} (JAX {data['provenance']['jax_version']})")
+    if section == "moe":
+        return measure_moe(data, quick, repeats, log)
     data["matmul_bf16"] = []
     for label, m, k, n in matmul_shapes(quick):
         row = measure_matmul(label, m, k, n, repeats)
@@ -324,9 +458,16 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="a few small shapes and 3 repeats (a smoke test)")
     parser.add_argument("--repeats", type=int, default=20, help="trials per measurement (the median is kept)")
     parser.add_argument("--allow-cpu", action="store_true", help="run on a CPU (tests of the writer; never committed)")
+    parser.add_argument(
+        "--section",
+        default="dense",
+        help="dense (matmuls, HBM, the small model's step; default) or moe (grouped matmuls by tokens per expert, permutes)",
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.exit(2, f"measure: --repeats must be a positive integer, got {args.repeats}\n")
+    if args.section not in SECTIONS:
+        parser.exit(2, f"measure: --section must be one of {', '.join(SECTIONS)}, got {args.section!r}\n")
     try:
         _require_tpu(args.allow_cpu)
     except NoTPU as error:
@@ -335,7 +476,7 @@ def main(argv=None):
     repeats = 3 if args.quick else args.repeats
     # the command as given, the output named without its folder (no absolute path is committed)
     shown = [Path(a).name if i and argv[i - 1] == "--out" else a for i, a in enumerate(argv)]
-    data = measure(shown, quick=args.quick, repeats=repeats, n_steps=5 if args.quick else 20)
+    data = measure(shown, quick=args.quick, repeats=repeats, n_steps=5 if args.quick else 20, section=args.section)
     write_json(args.out, data)
     print(f"measure: wrote {args.out}")
     return 0
