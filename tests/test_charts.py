@@ -111,7 +111,7 @@ def test_a_slider_refuses_a_grid_outside_its_domain_or_out_of_order():
 
 def _shipped_charts(page):
     html = (HTML / page).read_text()
-    blobs = re.findall(r'<script type="application/json" class="shardbook-chart-data">(.*?)</script>', html, re.S)
+    blobs = re.findall(r'<script[^>]*class="shardbook-chart-data"[^>]*>(.*?)</script>', html, re.S)
     return [json.loads(b.replace("<\\/", "</")) for b in blobs], len(html.encode())
 
 
@@ -178,9 +178,7 @@ def test_the_shipped_grid_matches_the_package_called_directly(page, built_book):
 @pytest.mark.parametrize("page", sorted(CHART_PAGES))
 def test_a_chart_ships_little(page, built_book):
     html = (HTML / page).read_text()
-    blob = re.search(r'<script type="application/json" class="shardbook-chart-data">(.*?)</script>', html, re.S).group(
-        1
-    )
+    blob = re.search(r'<script[^>]*class="shardbook-chart-data"[^>]*>(.*?)</script>', html, re.S).group(1)
     assert len(blob.encode()) < CHART_DATA_LIMIT_BYTES
     assert "shardbook-charts.js" in html and "shardbook-charts.css" in html
     # the chart script is loaded only where a chart is
@@ -213,7 +211,7 @@ def test_a_dragged_slider_redraws_within_100_ms_with_the_packages_value(page, se
     tab.goto(f"{server}/{page}", wait_until="networkidle")
     values = spec["x"]["values"]
     defaults = {s["name"]: s["default"] for s in spec["sliders"]}
-    for to_index in (len(values) - 1, 1, len(values) // 2):
+    for to_index in (len(values) - 1, 1, len(values) // 2 + 1):
         ms, reached = bench.drag_chart_slider(tab, chart, control, to_index)
         assert ms < REDRAW_LIMIT_MS, f"{page}: redraw took {ms} ms"
         assert abs(reached - to_index) <= 1  # the mouse lands on the intended stop, or its neighbour

@@ -220,7 +220,12 @@ def drag_chart_slider(tab, chart, control, to_index):
         return box["x"] + thumb / 2 + span * i / top
 
     y = box["y"] + box["height"] / 2
-    tab.mouse.move(x_at(int(rng.input_value())), y)
+    start = int(rng.input_value())
+    if to_index == start or not 0 <= to_index <= top:
+        raise ValueError(
+            f"to_index: must be a grid position from 0 to {top} other than the current {start}, got {to_index}"
+        )
+    tab.mouse.move(x_at(start), y)
     tab.mouse.down()
     tab.mouse.move(x_at(to_index), y, steps=4)
     tab.mouse.up()
@@ -253,7 +258,14 @@ def chart_redraw_ms(drags=6):
         for page, (chart, control) in CHART_PAGES.items():
             tab.goto(f"{base}/{page}", wait_until="networkidle")
             top = int(tab.locator(f"figure#chart-{chart} input[name={control}]").get_attribute("max"))
-            out[page] = [drag_chart_slider(tab, chart, control, (k * 5 + 3) % (top + 1))[0] for k in range(drags)]
+            rng = tab.locator(f"figure#chart-{chart} input[name={control}]")
+            times = []
+            for k in range(drags):
+                to_index = (k * 5 + 3) % (top + 1)
+                if to_index == int(rng.input_value()):
+                    to_index = (to_index + 1) % (top + 1)
+                times.append(drag_chart_slider(tab, chart, control, to_index)[0])
+            out[page] = times
         browser.close()
     return out
 

@@ -166,13 +166,16 @@ def lookup(spec, point, key):
 
 
 def html_block(spec, caption):
-    """The figure the page shows: the grid as JSON, an empty plot whose
-    size is reserved (no layout shift when the script draws it), the
-    readout and the caption."""
+    """The figure the page shows: the grid as JSON, the places of the
+    sliders, the plot and the readout, each of a height reserved by the
+    stylesheet (nothing below moves when the script fills them), and the
+    caption."""
     blob = json.dumps(spec, separators=(",", ":")).replace("</", "<\\/")
     name = spec["name"]
+    # the rows the script will fill, so that the stylesheet reserves their height
+    rows = f"--controls: {len(spec['sliders']) + 1}; --series: {len(spec['series'])}"
     return (
-        f'<figure class="{MARKER_CLASS}" id="chart-{name}" data-chart="{name}">'
+        f'<figure class="{MARKER_CLASS}" id="chart-{name}" data-chart="{name}" style="{rows}">'
         f'<script type="application/json" class="shardbook-chart-data">{blob}</script>'
         f'<div class="shardbook-chart-controls"></div>'
         f'<div class="shardbook-chart-plot" role="img" aria-label="{html.escape(spec["title"])}"></div>'
