@@ -105,7 +105,8 @@
       range.addEventListener("input", function (event) {
         self.index[j] = Number(range.value);
         self.off[j] = null;
-        self.custom = null;
+        // curves Python computed for a typed value stay while only x moves
+        if (j !== self.controls.length - 1) { self.custom = null; }
         field.value = valueText(c.values[self.index[j]]);
         range.setAttribute("aria-valuetext", field.value);
         self.offgrid.textContent = "";
@@ -126,13 +127,14 @@
     if (parsed.error) { this.offgrid.textContent = parsed.error; return; }
     var k = c.values.indexOf(parsed.value);
     if (k >= 0) {
-      this.index[j] = k; this.off[j] = null; this.custom = null;
+      this.index[j] = k; this.off[j] = null;
+      if (j !== this.controls.length - 1) { this.custom = null; }
       this.ranges[j].value = k;
       this.timedDraw(event);
       return;
     }
     this.off[j] = parsed.value;
-    this.custom = null;
+    if (j !== this.controls.length - 1) { this.custom = null; }
     var self = this;
     var note = el("span", {}, (c.spec.label || c.name) + " = " + valueText(parsed.value) + " lies between the values computed for this page. ");
     var button = el("button", { type: "button", "class": "shardbook-chart-python" }, "Compute it with the book's Python (about 13 MB, loaded once)");
