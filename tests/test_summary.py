@@ -23,7 +23,10 @@ def test_the_summary_types_no_number_and_links_every_formula_section():
         assert "{ref}`" in section, f"section {title!r} links to no chapter section"
     # every value in prose comes from the ledger: a glue role for each, shown by a cell of this page
     # a key shown as an f-string (f"sum_state_{scheme}_gb") stands for every key it can spell
-    shown = [re.sub(r"\\\{[a-z_]+\\\}", "[a-z0-9]+", re.escape(k)) for k in re.findall(r'ledger\.show\(f?"([a-z0-9_{}]+)"', text)]
+    shown = [
+        re.sub(r"\\\{[a-z_]+\\\}", "[a-z0-9]+", re.escape(k))
+        for k in re.findall(r'ledger\.show\(f?"([a-z0-9_{}]+)"', text)
+    ]
     used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)`", text))
     assert used
     assert [k for k in used if not any(re.fullmatch(pattern, k) for pattern in shown)] == []
