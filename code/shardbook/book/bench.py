@@ -9,7 +9,9 @@ loads: HTML, CSS, scripts, fonts, images; raw and as sent gzip-compressed),
 Lighthouse's scores and metrics for every chapter on a phone and three on a
 desktop (the site served as a static host serves it: shardbook.book.site),
 the seconds from pressing "Make this page live" to a live page (the first of
-a visit, and the next, which finds Pyodide in the visit's cache), and the step
+a visit, and the next, which finds Pyodide in the visit's cache), the
+milliseconds an instant chart takes to redraw after a slider moves
+(shardbook.book.charts: from the input event to the next frame), and the step
 time of each configuration of the small model (chapter 8), as the clean
 build measured it.
 
@@ -48,6 +50,7 @@ LIGHTHOUSE_METRICS = {
 LIGHTHOUSE_AIMS = {("mobile", "performance"): 90, ("desktop", "performance"): 98}
 FIRST_VISIT_BUDGET_BYTES = 1_000_000
 LIVE_AIM_S = 4.0  # click to a live page on the loopback
+CHART_REDRAW_AIM_MS = 100.0  # a slider's move to the redrawn chart (issue 49)
 
 
 def _timed(cmd):
@@ -195,6 +198,78 @@ def live_seconds(page="chapters/01_topology.html", then="chapters/07_choosing_a_
     return seconds[0], seconds[1], again
 
 
+def drag_chart_slider(tab, chart, control, to_index):
+    """Drag the slider `control` of the instant chart `chart` (its name) with
+    the mouse from where it is to grid position `to_index`, and wait for the
+    redraw it causes. Returns the chart's own measure of that redraw (the
+    milliseconds from the last input event to the frame after it was drawn)
+    and the grid position the slider reached."""
+    fig = tab.locator(f"figure#chart-{chart}")
+    fig.wait_for(state="attached")
+    tab.wait_for_function(f"document.querySelector('figure#chart-{chart}').dataset.state === 'ready'")
+    fig.scroll_into_view_if_needed()
+    rng = fig.locator(f"input[type=range][name={control}]")
+    box = rng.bounding_box()
+    top = int(rng.get_attribute("max"))
+    before = int(fig.get_attribute("data-redraws") or 0)
+    # the thumb's centre travels from half a thumb inside each end
+    thumb = 16
+    span = box["width"] - thumb
+
+    def x_at(i):
+        return box["x"] + thumb / 2 + span * i / top
+
+    y = box["y"] + box["height"] / 2
+    start = int(rng.input_value())
+    if to_index == start or not 0 <= to_index <= top:
+        raise ValueError(
+            f"to_index: must be a grid position from 0 to {top} other than the current {start}, got {to_index}"
+        )
+    tab.mouse.move(x_at(start), y)
+    tab.mouse.down()
+    tab.mouse.move(x_at(to_index), y, steps=4)
+    tab.mouse.up()
+    tab.wait_for_function(f"Number(document.querySelector('figure#chart-{chart}').dataset.redraws || 0) > {before}")
+    tab.wait_for_timeout(50)  # the frame after the last input event
+    return float(fig.get_attribute("data-redraw-ms")), int(rng.input_value())
+
+
+CHART_PAGES = {
+    "chapters/03_data_parallel.html": ("dp_memory", "n_shards"),
+    "chapters/04_tensor_parallel.html": ("tp_exposed", "tp"),
+    "chapters/06_pipeline.html": ("pp_bubble", "n_microbatches"),
+}
+
+
+def chart_redraw_ms(drags=6):
+    """{page: [ms per drag]}: each chart's x slider dragged `drags` times
+    between grid positions, in a fresh headless Chromium."""
+    from . import site
+
+    chromium = site.chromium()
+    if chromium is None:
+        return None
+    from playwright.sync_api import sync_playwright
+
+    out = {}
+    with site.serve(REPOSITORY_ROOT / "_build" / "html") as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
+        tab = browser.new_page(viewport={"width": 1280, "height": 900})
+        for page, (chart, control) in CHART_PAGES.items():
+            tab.goto(f"{base}/{page}", wait_until="networkidle")
+            top = int(tab.locator(f"figure#chart-{chart} input[name={control}]").get_attribute("max"))
+            rng = tab.locator(f"figure#chart-{chart} input[name={control}]")
+            times = []
+            for k in range(drags):
+                to_index = (k * 5 + 3) % (top + 1)
+                if to_index == int(rng.input_value()):
+                    to_index = (to_index + 1) % (top + 1)
+                times.append(drag_chart_slider(tab, chart, control, to_index)[0])
+            out[page] = times
+        browser.close()
+    return out
+
+
 def model_step_times():
     """(scheme, compile s, step s, machine, cores used) for each configuration of the
     small model (shardbook.programs.schemes), as the build measured them
@@ -217,6 +292,7 @@ def main(argv=None):
     if argv == ["--site"]:  # only what a browser measures, on the build as it is
         browser_figures()
         _print_live()
+        _print_charts()
         return
     if argv:
         print("usage: python -m shardbook.book.bench [--site]", file=sys.stderr)
@@ -242,6 +318,18 @@ def main(argv=None):
             print(f"  {name:<11} {compile_s:>6.1f} s {step_s * 1e3:>5.0f} ms")
     browser_figures()
     _print_live()
+    _print_charts()
+
+
+def _print_charts():
+    found = chart_redraw_ms()
+    if found is None:
+        print("\ninstant charts: skipped (no chromium; apt-get install chromium)")
+        return
+    print(f"\ninstant charts, a slider dragged to the redrawn chart (aim: under {CHART_REDRAW_AIM_MS:.0f} ms):")
+    for page, times in found.items():
+        flag = "" if max(times) < CHART_REDRAW_AIM_MS else "   OVER"
+        print(f"  {page:34} median {sorted(times)[len(times) // 2]:5.1f} ms   slowest {max(times):5.1f} ms{flag}")
 
 
 def _print_live():

@@ -223,6 +223,7 @@ def setup(app):
     app.setup_extension("shardbook.book.search")  # ranking and snippets
     app.add_css_file("shardbook.css")  # live panel, full-size links, narrow screens
     app.setup_extension("shardbook.book.live_assets")
+    app.setup_extension("shardbook.book.charts")  # instant charts: their script and stylesheet
     app.setup_extension("shardbook.book.theme_assets")
     app.setup_extension("shardbook.book.katex_math")
     app.setup_extension("shardbook.book.pages")
