@@ -60,7 +60,9 @@ INSTALL_HINT = (
     "`make tpu-artifacts` creates .venv-tpu with jax[tpu]==0.10.2 (libtpu, Google Cloud's terms); "
     "run with .venv-tpu/bin/python (PYTHONPATH=code)"
 )
-TPU_ENV = {"TPU_SKIP_MDS_QUERY": "1", "JAX_PLATFORMS": "cpu"}
+# the variables libtpu needs to compile ahead of time on a host without a TPU; two compiles at
+# once need ALLOW_MULTIPLE_LIBTPU_LOAD (libtpu otherwise locks /tmp/libtpu_lockfile per process)
+TPU_ENV = {"TPU_SKIP_MDS_QUERY": "1", "JAX_PLATFORMS": "cpu", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
 
 
 @dataclass(frozen=True)
@@ -911,6 +913,7 @@ def comparison(result):
         "memory_analysis_ratio": totals["memory_analysis"] / planner["memory_bytes"],
         "compiler_collective_bytes": comp_bytes,
         "planner_collective_bytes": plan_bytes,
+        "planner_collective_axes": planner["collective_bytes"],
         "collective_ratio": comp_bytes / plan_bytes if plan_bytes else float("nan"),
     }
 
@@ -943,7 +946,7 @@ def format_comparison(result):
             f"    {kind:<20} ×{k * c['count']:<6,} {k * c['full_buffer_bytes'] / gb:,.1f} GB "
             f"(ring: {k * c['bytes_sent_per_device'] / gb:,.1f} GB sent a chip)"
         )
-    planner_axes = ", ".join(f"{a} {v / gb:,.1f} GB" for a, v in comparison_axes(row).items()) or "none"
+    planner_axes = ", ".join(f"{a} {v / gb:,.1f} GB" for a, v in row["planner_collective_axes"].items()) or "none"
     lines.append(
         f"  compiler {row['compiler_collective_bytes'] / gb:,.1f} GB against the planner's {planner_axes} "
         f"({row['collective_ratio']:.2f}×)"
@@ -951,6 +954,29 @@ def format_comparison(result):
     return "\n".join(lines)
 
 
-def comparison_axes(row):
-    """The planner's collective bytes by axis for a comparison row."""
-    return planner_side(row["plan"])["collective_bytes"]
+def load_validation(path=None):
+    """The committed compiler results of the validation plans
+    (VALIDATION_FILE under the repository; `path` another file): a dict
+    with the provenance and "plans"; a one-line ValueError naming the file
+    and how to make it when it is missing or unreadable."""
+    from .. import REPOSITORY_ROOT, _validate
+
+    path = REPOSITORY_ROOT / VALIDATION_FILE if path is None else path
+    remedy = f"restore it from git or recompile it: {INSTALL_HINT}, then `make tpu-artifacts`"
+    return _validate.read_json(path, missing=remedy, remedy=remedy)
+
+
+def validation_rows(data=None):
+    """comparison() of every committed plan, in the file's order."""
+    data = load_validation() if data is None else data
+    return [comparison(result) for result in data["plans"]]
+
+
+def ratio_summary(rows, key):
+    """(median, worst, label of the worst) of the rows' `key` ratio; the
+    worst is the one farthest from 1 either way (by its logarithm)."""
+    import statistics
+
+    ratios = [r[key] for r in rows]
+    worst = max(rows, key=lambda r: abs(math.log(r[key])))
+    return statistics.median(ratios), worst[key], worst["label"]

@@ -796,7 +796,6 @@ def _compiled(args, model, accelerator, tokens, n_devices, options):
             "--compile: the compiled step keeps eager attention's probabilities (the planner's --attention eager); "
             "add --attention eager"
         )
-    compile_plan.check_libtpu()
     mesh = _parse_mesh(args.mesh)
     probe = compile_plan.Plan(
         model.name, accelerator.name, mesh, options["seq_len"], tokens // options["seq_len"],
@@ -804,6 +803,7 @@ def _compiled(args, model, accelerator, tokens, n_devices, options):
     )  # fmt: skip
     compile_plan.check_plan(probe)
     compile_plan.compiler_mesh(probe, args.topology or compile_plan.topology_for(accelerator.name, probe.n_devices))
+    compile_plan.check_libtpu()
 
     def run(cand):
         plan = compile_plan.Plan(

@@ -241,6 +241,8 @@ def layer_in_flight_bytes(lay, recompute):
     holds beyond the loss's logits, which are freed before the layers'
     backward begins (the peak is the larger of the two phases).
     Ref: korthikanti2022reducing, chapter 97's compiled plans."""
+    check_layout(lay)
+    check_recompute(recompute)
     if recompute == "none":
         return 0.0
     kept = {}
@@ -280,6 +282,9 @@ def vocabulary_bytes(lay, embedding, below):
     layers' backward, in the referee's program; the published tpu-recipes
     Llama 3.1 405B run on v5p-1024, which ran, would not fit with it, so
     that buffer is left to the program.) Ref: chapter 97's compiled plans."""
+    check_layout(lay)
+    _validate.non_negative("embedding", embedding)
+    _validate.non_negative("below", below)
     if not _dense_gathered(lay):
         return 0.0
     return max(2 * WEIGHT_BYTES * embedding * lay.dense_shard - below, 0.0)

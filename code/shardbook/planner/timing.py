@@ -334,6 +334,7 @@ def whole_slice_fsdp(lay):
     reduce-scatters, as chapter 97's compiled plans (v5p 2x2x2, 4x4x4, v5e
     16x16, Ironwood) and the referee's (v5p 8x8x8) show; with another axis
     beside it, or a group smaller than the slice, they stay reduce-scatters."""
+    check_layout(lay)
     if hardware.get(lay.accelerator).family != "tpu" or lay.mesh["fsdp"] == 1:
         return False
     where = lay.placement.get("fsdp")
