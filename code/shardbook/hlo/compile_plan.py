@@ -751,9 +751,9 @@ def plan_dict(plan):
 def memory_totals(result):
     """Per planner device (chip) bytes from a compile_plan result:
     'arguments', 'temporaries', 'memory_analysis' (arguments + outputs −
-    aliased + temporaries) and 'peak' (the compiler's own peak, what it
-    holds against HBM), each the compiler device's times the devices on a
-    chip."""
+    aliased + temporaries) and 'peak' (peak_memory_in_bytes: the most
+    memory live at one point of the compiled schedule), each the compiler
+    device's times the devices on a chip."""
     mem, k = result["memory_analysis"], result["devices_per_chip"]
     total = mem["argument_size_in_bytes"] + mem["output_size_in_bytes"] - mem["alias_size_in_bytes"]
     return {
@@ -935,7 +935,7 @@ def format_comparison(result):
         f"GB ({k * mem['alias_size_in_bytes'] / gb:,.2f} aliased to the arguments), temporaries "
         f"{k * mem['temp_size_in_bytes'] / gb:,.2f} GB",
         f"  memory_analysis (arguments + outputs - aliased + temporaries) {row['compiler_memory_analysis_bytes'] / gb:,.2f} GB; "
-        f"the compiler's peak, which it holds against HBM: {row['compiler_peak_bytes'] / gb:,.2f} GB",
+        f"the compiler's peak (the most live at once): {row['compiler_peak_bytes'] / gb:,.2f} GB",
         f"  planner (attention {row['plan'].attention}, no reserve): {row['planner_bytes'] / gb:,.2f} GB = "
         + ", ".join(f"{key} {v / gb:,.2f}" for key, v in row["planner_breakdown"].items() if v),
         f"  compiler / planner: {row['peak_ratio']:.2f} (peak), {row['memory_analysis_ratio']:.2f} (memory_analysis)",
