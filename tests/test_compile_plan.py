@@ -216,3 +216,14 @@ def test_the_compilers_arguments_are_the_planners_state(committed):
         tokens = 2 * 4 * plan.batch_seqs * plan.seq_len / plan.data_ranks
         arguments = cp.memory_totals(entry)["arguments"]
         assert arguments == pytest.approx(state + tokens, rel=2e-3), cp.label(plan)
+
+
+def test_the_planner_command_line_reaches_the_compiler_only_when_asked():
+    # the browser loads shardbook.planner.cli; the compile module (the JAX layer) is imported by
+    # --compile alone, so importing the command line, or running it without --compile, leaves it out
+    code = (
+        "import sys, shardbook.planner.cli as c; c.main(['LLaMA-3 8B', 'TPU v5p', '64', '256K', '--mesh', 'fsdp=64']);"
+        "sys.exit(1 if any(m.startswith('shardbook.hlo') for m in sys.modules) else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr

@@ -9,6 +9,7 @@ Bad input is one line on stderr and exit code 2, never a traceback.
 """
 
 import argparse
+import importlib
 import json
 import math
 import re
@@ -782,7 +783,9 @@ def _compiled(args, model, accelerator, tokens, n_devices, options):
     libtpu, flash attention, a ZeRO stage), then a function of the priced
     Candidate that compiles its plan (shardbook.hlo.compile_plan, imported
     here: only .venv-tpu has libtpu) and returns the comparison's lines."""
-    from ..hlo import compile_plan
+    # The JAX layer, reached only here, on the command line: the browser, which loads this module,
+    # never runs --compile, and the compile module needs libtpu, which only .venv-tpu has.
+    compile_plan = importlib.import_module("shardbook.hlo.compile_plan")
 
     if accelerator.family != "tpu":
         raise ValueError(
