@@ -113,7 +113,7 @@ def test_ironwood_chips_are_two_devices_and_the_mesh_must_tile_the_topology():
         ({"attention": "flash"}, "--compile: builds eager attention"),
         ({"mesh": {"fsdp": 2, "tp": 32}}, "--compile: tp=32 must divide the KV heads (8)"),
         ({"batch_seqs": 100}, "--compile: the batch (100 sequences) must split into whole microbatches"),
-        ({"recompute": "minimal"}, "--compile: recompute must be none, selective or full"),
+        ({"recompute": "selective"}, "--compile: recompute must be none or full"),
         ({"model": "DeepSeek-V3"}, "--compile: builds LLaMA- and Mixtral-style models only"),
         ({"accelerator": "H100"}, "--compile: compiles for TPU topologies only"),
     ],
@@ -207,15 +207,21 @@ def test_the_committed_file_is_the_validation_set_with_its_provenance(committed)
 
 def test_the_compilers_arguments_are_the_planners_state(committed):
     # weights, master copy and Adam moments, 14 bytes a parameter under bf16_master (the gradients live
-    # inside the step): the compiler's arguments per chip, with the token batches and its padding
+    # inside the step): the compiler's arguments per chip, with the token batches, within 1 % (the
+    # replicated norms and the padding to the TPU's tiles: 0.85 % at most, 8B over 256 chips). Where
+    # an Ironwood chip's second device doubles dp, each of its two devices keeps a replica: twice
+    # the state a chip, which the planner (one device a chip) does not count.
     for entry in committed["plans"]:
         plan = cp.Plan(**entry["plan"])
         r = memory.state_recipe(plan.state_recipe)
         params = models.param_count(plan.model) / (plan.mesh.get("fsdp", 1) * plan.mesh.get("tp", 1))
-        state = params * (r.weight_bytes + r.master_bytes + r.optimizer_bytes)
+        doubled_dp = entry["compiler_mesh"]["dp"] != plan.mesh.get("dp", 1)
+        replicas = entry["devices_per_chip"] if doubled_dp else 1
+        state = replicas * params * (r.weight_bytes + r.master_bytes + r.optimizer_bytes)
         tokens = 2 * 4 * plan.batch_seqs * plan.seq_len / plan.data_ranks
         arguments = cp.memory_totals(entry)["arguments"]
-        assert arguments == pytest.approx(state + tokens, rel=2e-3), cp.label(plan)
+        assert arguments == pytest.approx(state + tokens, rel=1e-2), cp.label(plan)
+        assert arguments > state + tokens
 
 
 def test_the_planner_command_line_reaches_the_compiler_only_when_asked():

@@ -134,8 +134,11 @@ def check_plan(plan):
             f"--compile: the batch ({plan.batch_seqs} sequences) must split into whole microbatches of "
             f"{plan.micro_batch_seqs} on each of the {plan.data_ranks} data-parallel ranks"
         )
-    if plan.recompute not in ("none", "selective", "full"):
-        raise ValueError(f"--compile: recompute must be none, selective or full, got {plan.recompute!r}")
+    if plan.recompute not in ("none", "full"):
+        raise ValueError(
+            f"--compile: recompute must be none or full, got {plan.recompute!r} (the compiled step's fused softmax "
+            "keeps its probabilities as a residual, so it cannot recompute the attention core alone)"
+        )
     if plan.attention != "eager":
         raise ValueError(
             "--compile: builds eager attention (the S×S probabilities kept in BF16, the planner's "
@@ -786,7 +789,7 @@ VALIDATION = (
     Plan("LLaMA-3 8B", "TPU v6e", {"fsdp": 8, "tp": 4}, 2048, 16, 1, "none"),
     Plan("LLaMA-3 8B", "Ironwood", {"dp": 16, "tp": 4}, 4096, 32, 2, "none"),
     Plan("LLaMA-3 70B", "Ironwood", {"fsdp": 64}, 4096, 128, 2, "full"),
-    Plan("LLaMA-3 70B", "Ironwood", {"fsdp": 16, "tp": 4}, 4096, 32, 2, "selective"),
+    Plan("LLaMA-3 70B", "Ironwood", {"fsdp": 16, "tp": 4}, 4096, 32, 2, "full"),
     Plan("Mixtral 8x7B", "TPU v5p", {"fsdp": 64}, 4096, 64, 1, "full"),
     Plan("Mixtral 8x7B", "TPU v6e", {"fsdp": 64, "tp": 4}, 4096, 64, 1, "full"),
     Plan("Mixtral 8x7B", "Ironwood", {"fsdp": 8}, 4096, 64, 2, "full"),

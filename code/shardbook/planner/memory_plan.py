@@ -236,6 +236,8 @@ def layer_in_flight_bytes(lay, recompute):
     (one microbatch) holds every activation 'none' keeps while the policy
     had kept less; Korthikanti et al. add exactly this layer to full
     recomputation's memory (§5, "plus the activations of one layer").
+    With eager attention, the two score-sized BF16 buffers its backward
+    forms (the gradients of the probabilities and of the scores) too.
     0 under 'none'. The TPU compiler places the peak of every 'full' plan
     inside the backward's recomputed layer. The breakdown shows what it
     holds beyond the loss's logits, which are freed before the layers'
@@ -258,7 +260,13 @@ def layer_in_flight_bytes(lay, recompute):
             recompute=policy,
             attention=lay.attention,
         )
-    return max(0.0, kept["none"] - kept[recompute])
+    # eager attention's backward also forms the probabilities' and the scores' gradients (dP = dO·Vᵀ,
+    # dS = P ⊙ (dP − rowsum)), each a BF16 score-sized buffer beside P; a flash kernel keeps them on chip
+    m, mesh = lay.model, lay.mesh
+    score_grads = 0.0
+    if lay.attention == "eager":
+        score_grads = 2 * 2 * m.n_heads * (lay.seq_len / mesh["cp"]) * lay.seq_len * lay.micro_batch_seqs / mesh["tp"]
+    return max(0.0, kept["none"] - kept[recompute]) + score_grads
 
 
 def scan_accumulates_gradients(accelerator):

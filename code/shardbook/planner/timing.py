@@ -327,15 +327,21 @@ def math_s(lay, recompute):
 # --- one step's collectives ------------------------------------------------------------
 
 
+# the TPU generations whose compiler reduces FSDP's gradients by all-reduce (chapter 97's compiled
+# plans: no reduce-scatter on v5p, v5e or v6e; Ironwood keeps its reduce-scatters)
+ALL_REDUCE_GRADIENT_TPUS = ("TPU v5e", "TPU v5p", "TPU v6e")
+
+
 def whole_slice_fsdp(lay):
     """Whether FSDP spans a whole TPU slice on its own (every device of the
     slice in one fsdp group, no other axis): the TPU compiler then reduces
     the gradients with all-reduces (each device keeping its shard), not
-    reduce-scatters, as chapter 97's compiled plans (v5p 2x2x2, 4x4x4, v5e
-    16x16, Ironwood) and the referee's (v5p 8x8x8) show; with another axis
-    beside it, or a group smaller than the slice, they stay reduce-scatters."""
+    reduce-scatters, on the generations of ALL_REDUCE_GRADIENT_TPUS, as
+    chapter 97's compiled plans (v5p 4x4x4, v5e 8x8 and 16x16) and the
+    outside check's (v5p 8x8x8) show; a group smaller than the slice, which
+    the outside check's program reduce-scatters, is priced as before."""
     check_layout(lay)
-    if hardware.get(lay.accelerator).family != "tpu" or lay.mesh["fsdp"] == 1:
+    if hardware.get(lay.accelerator).name not in ALL_REDUCE_GRADIENT_TPUS or lay.mesh["fsdp"] == 1:
         return False
     where = lay.placement.get("fsdp")
     return lay.mesh["fsdp"] == math.prod(lay.mesh.values()) and (where is None or where.n_domains == 1)
