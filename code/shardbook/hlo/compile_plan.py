@@ -917,7 +917,7 @@ def comparison(result):
     comp_bytes = compiler_collective_bytes(result)
     plan_bytes = sum(planner["collective_bytes"].values())
     return {
-        "label": label(plan),
+        "label": f"{plan.accelerator}: {label(plan)}",
         "plan": plan,
         "topology": result["topology"],
         "compiler_peak_bytes": totals["peak"],
