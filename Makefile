@@ -224,8 +224,12 @@ $(TPU_STAMP): requirements-tpu.lock
 	@$(VENV_TPU)/bin/python -m pip install --quiet --no-compile --require-hashes --only-binary :all: -r requirements-tpu.lock
 	@touch $@
 
+# It then compiles the planner's validation plans (shardbook.hlo.compile_plan.VALIDATION: LLaMA-3
+# 8B and 70B, Mixtral 8x7B at their real widths on v5p, v5e, v6e and Ironwood slices) into
+# code/shardbook/data/compiled_plans.json, two plans at a time; chapter 97 reads that file.
 tpu-artifacts: $(TPU_STAMP) graphviz
 	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo capture-tpu --all --out hlo_artifacts
+	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo compile-plans --out code/shardbook/data/compiled_plans.json
 
 # On a host with a TPU: measure the chip (BF16 matmuls over the book's shapes,
 # HBM bandwidth, the small model's step; then MoE's grouped matmuls by tokens per

@@ -526,11 +526,11 @@ def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_par
 # alive at the cast (6 at the peak). 'fused_bf16': a loss XLA compiles (MaxText's
 # cross_entropy_with_logits, cast_logits_to_fp32): the cast, the exponentials and the one-hot are
 # elementwise producers XLA fuses into the loss's reductions and into the one kernel that writes
-# the gradient, so HBM holds the output matmul's BF16 logits and, while that kernel runs, their
-# BF16 gradient (4 at the peak, 2 kept). Not measured on a TPU here: XLA's CPU backend, which
-# computes BF16 dots in FP32, leaves about 5 bytes of temporaries per logit for such a loss; the
-# published Llama 3.1 70B v6e-256 run fitting its 32 GB bounds it at about 4.6 on the TPU.
-LOSS_LOGITS = {"fp32_copy": (6, 4), "fused_bf16": (4, 2)}
+# the gradient. The TPU compiler keeps one BF16 [b, S, V/t] buffer, the output matmul's logits,
+# and writes their gradient into the same buffer (2 at the peak, 2 kept): the referee's compiled
+# Llama-3 steps (2.10 GB where 4 B/logit gives 4.20) and chapter 97's compiled plans. (Before the
+# TPU compiler was consulted this was 4 at the peak: the logits and a separate BF16 gradient.)
+LOSS_LOGITS = {"fp32_copy": (6, 4), "fused_bf16": (2, 2)}
 
 
 def _recipe_bytes(m, s, b, tp, sequence_parallel, ctx, latent, rope_key, f_tokens, routed, n_experts):
@@ -564,8 +564,8 @@ def logits_bytes(model, seq_len, micro_batch_seqs, tp=1, peak=True, loss_logits=
     inputs of the final norm and output projection (4sbh/t) and the
     embedding's gradient (part of the state's gradients) are not included.
     `loss_logits` (LOSS_LOGITS): 'fused_bf16' for a loss XLA compiles,
-    which materialises no FP32 copy (4 bytes per element at the peak, 2
-    kept). Ref: korthikanti2022reducing, maxtext."""
+    which materialises no FP32 copy and writes the gradient over the BF16
+    logits (2 bytes per element, at the peak and kept). Ref: korthikanti2022reducing, maxtext."""
     m = models.get(model)
     _validate.count("seq_len", seq_len)
     _validate.count("micro_batch_seqs", micro_batch_seqs)

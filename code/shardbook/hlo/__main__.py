@@ -49,6 +49,13 @@ def _capture_tpu(args, parser):
     return 0
 
 
+def _compile_plans(args, parser):
+    from .compile_plan import write_validation
+
+    write_validation(args.out, log=lambda line: print(line, flush=True))
+    return 0
+
+
 def _tpu_worker(args, parser):
     from .tpu_capture import compile_for_tpu
 
@@ -189,6 +196,12 @@ def _parser():
     tpu.add_argument("--out", default="hlo_artifacts")
     tpu.add_argument("--topology", default="v5p:2x2x2", help="a libtpu topology name (default v5p:2x2x2)")
     tpu.set_defaults(handler=_capture_tpu)
+    plans = sub.add_parser(
+        "compile-plans",
+        help="with libtpu: compile the planner's validation plans for their TPU topologies into one JSON file",
+    )
+    plans.add_argument("--out", default="code/shardbook/data/compiled_plans.json")
+    plans.set_defaults(handler=_compile_plans)
     cmp_ = sub.add_parser("compare", help="recapture into a temporary folder and diff the inventories")
     cmp_.add_argument("names", nargs="*")
     cmp_.add_argument("--artifacts", default="hlo_artifacts")

@@ -62,7 +62,8 @@ ASSUMPTIONS = f"""\
   (appendix "The planner against published runs");
 - FSDP gathers weights (BF16) forward and backward for every microbatch
   (once per step with keep_gathered_weights) and reduce-scatters each
-  microbatch's gradients; dense weights are sharded over ep as MaxText does
+  microbatch's gradients (all-reduces them, twice the traffic, where FSDP
+  alone spans a whole TPU slice, as the TPU compiler does); dense weights are sharded over ep as MaxText does
   (dense_over_ep; else replicated and reduced over ep); gradients of weights
   replicated over dp and cp (and ep) are all-reduced once per step (ZeRO-1:
   reduce-scatter and all-gather; ZeRO-2: a reduce-scatter per microbatch);
@@ -109,8 +110,15 @@ ASSUMPTIONS = f"""\
   on the last stage (under DualPipe on device 0, which runs the last stage
   too), as the loss keeps them (loss_logits: Megatron's FP32 copy, 6 bytes
   per logit at the peak, the default on a GPU, or an XLA-compiled loss's
-  BF16 logits and gradient, 4, the default on a TPU); FSDP's gather buffers (two of the device's mean layer, its
-  embedding or output layer included, or every weight it holds when kept);
+  BF16 logits with their gradient written over them, 2, the default on a
+  TPU); under recomputation, the one layer being recomputed, beyond the
+  logits (their phases do not overlap: Korthikanti's extra layer); on a TPU
+  with more than one microbatch, a second gradient buffer (JAX's scan
+  holds the sum and the microbatch's gradient); FSDP's gather buffers (two
+  of the device's mean transformer layer, or every weight it holds when
+  kept) and, once the layers' backward is done, the embedding's gradient
+  formed whole and reduced (two tables' worth, where that exceeds the
+  activations then freed);
   a reserve for the framework's context, communication buffers and
   fragmentation (calibrate.MEMORY_RESERVE_BYTES: the most, in half
   gigabytes, that no published run that ran contradicts, per family;

@@ -210,7 +210,7 @@ def evaluate(
       routed experts' FLOPs scale by it, in the bound and the expectation.
     - `loss_logits`: what the loss keeps of the logits (memory.LOSS_LOGITS):
       'fp32_copy' (Megatron's FP32 softmax, 6 bytes per logit at the peak)
-      or 'fused_bf16' (a loss XLA compiles: BF16 logits and gradient, 4);
+      or 'fused_bf16' (a loss XLA compiles: one BF16 buffer, the logits then their gradient, 2);
       None: the accelerator's usual stack's (calibrate.default_loss_logits:
       fused_bf16 on a TPU, as MaxText keeps them; fp32_copy on a GPU).
     - `reserve_bytes`: HBM held back for the framework's context,

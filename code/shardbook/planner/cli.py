@@ -9,6 +9,7 @@ Bad input is one line on stderr and exit code 2, never a traceback.
 """
 
 import argparse
+import importlib
 import json
 import math
 import re
@@ -402,6 +403,15 @@ def _parser():
         help=f"the software stack that will run it, for the band around the expected step: "
         f"{', '.join(calibrate.STACKS)} (default any)",
     )
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="with --mesh on a TPU: compile the plan's training step for its topology with libtpu and print the "
+        "compiler's memory and collectives beside the planner's (run with .venv-tpu/bin/python: make tpu-artifacts)",
+    )
+    parser.add_argument(
+        "--topology", default=None, help="with --compile: the libtpu topology (default: from the devices)"
+    )
     parser.add_argument("--assumptions", action="store_true", help="print the planner's assumptions under the result")
     parser.add_argument(
         "--sweep",
@@ -677,6 +687,10 @@ def _check_flag_combinations(args):
         raise ValueError("--explain: name the mesh to explain with --mesh (e.g. --mesh fsdp=32,tp=8)")
     if args.rank is not None and args.mesh is not None:
         raise ValueError("--rank: ranks a mesh among the search's candidates; drop --mesh, which prices one mesh")
+    if args.compile and (args.mesh is None or args.json or args.explain):
+        raise ValueError("--compile: compiles one plan; name its mesh with --mesh, without --json and --explain")
+    if args.topology is not None and not args.compile:
+        raise ValueError("--topology: names the slice --compile compiles for; add --compile")
     if args.rank is not None and args.json:
         raise ValueError("--rank: prints a line under the table, which --json does not print; drop one of them")
 
@@ -735,6 +749,8 @@ def main(argv=None):
             print()
             print(format_sweep(rows))
             return 0
+        if args.compile:
+            compiled = _compiled(args, model, accelerator, tokens, n_devices, options)
         if args.mesh is not None:
             found, explained = _one_mesh(args, model, accelerator, tokens, n_devices, options)
         else:
@@ -750,12 +766,56 @@ def main(argv=None):
     except TooFewSequences as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, RuntimeError) as error:
         print(f"error: {str(error).splitlines()[0][:500]}", file=sys.stderr)
         return 2
     if args.json:
         return _print_json(found[: args.top], explained)
+    if args.compile:
+        _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, explained, target, refused)
+        print("\n" + compiled(found[0]))
+        return 0
     return _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, explained, target, refused)
+
+
+def _compiled(args, model, accelerator, tokens, n_devices, options):
+    """For --compile: refuse in one line what cannot be compiled (a GPU, no
+    libtpu, flash attention, a ZeRO stage), then a function of the priced
+    Candidate that compiles its plan (shardbook.hlo.compile_plan, imported
+    here: only .venv-tpu has libtpu) and returns the comparison's lines."""
+    # The JAX layer, reached only here, on the command line: the browser, which loads this module,
+    # never runs --compile, and the compile module needs libtpu, which only .venv-tpu has.
+    compile_plan = importlib.import_module("shardbook.hlo.compile_plan")
+
+    if accelerator.family != "tpu":
+        raise ValueError(
+            f"--compile: compiles for TPU topologies only ({', '.join(compile_plan.TOPOLOGY_PREFIX)}); "
+            f"{accelerator.name} is a {accelerator.family.upper()}"
+        )
+    if options["zero"]:
+        raise ValueError("--compile: shards the state over the fsdp axis only; drop --zero")
+    if options["attention"] != "eager":
+        raise ValueError(
+            "--compile: the compiled step keeps eager attention's probabilities (the planner's --attention eager); "
+            "add --attention eager"
+        )
+    mesh = _parse_mesh(args.mesh)
+    probe = compile_plan.Plan(
+        model.name, accelerator.name, mesh, options["seq_len"], tokens // options["seq_len"],
+        options["micro_batch_seqs"] or 1, options["recompute"] or "full", options["state_recipe"], args.topology,
+    )  # fmt: skip
+    compile_plan.check_plan(probe)
+    compile_plan.compiler_mesh(probe, args.topology or compile_plan.topology_for(accelerator.name, probe.n_devices))
+    compile_plan.check_libtpu()
+
+    def run(cand):
+        plan = compile_plan.Plan(
+            model.name, accelerator.name, {a: d for a, d in cand.mesh.items() if d > 1}, options["seq_len"],
+            tokens // options["seq_len"], cand.micro_batch_seqs, cand.recompute, cand.state_recipe, args.topology,
+        )  # fmt: skip
+        return compile_plan.format_comparison(compile_plan.compile_plan(plan))
+
+    return run
 
 
 def _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, explained, target, refused):

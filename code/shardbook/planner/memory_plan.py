@@ -25,8 +25,11 @@ BREAKDOWN_KEYS = (
     "master_weights",
     "optimizer_state",
     "activations",
+    "layer_in_flight",
+    "gradient_accumulator",
     "logits",
     "gathered_weight_buffers",
+    "vocabulary_buffers",
     "reserve",
     "headroom",
 )
@@ -200,16 +203,21 @@ def _state(lay, dense, expert, copies):
     return state
 
 
-def _gathered(lay, dense, expert, layers):
+def _dense_gathered(lay):
+    return lay.dense_shard > 1 or (lay.zero == 3 and lay.dense_replicas > 1)
+
+
+def _gathered(lay, dense, expert, layers, ends=0.0):
     """FSDP's buffers on a device holding `dense` and `expert` parameters in
     `layers` transformer layers, of the weights it must gather: sharded over
     fsdp (dense ones over ep too with dense_over_ep), or over their
     data-parallel replicas by ZeRO-3, which is FSDP over those ranks. The
     layer being computed and the next one being gathered, each the device's
-    mean layer (its weights over its layers, the embedding and output layer
-    it holds included), or (kept) every gathered BF16 weight it holds."""
+    mean transformer layer (`ends`, the embedding and output layer it holds,
+    left out: `vocabulary_buffers` counts those), or (kept) every gathered
+    BF16 weight it holds."""
     zero3 = lay.zero == 3
-    dense_gathered = lay.dense_shard > 1 or (zero3 and lay.dense_replicas > 1)
+    dense_gathered = _dense_gathered(lay)
     expert_gathered = lay.mesh["fsdp"] > 1 or (zero3 and lay.expert_replicas > 1)
     full = (dense * lay.dense_shard if dense_gathered else 0.0) + (
         expert * lay.mesh["fsdp"] if expert_gathered else 0.0
@@ -218,7 +226,76 @@ def _gathered(lay, dense, expert, layers):
         return 0.0
     if lay.keep_gathered_weights:
         return WEIGHT_BYTES * full
-    return 2 * WEIGHT_BYTES * full / max(layers, 1)
+    layer_full = full - (ends * lay.dense_shard if dense_gathered else 0.0)
+    return 2 * WEIGHT_BYTES * layer_full / max(layers, 1)
+
+
+def layer_in_flight_bytes(lay, recompute):
+    """Bytes of the one layer a recomputing policy runs again at the peak:
+    the backward of each layer first reruns its forward, so one layer
+    (one microbatch) holds every activation 'none' keeps while the policy
+    had kept less; Korthikanti et al. add exactly this layer to full
+    recomputation's memory (§5, "plus the activations of one layer").
+    With eager attention, the two score-sized BF16 buffers its backward
+    forms (the gradients of the probabilities and of the scores) too.
+    0 under 'none'. The TPU compiler places the peak of every 'full' plan
+    inside the backward's recomputed layer. The breakdown shows what it
+    holds beyond the loss's logits, which are freed before the layers'
+    backward begins (the peak is the larger of the two phases).
+    Ref: korthikanti2022reducing, chapter 97's compiled plans."""
+    check_layout(lay)
+    check_recompute(recompute)
+    if recompute == "none":
+        return 0.0
+    kept = {}
+    for policy in ("none", recompute):
+        kept[policy] = activation_bytes_per_layer(
+            lay.model,
+            lay.seq_len,
+            lay.micro_batch_seqs,
+            pp=lay.mesh["pp"],
+            tp=lay.mesh["tp"],
+            cp=lay.mesh["cp"],
+            sequence_parallel=lay.sequence_parallel,
+            recompute=policy,
+            attention=lay.attention,
+        )
+    # eager attention's backward also forms the probabilities' and the scores' gradients (dP = dO·Vᵀ,
+    # dS = P ⊙ (dP − rowsum)), each a BF16 score-sized buffer beside P; a flash kernel keeps them on chip
+    m, mesh = lay.model, lay.mesh
+    score_grads = 0.0
+    if lay.attention == "eager":
+        score_grads = 2 * 2 * m.n_heads * (lay.seq_len / mesh["cp"]) * lay.seq_len * lay.micro_batch_seqs / mesh["tp"]
+    return max(0.0, kept["none"] - kept[recompute]) + score_grads
+
+
+def scan_accumulates_gradients(accelerator):
+    """Whether the accelerator's usual stack accumulates microbatch
+    gradients in a scan beside the microbatch's own (JAX and MaxText on a
+    TPU: the carry and the new gradient are both live when they are added,
+    two gradient buffers), rather than into one buffer in place (Megatron's
+    main_grad on a GPU)."""
+    return calibrate.default_loss_logits(accelerator) == "fused_bf16"
+
+
+def vocabulary_bytes(lay, embedding, below):
+    """Whole-vocabulary buffers FSDP forms on a device holding `embedding`
+    parameters (its shard of the input embedding), as the TPU compiler
+    builds them: the embedding's gradient is formed whole by a scatter-add
+    and all-reduced (two V × D/tp BF16 buffers, the table's size each) once
+    the layers' backward is done, when the `below` bytes (activations, the
+    layer in flight, the logits) are free: what that phase holds beyond
+    them, 0 when the weights are not gathered or it holds less. (The
+    compiler forms the output layer's gradient whole too, through the
+    layers' backward, in the referee's program; the published tpu-recipes
+    Llama 3.1 405B run on v5p-1024, which ran, would not fit with it, so
+    that buffer is left to the program.) Ref: chapter 97's compiled plans."""
+    check_layout(lay)
+    _validate.non_negative("embedding", embedding)
+    _validate.non_negative("below", below)
+    if not _dense_gathered(lay):
+        return 0.0
+    return max(2 * WEIGHT_BYTES * embedding * lay.dense_shard - below, 0.0)
 
 
 def devices(lay):
@@ -300,13 +377,24 @@ def device_breakdowns(lay, recompute):
     logits = logits_bytes(
         m, lay.seq_len, lay.micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], loss_logits=lay.loss_logits
     )
+    in_flight = layer_in_flight_bytes(lay, recompute)
+    accumulates = math.ceil(lay.n_micro) > 1 and scan_accumulates_gradients(lay.accelerator)
     out = {}
     for label, (dense, expert, layers, copies, held, has_logits) in devices(lay).items():
+        state = _state(lay, dense, expert, copies)
+        ends = max(0.0, dense - lay.dense_layer_local * layers * copies)
+        head = min(ends, lay.head_local) if has_logits else 0.0
+        shown_logits = logits if has_logits else 0.0
         breakdown = dict(
-            _state(lay, dense, expert, copies),
+            state,
             activations=per_layer * held,
-            logits=logits if has_logits else 0.0,
-            gathered_weight_buffers=_gathered(lay, dense, expert, layers),
+            # the loss's logits are freed before the layers' backward starts: the two phases never
+            # coexist, so the recomputed layer adds only what it holds beyond the logits
+            layer_in_flight=max(0.0, in_flight - shown_logits),
+            gradient_accumulator=state["gradients"] if accumulates else 0.0,
+            logits=shown_logits,
+            gathered_weight_buffers=_gathered(lay, dense, expert, layers, ends),
+            vocabulary_buffers=vocabulary_bytes(lay, ends - head, per_layer * held + max(in_flight, shown_logits)),
             reserve=lay.reserve_bytes,
         )
         breakdown["headroom"] = hbm - sum(breakdown.values())

@@ -327,14 +327,37 @@ def math_s(lay, recompute):
 # --- one step's collectives ------------------------------------------------------------
 
 
+# the TPU generations whose compiler reduces FSDP's gradients by all-reduce (chapter 97's compiled
+# plans: no reduce-scatter on v5p, v5e or v6e; Ironwood keeps its reduce-scatters)
+ALL_REDUCE_GRADIENT_TPUS = ("TPU v5e", "TPU v5p", "TPU v6e")
+
+
+def whole_slice_fsdp(lay):
+    """Whether FSDP spans a whole TPU slice on its own (every device of the
+    slice in one fsdp group, no other axis): the TPU compiler then reduces
+    the gradients with all-reduces (each device keeping its shard), not
+    reduce-scatters, on the generations of ALL_REDUCE_GRADIENT_TPUS, as
+    chapter 97's compiled plans (v5p 4x4x4, v5e 8x8 and 16x16) and the
+    outside check's (v5p 8x8x8) show; a group smaller than the slice, which
+    the outside check's program reduce-scatters, is priced as before."""
+    check_layout(lay)
+    if hardware.get(lay.accelerator).name not in ALL_REDUCE_GRADIENT_TPUS or lay.mesh["fsdp"] == 1:
+        return False
+    where = lay.placement.get("fsdp")
+    return lay.mesh["fsdp"] == math.prod(lay.mesh.values()) and (where is None or where.n_domains == 1)
+
+
 def _fsdp_s(lay, calibrated, share=1.0, gathers=None, scatters=None):
     """FSDP (and dense weights over ep): BF16 gathers forward and backward
     per microbatch (once per step when the weights are kept) and a gradient
     reduce-scatter per microbatch (the gradients stay sharded, as ZeRO-3
-    and JAX's scan over microbatches accumulate them). `share` of the
-    device's weights and `gathers`/`scatters` calls instead of the step's
-    (fsdp_exposed_s prices one layer's once)."""
+    and JAX's scan over microbatches accumulate them), an all-reduce of the
+    same buffer where FSDP spans a whole TPU slice (whole_slice_fsdp: twice
+    a ring reduce-scatter's traffic). `share` of the device's weights and
+    `gathers`/`scatters` calls instead of the step's (fsdp_exposed_s prices
+    one layer's once)."""
     acc, where = lay.accelerator, lay.placement
+    reduce = "all_reduce" if whole_slice_fsdp(lay) else "reduce_scatter"
     weight, grad = memory_plan.WEIGHT_BYTES, memory_plan.gradient_bytes_per_param(lay.state_recipe)
     axes = [where["fsdp"]] + ([where["ep"]] if lay.dense_over_ep else [])
     if gathers is None:
@@ -345,9 +368,9 @@ def _fsdp_s(lay, calibrated, share=1.0, gathers=None, scatters=None):
     expert = lay.expert_local * lay.mesh["fsdp"] * share
     return (
         multi_axis_s(acc, "all_gather", weight * dense, axes, gathers, calibrated=calibrated)
-        + multi_axis_s(acc, "reduce_scatter", grad * dense, axes, scatters, calibrated=calibrated)
+        + multi_axis_s(acc, reduce, grad * dense, axes, scatters, calibrated=calibrated)
         + collective_s(acc, "all_gather", weight * expert, where["fsdp"], gathers, calibrated=calibrated)
-        + collective_s(acc, "reduce_scatter", grad * expert, where["fsdp"], scatters, calibrated=calibrated)
+        + collective_s(acc, reduce, grad * expert, where["fsdp"], scatters, calibrated=calibrated)
     )
 
 

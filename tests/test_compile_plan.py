@@ -1,0 +1,235 @@
+"""The compiler's verdict on a plan (shardbook.hlo.compile_plan): reading
+a compiled TPU program's loops and collectives, the topology a plan
+compiles for, what `--compile` refuses, and the committed compiler results
+of the validation plans (code/shardbook/data/compiled_plans.json) against
+the planner. None of these needs libtpu; `make tpu-artifacts` recompiles
+the file with .venv-tpu."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from shardbook import memory, models
+from shardbook.hlo import compile_plan as cp
+
+DATA = ROOT / cp.VALIDATION_FILE
+
+# a compiled program in the TPU compiler's own form: a while loop whose condition compares its
+# counter with a constant, an asynchronous all-gather in the body, an all-reduce in the entry
+PROGRAM = """HloModule jit_step, num_partitions=4
+
+%cond (p: (s32[], bf16[8,16])) -> pred[] {
+  %c = s32[]{:T(128)} constant(32)
+  %p = (s32[]{:T(128)}, bf16[8,16]{1,0}) parameter(0)
+  %i = s32[]{:T(128)} get-tuple-element(%p), index=0
+  ROOT %lt = pred[]{:T(512)} compare(%i, %c), direction=LT
+}
+
+%body (q: (s32[], bf16[8,16])) -> (s32[], bf16[8,16]) {
+  %q = (s32[]{:T(128)}, bf16[8,16]{1,0}) parameter(0)
+  %x = bf16[8,16]{1,0} get-tuple-element(%q), index=1
+  %ag = bf16[32,16]{1,0} all-gather-start(%x), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}
+  %agd = bf16[32,16]{1,0} all-gather-done(%ag)
+  ROOT %t = (s32[]{:T(128)}, bf16[8,16]{1,0}) tuple(%q)
+}
+
+ENTRY %main (a: bf16[8,16]) -> bf16[8,16] {
+  %a = bf16[8,16]{1,0} parameter(0)
+  %w = (s32[], bf16[8,16]) while(%init), condition=%cond, body=%body
+  ROOT %ar = bf16[8,16]{1,0} all-reduce(%a), channel_id=2, replica_groups={{0,1,2,3}}, to_apply=%add
+}
+"""
+
+
+def test_a_loops_collectives_count_once_per_iteration():
+    runs = cp.executions(PROGRAM)
+    assert runs["main"] == 1 and runs["body"] == 32 and runs["cond"] == 32
+    found = cp.per_step(PROGRAM)
+    assert found["all_gather"]["count"] == 32 and found["all_reduce"]["count"] == 1
+    assert found["all_gather"]["full_buffer_bytes"] == 32 * 32 * 16 * 2
+    assert found["all_reduce"]["full_buffer_bytes"] == 8 * 16 * 2
+    # the ring formulas: a gather sends 3/4 of its result, an all-reduce twice 3/4 of its buffer
+    assert found["all_gather"]["bytes_sent_per_device"] == pytest.approx(32 * 32 * 16 * 2 * 3 / 4)
+    assert found["all_reduce"]["bytes_sent_per_device"] == pytest.approx(2 * 8 * 16 * 2 * 3 / 4)
+
+
+def test_a_loop_whose_count_cannot_be_read_is_refused():
+    unreadable = PROGRAM.replace("compare(%i, %c), direction=LT", "compare(%i, %i), direction=NE")
+    with pytest.raises(ValueError, match="cannot tell how often a while loop runs"):
+        cp.per_step(unreadable)
+
+
+@pytest.mark.parametrize(
+    "accelerator, n, name",
+    [
+        ("TPU v5p", 8, "v5p:2x2x2"),
+        ("TPU v5p", 64, "v5p:4x4x4"),
+        ("TPU v5p", 512, "v5p:8x8x8"),
+        ("TPU v5e", 256, "v5e:16x16"),
+        ("TPU v6e", 32, "v6e:4x8"),
+        ("Ironwood", 64, "tpu7x:4x4x4"),
+    ],
+)
+def test_the_topology_of_a_plan(accelerator, n, name):
+    assert cp.topology_for(accelerator, n) == name
+    assert cp.topology_chips(name)[1] == n
+
+
+@pytest.mark.parametrize(
+    "accelerator, n, message",
+    [
+        ("TPU v5p", 24, "--topology: 24 chips of TPU v5p is not a power of two"),
+        ("TPU v5e", 512, "--topology: TPU v5e slices stop at 16x16"),
+        ("H100", 8, "--compile: compiles for TPU topologies only"),
+    ],
+)
+def test_a_topology_that_is_not_there_is_refused(accelerator, n, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        cp.topology_for(accelerator, n)
+
+
+def test_ironwood_chips_are_two_devices_and_the_mesh_must_tile_the_topology():
+    plan = cp.Plan("LLaMA-3 70B", "Ironwood", {"fsdp": 16, "tp": 4}, 4096, 32, 2)
+    assert cp.compiler_mesh(plan, "tpu7x:4x4x4") == {"dp": 1, "fsdp": 32, "tp": 4}
+    dp = cp.Plan("LLaMA-3 8B", "Ironwood", {"dp": 16, "tp": 4}, 4096, 32, 2)
+    assert cp.compiler_mesh(dp, "tpu7x:4x4x4") == {"dp": 32, "fsdp": 1, "tp": 4}
+    with pytest.raises(ValueError, match=r"--mesh: 64 devices do not tile v5p:8x8x8 \(512 chips, 512 devices\)"):
+        cp.compiler_mesh(cp.Plan("LLaMA-3 8B", "TPU v5p", {"fsdp": 64}, 4096, 64, 1), "v5p:8x8x8")
+    with pytest.raises(ValueError, match="--topology: v5e:8x8 is not a TPU v5p topology"):
+        cp.compiler_mesh(cp.Plan("LLaMA-3 8B", "TPU v5p", {"fsdp": 64}, 4096, 64, 1), "v5e:8x8")
+    with pytest.raises(ValueError, match="--micro-batch: a tpu7x chip is 2 devices"):
+        cp.compiler_mesh(cp.Plan("LLaMA-3 8B", "Ironwood", {"fsdp": 64}, 4096, 64, 1), "tpu7x:4x4x4")
+    with pytest.raises(ValueError, match="--topology: 'v9:4x4' is not a topology name"):
+        cp.topology_chips("v9:4x4")
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"mesh": {"fsdp": 8, "pp": 8}}, "--compile: builds meshes over dp, fsdp, tp only; pp=8"),
+        ({"attention": "flash"}, "--compile: builds eager attention"),
+        ({"mesh": {"fsdp": 2, "tp": 32}}, "--compile: tp=32 must divide the KV heads (8)"),
+        ({"batch_seqs": 100}, "--compile: the batch (100 sequences) must split into whole microbatches"),
+        ({"recompute": "selective"}, "--compile: recompute must be none or full"),
+        ({"model": "DeepSeek-V3"}, "--compile: builds LLaMA- and Mixtral-style models only"),
+        ({"accelerator": "H100"}, "--compile: compiles for TPU topologies only"),
+    ],
+)
+def test_what_the_program_does_not_build_is_refused(change, message):
+    plan = dict(model="LLaMA-3 8B", accelerator="TPU v5p", mesh={"fsdp": 64}, seq_len=4096, batch_seqs=64)
+    plan.update(micro_batch_seqs=1, **change)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        cp.check_plan(cp.Plan(**plan))
+
+
+def _cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def _refused(result, message):
+    assert result.returncode == 2, result.stdout
+    assert result.stderr.startswith("error: " + message), result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_compile_without_libtpu_says_how_to_get_it():
+    # the project's .venv has jax[cpu] only: the compile module is imported, libtpu is not there
+    result = _cli("LLaMA-3 8B", "TPU v5p", "64", "256K", "--mesh", "fsdp=64", "--attention", "eager", "--compile")
+    _refused(result, "--compile: libtpu is not installed in this Python")
+    assert "`make tpu-artifacts` creates .venv-tpu" in result.stderr and ".venv-tpu/bin/python" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("H100", "64", "--mesh", "fsdp=64"), "--compile: compiles for TPU topologies only"),
+        (("TPU v5p", "64", "--mesh", "fsdp=64", "--topology", "v9:4x4"), "--topology: 'v9:4x4' is not a topology name"),
+        (("TPU v5p", "64", "--mesh", "fsdp=64", "--topology", "v5p:8x8x8"), "--mesh: 64 devices do not tile v5p:8x8x8"),
+        (("TPU v5p", "64"), "--compile: compiles one plan; name its mesh with --mesh"),
+    ],
+)
+def test_compile_refuses_in_one_line(args, message):
+    extra = () if "H100" in args else ("--attention", "eager")
+    _refused(_cli("LLaMA-3 8B", *args, "256K", "--compile", *extra), message)
+
+
+def test_compile_on_flash_attention_asks_for_eager():
+    result = _cli("LLaMA-3 8B", "TPU v5p", "64", "256K", "--mesh", "fsdp=64", "--compile")
+    _refused(result, "--compile: the compiled step keeps eager attention's probabilities")
+
+
+def test_topology_needs_compile():
+    _refused(_cli("LLaMA-3 8B", "TPU v5p", "64", "256K", "--topology", "v5p:4x4x4"), "--topology: names the slice")
+
+
+@pytest.fixture(scope="module")
+def committed():
+    return cp.load_validation()
+
+
+def test_the_committed_file_is_the_validation_set_with_its_provenance(committed):
+    assert committed["command"] == cp.VALIDATION_COMMAND
+    assert committed["environment"] == cp.TPU_ENV
+    assert committed["jax_version"] == "0.10.2" and committed["libtpu_version"].startswith("0.0.")
+    assert "not run on a TPU" in committed["about"]
+    # the plans the file holds are the declared ones, in order: a change of VALIDATION needs a recompile
+    assert [p["plan"] for p in committed["plans"]] == [cp.plan_dict(p) for p in cp.VALIDATION]
+    for entry, plan in zip(committed["plans"], cp.VALIDATION, strict=True):
+        assert entry["topology"] == cp.topology_for(plan.accelerator, plan.n_devices)
+        assert entry["compiler_mesh"] == cp.compiler_mesh(plan, entry["topology"])
+        assert entry["devices_per_chip"] == cp.DEVICES_PER_CHIP[entry["topology"].split(":")[0]]
+        assert entry["compiler_devices"] == plan.n_devices * entry["devices_per_chip"]
+        mem = entry["memory_analysis"]
+        assert set(mem) == {
+            "argument_size_in_bytes",
+            "output_size_in_bytes",
+            "alias_size_in_bytes",
+            "temp_size_in_bytes",
+            "generated_code_size_in_bytes",
+            "peak_memory_in_bytes",
+        }
+        assert 0 < mem["alias_size_in_bytes"] <= mem["output_size_in_bytes"]  # the state is donated
+        assert set(entry["collectives"]) <= {
+            "all_gather",
+            "reduce_scatter",
+            "all_reduce",
+            "all_to_all",
+            "collective_permute",
+        }
+        assert "compile_s" not in entry  # nothing that differs between two compiles
+    assert DATA.read_text().endswith("\n") and json.loads(DATA.read_text()) == committed
+
+
+def test_the_compilers_arguments_are_the_planners_state(committed):
+    # weights, master copy and Adam moments, 14 bytes a parameter under bf16_master (the gradients live
+    # inside the step): the compiler's arguments per chip, with the token batches, within 1 % (the
+    # replicated norms and the padding to the TPU's tiles: 0.85 % at most, 8B over 256 chips). Where
+    # an Ironwood chip's second device doubles dp, each of its two devices keeps a replica: twice
+    # the state a chip, which the planner (one device a chip) does not count.
+    for entry in committed["plans"]:
+        plan = cp.Plan(**entry["plan"])
+        r = memory.state_recipe(plan.state_recipe)
+        params = models.param_count(plan.model) / (plan.mesh.get("fsdp", 1) * plan.mesh.get("tp", 1))
+        doubled_dp = entry["compiler_mesh"]["dp"] != plan.mesh.get("dp", 1)
+        replicas = entry["devices_per_chip"] if doubled_dp else 1
+        state = replicas * params * (r.weight_bytes + r.master_bytes + r.optimizer_bytes)
+        tokens = 2 * 4 * plan.batch_seqs * plan.seq_len / plan.data_ranks
+        arguments = cp.memory_totals(entry)["arguments"]
+        assert arguments == pytest.approx(state + tokens, rel=1e-2), cp.label(plan)
+        assert arguments > state + tokens
+
+
+def test_the_planner_command_line_reaches_the_compiler_only_when_asked():
+    # the browser loads shardbook.planner.cli; the compile module (the JAX layer) is imported by
+    # --compile alone, so importing the command line, or running it without --compile, leaves it out
+    code = (
+        "import sys, shardbook.planner.cli as c; c.main(['LLaMA-3 8B', 'TPU v5p', '64', '256K', '--mesh', 'fsdp=64']);"
+        "sys.exit(1 if any(m.startswith('shardbook.hlo') for m in sys.modules) else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
