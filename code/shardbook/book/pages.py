@@ -98,12 +98,19 @@ def _add_ipynb_download(app, pagename, templatename, context, doctree):
     source = Path(app.srcdir) / f"{pagename}.md"
     if not source.exists() or "jupytext:" not in source.read_text()[:400]:
         return
+    write_notebook(source, Path(app.outdir) / "_sources" / f"{pagename}.ipynb")
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def write_notebook(source, target):
+    """Chapter `source` (MyST with a jupytext header) as the `.ipynb` a reader
+    downloads from its page: jupytext's conversion, unexecuted
+    (tests/test_notebook_download.py runs one in a fresh environment)."""
     import jupytext
 
-    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(jupytext.read(source), target, fmt="ipynb")
-    context["ipynb_source"] = f"{pagename}.ipynb"
 
 
 _FIGURE_IMAGE = re.compile(
