@@ -93,16 +93,37 @@ def test_the_model_records_live_in_the_build_or_else_the_users_cache(tmp_path):
     assert runs.default_cache_dir(installed, {}) == Path.home() / ".cache" / "shardbook" / "model_runs"
 
 
+def test_the_front_page_map_reads_the_titles_the_package_carries(tmp_path):
+    from shardbook.book import book_map
+
+    titles = book_map.chapter_titles(ROOT / "chapters")
+    packaged = tmp_path / "chapter_titles.json"
+    packaged.write_text(json.dumps(titles))
+    alone = tmp_path / "downloaded"  # the front page downloaded into a folder of its own
+    alone.mkdir()
+    assert book_map.chapter_titles(alone, packaged) == titles
+    with pytest.raises(ValueError, match=r"^chapters_dir: .* has no chapter 01_topology\.md$"):
+        book_map.chapter_titles(alone, tmp_path / "absent.json")
+
+
+def test_binder_installs_the_package_with_its_notebook_extra():
+    lines = [x for x in (ROOT / "binder" / "requirements.txt").read_text().splitlines() if x and not x.startswith("#")]
+    assert "./code[notebook]" in lines
+    jupytext = _pins((ROOT / "requirements.txt").read_text().splitlines())["jupytext"]
+    assert f"jupytext=={jupytext}" in lines
+
+
 def fresh_environment(folder):
     """A virtual environment in `folder` with only the package and its
-    notebook extra, installed by pip from a copy of the repository's code/
-    and hlo_artifacts/ (so that the build leaves nothing in the checkout),
+    notebook extra, installed by pip from a copy of the repository's code/,
+    hlo_artifacts/ and chapters/ (so that the build leaves nothing in the checkout),
     and a Jupyter kernel spec for it. Returns (python, JUPYTER_PATH)."""
     folder = Path(folder)
     source = folder / "repository"
     ignore = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
     shutil.copytree(ROOT / "code", source / "code", ignore=ignore)
     shutil.copytree(ROOT / "hlo_artifacts", source / "hlo_artifacts")
+    shutil.copytree(ROOT / "chapters", source / "chapters")
     subprocess.run([sys.executable, "-m", "venv", str(folder / "venv")], check=True)
     python = folder / "venv" / "bin" / "python"
     install = [str(python), "-m", "pip", "install", "--quiet", "--no-compile", f"{source / 'code'}[notebook]"]
