@@ -238,3 +238,18 @@ def test_the_reference_page_signatures_are_plain(built_book):
     assert len(signatures) > 400
     assert not any('<span class="pre">' in s for s in signatures)
     assert 'id="shardbook.planner.candidate.evaluate"' in REFERENCE_PAGES["planner"].read_text()
+
+
+def test_the_sidebar_toggle_of_the_references_pages_is_named():
+    # axe-core's summary-name: the theme's toggle of an entry with pages under it holds only an icon
+    from shardbook.book import pages
+
+    toggle = '<details open="open"><summary><span class="toctree-toggle" role="presentation"><i></i></span></summary>'
+    fixed = toggle
+    for pattern, replacement in pages.PAGE_FIXES:
+        fixed = pattern.sub(replacement, fixed)
+    assert '<summary aria-label="Pages under this entry"><span class="toctree-toggle"' in fixed
+    again = fixed
+    for pattern, replacement in pages.PAGE_FIXES:
+        again = pattern.sub(replacement, again)
+    assert again == fixed

@@ -122,6 +122,12 @@ _FIGURE_IMAGE_ANY = re.compile(r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)
 # (pattern, replacement): fixes to the theme's and Sphinx's markup that axe-core
 # reports as serious or critical, applied to every built page.
 PAGE_FIXES = (
+    # the sidebar's toggle of an entry with pages under it (the package reference's)
+    # is a <summary> holding only an icon: axe-core's summary-name wants it named
+    (
+        re.compile(r'<summary><span class="toctree-toggle" role="presentation">'),
+        '<summary aria-label="Pages under this entry"><span class="toctree-toggle" role="presentation">',
+    ),
     # the search buttons are labelled "Search" but show "Search Ctrl + K": a
     # speech-input user says what they see, so the name comes from the text
     (re.compile(r'(<button class="btn search-button-field[^"]*"[^>]*?) aria-label="Search"'), r"\1"),
