@@ -208,7 +208,8 @@ bless: setup
 artifacts: setup
 	@$(BIN)/python -m shardbook.hlo capture --all --out hlo_artifacts
 
-# The TPU captures (hlo_artifacts/NAME/tpu): libtpu, Google's TPU compiler
+# The TPU captures (hlo_artifacts/NAME/tpu, and chapter 8's model in
+# code/shardbook/data/one_model_tpu.json): libtpu, Google's TPU compiler
 # (a PyPI wheel of 213 MB, 684 MB installed, under the Google Cloud Platform
 # Terms of Service, its declared license), compiles every
 # fixture ahead of time for a v5p:2x2x2 slice on this CPU host. It goes into
@@ -230,6 +231,7 @@ $(TPU_STAMP): requirements-tpu.lock
 tpu-artifacts: $(TPU_STAMP) graphviz
 	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo capture-tpu --all --out hlo_artifacts
 	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo compile-plans --out code/shardbook/data/compiled_plans.json
+	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo.tpu_model --out code/shardbook/data/one_model_tpu.json
 
 # On a host with a TPU: measure the chip (BF16 matmuls over the book's shapes,
 # HBM bandwidth, the small model's step; then MoE's grouped matmuls by tokens per

@@ -69,7 +69,7 @@ def browser(tmp_path_factory):
 # browser and not jax") selects the fast tier without a list kept by hand, and
 # `make test` runs the tests not marked build beside the build.
 BROWSER_FIXTURES = {"browser", "server", "jupyter"}
-JAX_MODULES = {"test_hlo", "test_notebooks", "test_model"}
+JAX_MODULES = {"test_hlo", "test_notebooks", "test_model", "test_one_model_tpu"}
 PRINT_MODULES = {"test_pdf"}  # builds the single-page book and prints it with Chromium
 # reads the build's executions (and runs a chapter itself only when none matches)
 BUILD_READING_MODULES = {"test_notebooks"}

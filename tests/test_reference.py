@@ -10,11 +10,12 @@ import re
 
 import pytest
 
-from conftest import CHAPTERS, HTML
+from conftest import CHAPTERS, HTML, ROOT
 from shardbook import LAYERS
 from shardbook.book import glossary, reference
 
-REFERENCE = HTML / "chapters" / "95_reference.html"
+# the reference's pages, one per part of the package (reference.PAGES)
+REFERENCE_PAGES = {part: HTML / f"{docname}.html" for part, (docname, _t, _w) in reference.PAGES.items()}
 GLOSSARY_PAGE = "96_glossary.html"
 NUMBERED = [p for p in CHAPTERS if p.stem[:2].isdigit() and 1 <= int(p.stem[:2]) <= 9]
 
@@ -95,22 +96,47 @@ def test_every_public_function_and_class_has_a_docstring():
     assert not missing, missing
 
 
+def test_every_documented_module_is_on_exactly_one_page():
+    on_pages = [m for part in reference.PAGES for m in reference.page_modules(part)]
+    assert sorted(on_pages) == sorted(_documented()), "a module on no page, or on two"
+    assert len(on_pages) == len(set(on_pages))
+    assert reference.page_of("shardbook.collectives") == "chapters/95_reference_cost_model"
+    assert reference.page_of("shardbook.planner.search") == "chapters/95_reference_planner"
+    assert reference.page_of("shardbook.hlo.capture") == "chapters/95_reference_programs"
+    assert reference.page_of("shardbook.ledger") == "chapters/95_reference_book"
+    assert reference.page_of("shardbook.book.site") is None
+    with pytest.raises(ValueError, match="part: must be one of cost_model, planner, programs, book, got 'nope'"):
+        reference.page_modules("nope")
+    # the reference's first page links every page and every module
+    index = reference.index_source()
+    for part, (docname, title, _what) in reference.PAGES.items():
+        assert f"{{doc}}`{title} </{docname}>`" in index
+        assert all(f"{{py:mod}}`{m}`" in index for m in reference.page_modules(part))
+    # each page is in the table of contents and prints its own part
+    toc = (ROOT / "_toc.yml").read_text()
+    for part, (docname, title, _what) in reference.PAGES.items():
+        assert f"file: {docname}\n" in toc, docname
+        source = (ROOT / f"{docname}.md").read_text()
+        assert f'reference.reference_source("{part}")' in source and f"# {title}" in source, docname
+
+
 def test_the_reference_has_an_entry_for_every_public_name(built_book):
-    html = REFERENCE.read_text()
     absent = []
-    for module_name in _documented():
-        if f'id="module-{module_name}"' not in html:
-            absent.append(module_name)
-        absent += [f"{module_name}.{n}" for n, _ in _public(module_name) if f'id="{module_name}.{n}"' not in html]
+    for part, path in REFERENCE_PAGES.items():
+        html = path.read_text()
+        for module_name in reference.page_modules(part):
+            if f'id="module-{module_name}"' not in html:
+                absent.append(module_name)
+            absent += [f"{module_name}.{n}" for n, _ in _public(module_name) if f'id="{module_name}.{n}"' not in html]
+        title = reference.PAGES[part][1]
+        assert title.replace("'", "\u2019") in html, title  # the theme's typographic apostrophe
     assert not absent, absent
-    for heading in reference.LAYER_TITLES.values():
-        assert heading.replace("'", "\u2019") in html, heading  # the theme's typographic apostrophe
 
 
 def _autolinks(path):
-    """(target, text) of the code-cell names linked to the reference."""
+    """(page, target, text) of the code-cell names linked to the reference's pages."""
     return re.findall(
-        r'<a class="sphinx-codeautolink-a" href="(?:\.\./chapters/)?95_reference\.html#([\w.]+)"[^>]*>(.*?)</a>',
+        r'<a class="sphinx-codeautolink-a" href="(?:\.\./chapters/)?(95_reference_\w+)\.html#([\w.]+)"[^>]*>(.*?)</a>',
         path.read_text(),
     )
 
@@ -118,11 +144,12 @@ def _autolinks(path):
 def test_names_in_code_cells_link_to_the_reference(built_book):
     linked = {p.stem: _autolinks(HTML / "chapters" / f"{p.stem}.html") for p in NUMBERED}
     assert sum(1 for links in linked.values() if links) >= 6, {k: len(v) for k, v in linked.items()}
-    targets = {t for links in linked.values() for t, _ in links}
-    assert "shardbook.collectives.all_reduce_s" in targets, sorted(targets)
-    assert len({t.rsplit(".", 1)[0] for t in targets}) >= 5, sorted(targets)
-    html = REFERENCE.read_text()
-    assert all(f'id="{t}"' in html for t in targets), sorted(t for t in targets if f'id="{t}"' not in html)
+    targets = {(page, t) for links in linked.values() for page, t, _ in links}
+    assert ("95_reference_cost_model", "shardbook.collectives.all_reduce_s") in targets, sorted(targets)
+    assert len({t.rsplit(".", 1)[0] for _, t in targets}) >= 5, sorted(targets)
+    pages = {path.stem: path.read_text() for path in REFERENCE_PAGES.values()}
+    missing = sorted((page, t) for page, t in targets if f'id="{t}"' not in pages.get(page, ""))
+    assert not missing, missing
 
 
 def test_the_glossary_has_every_term_and_chapters_link_first_uses(built_book):
@@ -206,8 +233,23 @@ def test_signatures_lose_their_pre_wrappers_and_nothing_else():
 
 
 def test_the_reference_page_signatures_are_plain(built_book):
-    html = REFERENCE.read_text()
+    html = "".join(path.read_text() for path in REFERENCE_PAGES.values())
     signatures = re.findall(r'<dt class="sig sig-object[^>]*>.*?</dt>', html, re.S)
     assert len(signatures) > 400
     assert not any('<span class="pre">' in s for s in signatures)
-    assert 'id="shardbook.planner.candidate.evaluate"' in html
+    assert 'id="shardbook.planner.candidate.evaluate"' in REFERENCE_PAGES["planner"].read_text()
+
+
+def test_the_sidebar_toggle_of_the_references_pages_is_named():
+    # axe-core's summary-name: the theme's toggle of an entry with pages under it holds only an icon
+    from shardbook.book import pages
+
+    toggle = '<details open="open"><summary><span class="toctree-toggle" role="presentation"><i></i></span></summary>'
+    fixed = toggle
+    for pattern, replacement in pages.PAGE_FIXES:
+        fixed = pattern.sub(replacement, fixed)
+    assert '<summary aria-label="Pages under this entry"><span class="toctree-toggle"' in fixed
+    again = fixed
+    for pattern, replacement in pages.PAGE_FIXES:
+        again = pattern.sub(replacement, again)
+    assert again == fixed

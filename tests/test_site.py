@@ -666,11 +666,11 @@ def test_a_name_in_a_code_cell_opens_its_reference_entry(server, browser):
     """Clicking a package name in a chapter's code cell lands on its entry in
     the package reference, with its docstring in view."""
     page, log = _visit(browser, f"{server}/chapters/03_data_parallel.html")
-    link = page.locator("a.sphinx-codeautolink-a[href*='95_reference.html#shardbook.']").first
-    target = link.get_attribute("href").split("#", 1)[1]
+    link = page.locator("a.sphinx-codeautolink-a[href*='95_reference_'][href*='.html#shardbook.']").first
+    address, target = link.get_attribute("href").split("#", 1)
     link.scroll_into_view_if_needed()
     link.click()
-    page.wait_for_url(f"**/95_reference.html#{target}")
+    page.wait_for_url(f"**/{address.rsplit('/', 1)[-1]}#{target}")
     # the page's load, after which the browser has jumped to the fragment: what the checks below
     # read ("networkidle", 500 ms without a request after that, twice did not come within 30 s
     # while the build's other browser tests and the PDF print loaded both cores)

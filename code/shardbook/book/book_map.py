@@ -6,6 +6,7 @@ figures, so the map follows the chapters' titles when they change.
     book_map.chapter_map(".")   # in a chapter's cell: the chapters folder
 """
 
+import json
 import re
 import textwrap
 from pathlib import Path
@@ -36,13 +37,23 @@ GIVES = {
 }
 
 
-def chapter_titles(chapters_dir="."):
-    """{file stem: H1 title} of the numbered chapters (01-89) in `chapters_dir`."""
+# the titles a package built from the repository carries (code/setup.py writes
+# them), for the front page downloaded as a notebook and run without its siblings
+PACKAGED_TITLES = Path(__file__).resolve().parents[1] / "data" / "chapter_titles.json"
+
+
+def chapter_titles(chapters_dir=".", packaged=PACKAGED_TITLES):
+    """{file stem: H1 title} of the numbered chapters (01-89) in `chapters_dir`;
+    from a folder with no chapter at all (the front page downloaded and run
+    elsewhere), the titles the package carries, when it carries them."""
     titles = {}
-    for path in sorted(Path(chapters_dir).glob("[0-8][0-9]_*.md")):
+    paths = sorted(Path(chapters_dir).glob("[0-8][0-9]_*.md"))
+    for path in paths:
         found = re.search(r"^# (.+)$", path.read_text(), re.M)
         if found and path.stem != "00_introduction":
             titles[path.stem] = found.group(1).strip()
+    if not paths and Path(packaged).is_file():
+        titles = json.loads(Path(packaged).read_text())
     missing = [stem for row in ROWS for stem in row if stem not in titles]
     if missing:
         raise ValueError(f"chapters_dir: {Path(chapters_dir).resolve()} has no chapter {missing[0]}.md")

@@ -98,12 +98,19 @@ def _add_ipynb_download(app, pagename, templatename, context, doctree):
     source = Path(app.srcdir) / f"{pagename}.md"
     if not source.exists() or "jupytext:" not in source.read_text()[:400]:
         return
+    write_notebook(source, Path(app.outdir) / "_sources" / f"{pagename}.ipynb")
+    context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def write_notebook(source, target):
+    """Chapter `source` (MyST with a jupytext header) as the `.ipynb` a reader
+    downloads from its page: jupytext's conversion, unexecuted
+    (tests/test_notebook_download.py runs one in a fresh environment)."""
     import jupytext
 
-    target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+    target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     jupytext.write(jupytext.read(source), target, fmt="ipynb")
-    context["ipynb_source"] = f"{pagename}.ipynb"
 
 
 _FIGURE_IMAGE = re.compile(
@@ -115,6 +122,12 @@ _FIGURE_IMAGE_ANY = re.compile(r'(<figure\b[^>]*>\s*)(<img\b[^>]*?\bsrc="([^"]+)
 # (pattern, replacement): fixes to the theme's and Sphinx's markup that axe-core
 # reports as serious or critical, applied to every built page.
 PAGE_FIXES = (
+    # the sidebar's toggle of an entry with pages under it (the package reference's)
+    # is a <summary> holding only an icon: axe-core's summary-name wants it named
+    (
+        re.compile(r'<summary><span class="toctree-toggle" role="presentation">'),
+        '<summary aria-label="Pages under this entry"><span class="toctree-toggle" role="presentation">',
+    ),
     # the search buttons are labelled "Search" but show "Search Ctrl + K": a
     # speech-input user says what they see, so the name comes from the text
     (re.compile(r'(<button class="btn search-button-field[^"]*"[^>]*?) aria-label="Search"'), r"\1"),

@@ -1,9 +1,11 @@
 """The package reference appendix (book machinery, layer 3): which modules it
 documents, by the layers of DESIGN.md, as the MyST text of autodoc
-directives. The appendix prints `reference_source(layer)` for each layer, so
-a module added to `shardbook.LAYERS` appears in it without an edit there;
-the Sphinx extension fails the build on a public function, class or method
-of these modules that has no docstring.
+directives. The reference is a page that lists the package's modules and
+one page per part (`PAGES`: the cost model and presets, the planner, the JAX
+programs and compiler-output tools, the book's machinery), each printing
+`reference_source(part)`, so a module added to `shardbook.LAYERS` appears in
+it without an edit there; the Sphinx extension fails the build on a public
+function, class or method of these modules that has no docstring.
 
 Documented: every module of the cost model and presets (layer 1), every
 module of the JAX programs and compiler-output tools (layer 2, with
@@ -23,6 +25,36 @@ LAYER_TITLES = {
 }
 # of layer 3, what the chapters and readers call; the rest is the build's own
 BOOK_MODULES_DOCUMENTED = ("ledger",)
+
+# The reference's pages, one per part: the first layer on two, the planner
+# apart from the cost model it prices with. On one page the reference's first
+# visit came to 999,751 bytes, 249 under the 1 MB budget; a part is at most
+# about 0.8 MB (the cost model's 240 kB of entries, the theme's assets).
+# part: (docname, title, what it holds)
+PAGES = {
+    "cost_model": (
+        "chapters/95_reference_cost_model",
+        "The cost model and presets",
+        "units, accelerators and models, collectives over fabrics, memory, rooflines, pipelines, experts",
+    ),
+    "planner": (
+        "chapters/95_reference_planner",
+        "The planner",
+        "the meshes it searches, how it places, prices and calibrates them, and its validation",
+    ),
+    "programs": (
+        "chapters/95_reference_programs",
+        "JAX programs and compiler-output tools",
+        "the fixtures, the small model and its schemes, capture, inventory and prediction",
+    ),
+    "book": (
+        "chapters/95_reference_book",
+        "The book's machinery",
+        "the ledger, which the chapters call to show a computed value",
+    ),
+}
+# the top-level members of the first layer that the planner's page documents
+PLANNER_MEMBERS = ("explorer", "planner", "validation", "transfer")
 
 
 def _with_submodules(name):
@@ -48,13 +80,34 @@ def documented_modules(layer):
     return [n for n in names if not n.rsplit(".", 1)[-1].startswith("_") or n.endswith(".__main__")]
 
 
-def reference_source(layer):
+def page_modules(part):
+    """The dotted names of the modules that the reference page of `part` (a
+    key of PAGES) documents: each documented module is on exactly one page."""
+    if part not in PAGES:
+        raise ValueError(f"part: must be one of {', '.join(PAGES)}, got {part!r}")
+    if part in ("cost_model", "planner"):
+        planner = [n for n in documented_modules("cost_model") if n.split(".")[1] in PLANNER_MEMBERS]
+        if part == "planner":
+            return planner
+        return [n for n in documented_modules("cost_model") if n not in planner]
+    return documented_modules(part)
+
+
+def page_of(module):
+    """The docname of the reference page that documents `module` (dotted), or None."""
+    for part, (docname, _title, _what) in PAGES.items():
+        if module in page_modules(part):
+            return docname
+    return None
+
+
+def reference_source(part):
     """MyST text: one `automodule` directive (members defined in the module,
-    undocumented ones too, so that a missing docstring fails the build) per module of `layer`,
-    inside `eval-rst`, so that the docstrings are read as the reStructuredText
-    they are written in rather than as Markdown."""
+    undocumented ones too, so that a missing docstring fails the build) per module of
+    the page of `part` (a key of PAGES), inside `eval-rst`, so that the docstrings
+    are read as the reStructuredText they are written in rather than as Markdown."""
     lines = ["```{eval-rst}"]
-    for name in documented_modules(layer):
+    for name in page_modules(part):
         # each object once, where it is defined: a module's __all__ may re-export
         # (shardbook.explorer, shardbook.planner), and autodoc would document
         # those names a second time
@@ -123,15 +176,26 @@ def _untitled_sections_kept_apart():
     CodeBlockAnalyser.depart_section = depart_section
 
 
-REFERENCE_DOCNAME = "chapters/95_reference"
+REFERENCE_DOCNAME = "chapters/95_reference"  # the list of modules, linked to their pages
+REFERENCE_DOCNAMES = tuple(docname for docname, _title, _what in PAGES.values())
+
+
+def index_source():
+    """MyST text for the reference's first page: per part, a link to its
+    page, what it holds, and its modules, each linked to its entry."""
+    lines = []
+    for part, (docname, title, what) in PAGES.items():
+        modules = ", ".join(f"{{py:mod}}`{name}`" for name in page_modules(part))
+        lines += [f"- {{doc}}`{title} </{docname}>`: {what}. Modules: {modules}.", ""]
+    return "\n".join(lines)
 
 
 def _names_only_in_search(app, doctree):
     """Every page loads the search index: the reference's docstrings would
     add about 90 kB to each first visit. Its objects stay in the index (a
     search for `all_gather_s` finds its entry); its running text does not."""
-    if app.env.docname == REFERENCE_DOCNAME:
-        app.env.metadata[REFERENCE_DOCNAME]["nosearch"] = True
+    if app.env.docname in REFERENCE_DOCNAMES:
+        app.env.metadata[app.env.docname]["nosearch"] = True
 
 
 # a module-level value longer than this is not printed beside its name: the

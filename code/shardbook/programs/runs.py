@@ -34,7 +34,20 @@ from .. import REPOSITORY_ROOT
 from ..devices import usable_cores
 
 N_STEPS = 20
-CACHE_DIR = REPOSITORY_ROOT / "_build" / "model_runs"
+
+
+def default_cache_dir(root=REPOSITORY_ROOT, environ=os.environ):
+    """Where the records are kept: `_build/model_runs` in a checkout of the
+    repository (beside the build that reads them); for a package installed
+    from it with pip (a chapter downloaded as a notebook), the user's cache
+    folder ($XDG_CACHE_HOME or ~/.cache, then shardbook/model_runs)."""
+    if (Path(root) / "code" / "pyproject.toml").is_file():
+        return Path(root) / "_build" / "model_runs"
+    cache = environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "shardbook" / "model_runs"
+
+
+CACHE_DIR = default_cache_dir()
 _KEY_FILES = (
     "programs/model.py",
     "programs/schemes.py",
