@@ -12,6 +12,7 @@ Ref: korthikanti2022reducing, narayanan2021megatron, rajbhandari2020zero,
 dao2022flashattention, deepseek2024v3, maxtext.
 """
 
+import functools
 import math
 
 from .. import _validate, memory, pipeline, training
@@ -265,7 +266,7 @@ def devices(lay):
                 i == 0,
             )
         return out
-    held = _schedule(pipeline.stage_activation_layer_microbatches, lay.schedule, pp, m, v, lay.chunk_layers)
+    held = _stage_peaks(lay.schedule, pp, m, v, lay.chunk_layers)
     for stage, here in enumerate(layers):
         ends = (lay.embedding_local if stage == 0 else 0.0) + (lay.head_local if stage == pp - 1 else 0.0)
         out[f"stage {stage}"] = (
@@ -277,6 +278,33 @@ def devices(lay):
             stage == pp - 1,
         )
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _stage_peaks(schedule, pp, n_micro, n_virtual, chunk_layers):
+    """pipeline.stage_activation_layer_microbatches, remembered: an uneven
+    interleaved pipeline's peaks come from a timeline of its m·v·p chunk
+    passes, the same for every recomputation policy, precision and weight
+    handling the search tries on a mesh, and for meshes of the same
+    pipeline and microbatch count."""
+    return tuple(_schedule(pipeline.stage_activation_layer_microbatches, schedule, pp, n_micro, n_virtual, chunk_layers))
+
+
+_policy_free_last = [None, None]  # (the Layout, its parts): a candidate counts several policies on one Layout
+
+
+def _policy_free(lay):
+    """{label: (state, gathered weight buffers, layer-microbatches held,
+    holds the logits)} for every device of `devices(lay)`: what does not
+    depend on the recomputation policy, counted once for the last Layout
+    asked about (evaluate counts each policy of a search on the same one)."""
+    if _policy_free_last[0] is not lay:
+        parts = {
+            label: (_state(lay, dense, expert, copies), _gathered(lay, dense, expert, layers), held, has_logits)
+            for label, (dense, expert, layers, copies, held, has_logits) in devices(lay).items()
+        }
+        _policy_free_last[:] = [lay, parts]
+    return _policy_free_last[1]
 
 
 def device_breakdowns(lay, recompute):
@@ -301,12 +329,12 @@ def device_breakdowns(lay, recompute):
         m, lay.seq_len, lay.micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], loss_logits=lay.loss_logits
     )
     out = {}
-    for label, (dense, expert, layers, copies, held, has_logits) in devices(lay).items():
+    for label, (state, gathered, held, has_logits) in _policy_free(lay).items():
         breakdown = dict(
-            _state(lay, dense, expert, copies),
+            state,
             activations=per_layer * held,
             logits=logits if has_logits else 0.0,
-            gathered_weight_buffers=_gathered(lay, dense, expert, layers),
+            gathered_weight_buffers=gathered,
             reserve=lay.reserve_bytes,
         )
         breakdown["headroom"] = hbm - sum(breakdown.values())
