@@ -899,7 +899,9 @@ def test_skipping_dominated_variants_and_the_staged_search_change_no_row(monkeyp
     every = {}
     for mesh in search.factorizations(64, "LLaMA-3 70B", search.SEARCH_AXES, 8192, None):
         try:
-            every[tuple(sorted(mesh.items()))] = search.best_for_mesh(*args[:2], mesh, args[3], n_devices=64, seq_len=8192)
+            every[tuple(sorted(mesh.items()))] = search.best_for_mesh(
+                *args[:2], mesh, args[3], n_devices=64, seq_len=8192
+            )
         except memory_plan.Unusable:
             pass
     assert staged.proven and len(staged) == len(every)

@@ -180,10 +180,14 @@ def test_explain_breaks_one_mesh_down_and_json_carries_it():
         (("LLaMA-3 8B", "H100", "64", "--batch-seqs", "0.5"), "batch_seqs: must be a whole number >= 1"),
         (("LLaMA-3 8B", "H100", "64", "4M", "--seq-len", "-5"), "seq_len: must be a whole number >= 1"),
         (("LLaMA-3 8B", "H100", "64", "1000000"), "tokens: 1,000,000 is not a whole number of sequences"),
-        (("LLaMA-3 8B", "H100", "7", "4096", "--no-uneven-pipeline"),
-         "tokens: 1 sequence of 4,096 cannot give every data-parallel rank"),
-        (("LLaMA-3 8B", "H100", "64", "4M", "--axes", "pp", "--no-uneven-pipeline"),
-         "n_devices: no mesh of 64 devices over pp divides"),
+        (
+            ("LLaMA-3 8B", "H100", "7", "4096", "--no-uneven-pipeline"),
+            "tokens: 1 sequence of 4,096 cannot give every data-parallel rank",
+        ),
+        (
+            ("LLaMA-3 8B", "H100", "64", "4M", "--axes", "pp", "--no-uneven-pipeline"),
+            "n_devices: no mesh of 64 devices over pp divides",
+        ),
         (("LLaMA-3 8B", "H100", "64"), "arguments: expected MODEL ACCELERATOR N_DEVICES BATCH (4 values), got 3"),
         (("LLaMA-3 8B", "H100", "64", "4M", "--explain"), "--explain: name the mesh to explain with --mesh"),
         (("LLaMA-3 8B", "H100", "64", "4M", "--slices", "2"), "slices: only a TPU job is cut into slices"),

@@ -16,10 +16,9 @@ import sys
 
 from .. import _validate, hardware, models
 from . import calibrate, inputs, memory_plan
-from .search import batch_divides
 from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
-from .search import SEARCH_AXES, SEARCHED_SCHEDULES
+from .search import SEARCH_AXES, SEARCHED_SCHEDULES, batch_divides
 
 TIE_MARK = "tie"
 FRAGILE_HIDDEN_TO_MATH = 0.7  # a row that hides more than this share of its math in communication

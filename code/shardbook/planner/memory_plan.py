@@ -287,7 +287,9 @@ def _stage_peaks(schedule, pp, n_micro, n_virtual, chunk_layers):
     passes, the same for every recomputation policy, precision and weight
     handling the search tries on a mesh, and for meshes of the same
     pipeline and microbatch count."""
-    return tuple(_schedule(pipeline.stage_activation_layer_microbatches, schedule, pp, n_micro, n_virtual, chunk_layers))
+    return tuple(
+        _schedule(pipeline.stage_activation_layer_microbatches, schedule, pp, n_micro, n_virtual, chunk_layers)
+    )
 
 
 _policy_free_last = [None, None]  # (the Layout, its parts): a candidate counts several policies on one Layout

@@ -255,7 +255,8 @@ def send_s(accelerator, bytes_per_call, placement, n_calls=1, *, calibrated=Fals
     if placement.degree == 1 or bytes_per_call == 0:
         return 0.0
     return n_calls * _remembered(
-        ("send", acc, bytes_per_call, placement, calibrated), lambda: _one_send_s(acc, bytes_per_call, placement, calibrated)
+        ("send", acc, bytes_per_call, placement, calibrated),
+        lambda: _one_send_s(acc, bytes_per_call, placement, calibrated),
     )
 
 
