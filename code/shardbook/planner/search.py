@@ -226,6 +226,8 @@ def batch_divides(candidate):
     """Whether a Candidate gives every data-parallel rank a whole number of
     microbatches (the batch divides over the ranks and the microbatch
     divides each rank's share): a run needs both."""
+    if not isinstance(candidate, Candidate):
+        raise TypeError(f"candidate: must be an explorer.Candidate, got {type(candidate).__name__}")
     return abs(candidate.n_microbatches - round(candidate.n_microbatches)) < 1e-9
 
 
