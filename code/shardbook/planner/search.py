@@ -404,9 +404,10 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_
     first under its base variants (_base; SearchTooLong if that alone runs
     past `budget_s` seconds, None: no limit), then the meshes whose floor
     (the least math of their base candidates) is lowest are priced under
-    every variant, until the floor of the next is at or above the best
-    expected step found (no variant of it can be faster: the first row is
-    the best of the whole search) or the budget is spent (the Ranked list
+    every variant (in the order of _promise, skipping those whose floor is
+    at or above the best expected step found: no variant of theirs can be
+    faster) until none is left (the first row is the best of the whole
+    search) or the budget is spent (the Ranked list
     says how many meshes kept their base rows and whether the first row is
     proven the best)."""
     start = time.monotonic()
@@ -429,12 +430,16 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_
                 pass
         found = Ranked(best for _, best, _ in rows.values())
         refined = {i for i, (_, _, complete) in rows.items() if complete}
-        order = sorted((i for i in rows if i not in refined), key=lambda i: (rows[i][0], rank_key(rows[i][1])))
+        # the most promising first: what a base row would take without what other variants may remove
+        # (the bubble, exposed pipeline sends, EP under DualPipe, FSDP with kept weights)
+        order = sorted((i for i in rows if i not in refined), key=lambda i: (_promise(rows[i][1]), rows[i][0]))
         runs = [c for c in found if c.fits and batch_divides(c)]
         best_s = min((c.expected_step_s for c in runs), default=math.inf)
         for i in order:
-            if rows[i][0] >= best_s or time.monotonic() - start > budget_s:
-                break  # past the best, no variant of this mesh, nor of any after it, can beat the best
+            if time.monotonic() - start > budget_s:
+                break
+            if rows[i][0] >= best_s:
+                continue  # no variant of this mesh can beat the best
             cand = _best_of(model, accelerator, meshes[i], global_tokens, n_devices, options)
             rows[i] = (rows[i][0], cand, True)
             if cand.fits and batch_divides(cand):
@@ -443,6 +448,19 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_
         found.unrefined = sum(1 for _, _, complete in rows.values() if not complete)
         found.proven = all(complete or floor >= best_s for floor, _, complete in rows.values())
     return found
+
+
+def _promise(cand):
+    """The order in which the staged search refines a mesh's base row: rows
+    that run first, by their expected step less the parts other variants
+    may remove (the bubble, the exposed pipeline sends, EP traffic, which
+    DualPipe hides, FSDP traffic, which kept weights shorten); a heuristic
+    order only: which rows are refined never changes a refined row, and
+    the proof that the first row is the best rests on the floors."""
+    if not (cand.fits and batch_divides(cand)):
+        return (1, cand.expected_step_s)
+    removable = sum(cand.expected_exposed_s.get(k, 0.0) for k in ("pp", "ep", "fsdp")) + cand.expected_terms["bubble"]
+    return (0, cand.expected_step_s - removable)
 
 
 def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options):
