@@ -693,7 +693,9 @@ def sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options
                     f"--sweep: its searches ran past {SEARCH_BUDGET_S:g} s, the time a search is given, after "
                     f"{len(rows)} of {len(values)} values; sweep fewer values or narrow the search (--axes, fewer devices)"
                 )
-            found = explore(model, accelerator, n_devices, batch, axes=axes, budget_s=left, **opts)
+            # each value gets an equal share of what is left, so that the first does not spend it all refining
+            share = left / (len(values) - len(rows))
+            found = explore(model, accelerator, n_devices, batch, axes=axes, budget_s=share, **opts)
         except SearchTooLong:
             raise
         except (ValueError, TypeError) as error:
