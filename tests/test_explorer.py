@@ -165,10 +165,13 @@ def test_command_line_prints_a_ranked_table_with_the_assumptions():
         (("LLaMA-3 70B", "TPU v9", "64", "524288"), "error: accelerator: unknown preset 'TPU v9'"),
         (("LLaMA-3 70B", "TPU v5p", "64", "32"), "error: tokens: 32 is below one sequence of 4,096 tokens"),
         (
-            ("LLaMA-3 70B", "TPU v5p", "3", "4096"),
+            ("LLaMA-3 70B", "TPU v5p", "3", "4096", "--no-uneven-pipeline"),
             "error: tokens: 1 sequence of 4,096 cannot give every data-parallel rank",
         ),
-        (("LLaMA-3 70B", "TPU v5p", "64", "524288", "--axes", "pp"), "error: n_devices: no mesh of 64 devices over pp"),
+        (
+            ("LLaMA-3 70B", "TPU v5p", "64", "524288", "--axes", "pp", "--no-uneven-pipeline"),
+            "error: n_devices: no mesh of 64 devices over pp",
+        ),
     ],
 )
 def test_command_line_errors_are_one_line(args, message):

@@ -17,7 +17,7 @@ import time
 import pytest
 
 from shardbook import accelerator_file, collectives, explorer, fabric, hardware, measured, memory, models, planner
-from shardbook.planner import calibrate, memory_plan, page, placement, timing
+from shardbook.planner import calibrate, cli, memory_plan, page, placement, search, timing
 
 LLAMA_405B_MESH = {"fsdp": 128, "tp": 8, "pp": 16}  # dubey2024llama3 Table 4, 16,384 GPUs
 LLAMA_OPTIONS = dict(seq_len=8192, micro_batch_seqs=1, uneven_pipeline=True)
@@ -564,8 +564,9 @@ def test_the_readme_command_prices_llama3s_mesh_as_the_validation_appendix_does(
 @pytest.mark.parametrize(
     "args,message",
     [
-        (("1000000000000", "1e15"), None),
-        (("9007199254740992", "1e18"), None),
+        # over the four axes the search spanned before it took dp too (as many meshes as the audit priced)
+        (("1000000000000", "1e15", "--axes", "fsdp,tp,ep,pp"), None),
+        (("9007199254740992", "1e18", "--axes", "fsdp,tp,ep,pp"), None),
         (("64", "524288", "--axes", ""), "error: --axes: name axes separated by commas"),
         (("64", "524288", "--axes", ","), "error: --axes: name axes separated by commas"),
         (("64", "524288", "--axes", "tp,tp"), "error: axes: 'tp' is given twice"),
@@ -730,7 +731,7 @@ def test_the_command_line_says_what_it_adapted_and_why_a_mesh_is_missing():
     pipelined = [c for c in as_json if c["mesh"]["pp"] > 1]
     assert pipelined and all(c["n_virtual"] in (1, 2) for c in pipelined)
     assert f"of {len(pipelined)} of these meshes" in line
-    assert len(as_json) == 25 and len(json.loads(_cli("LLaMA-3 70B", "H100", "64", "4M", "--json").stdout)) == 10
+    assert len(as_json) == 84 and len(json.loads(_cli("LLaMA-3 70B", "H100", "64", "4M", "--json").stdout)) == 10
     ranked = _cli("LLaMA-3 70B", "H100", "64", "4M", "--rank", "fsdp=32,tp=4")
     assert "fsdp 32 × tp 4: not among the candidates: its degrees multiply to 128, not to the device count 64" in (
         ranked.stdout
@@ -811,3 +812,121 @@ def test_a_capacity_factor_beyond_every_token_is_refused_by_name():
     edge = explorer.evaluate(m, "H100", {"fsdp": 8, "ep": 8}, 2**22, capacity_factor=m.n_experts / m.top_k)
     base = explorer.evaluate(m, "H100", {"fsdp": 8, "ep": 8}, 2**22, capacity_factor=1.0)
     assert math.isfinite(edge.math_s) and edge.math_s > base.math_s
+
+
+# --- the default search: what teams search (issue 46, item 4) ---------------------------------
+
+
+@pytest.mark.slow
+def test_default_search_puts_405b_on_16k_h100_in_tp_within_a_node_and_a_pipeline():
+    # Meta ran TP 8 × PP 16 × DP 128, interleaved (dubey2024llama3 §3.3.2); with default options the search
+    # spans dp, tries uneven pipelines (126 layers), interleaving, the schedules and kept weights
+    found = explorer.explore("LLaMA-3 405B", "H100", 16384, 2048 * 8192, seq_len=8192)
+    best = found[0]
+    assert found.proven and best.fits and search.batch_divides(best)
+    assert best.tp <= 8 and best.pp > 1 and best.placement["tp"].n_domains == 1, best.label
+    # the cross-domain TP16 meshes the old default ranked first are still there, priced and flagged
+    tp16 = [c for c in found if c.tp == 16 and c.pp == 1]
+    assert tp16 and all(cli.tp_across_domains(c) == 2 for c in tp16)
+
+
+@pytest.mark.slow
+def test_default_search_puts_deepseek_v3_on_2048_h800_in_pp_ep_with_dualpipe():
+    # DeepSeek ran PP 16 × EP 64 × DP 2 with DualPipe (deepseek2024v3 §3.2); BF16 here, the default
+    found = explorer.explore("DeepSeek-V3", "H800", 2048, 15360 * 4096, seq_len=4096)
+    best = found[0]
+    assert found.proven and best.fits and search.batch_divides(best)
+    assert best.pp > 1 and best.ep > 1 and best.schedule == "dualpipe", (best.label, best.schedule)
+
+
+def test_recompute_none_is_the_fastest_policy_that_fits_not_the_first():
+    mesh = {"fsdp": 8}
+    chosen = explorer.evaluate("LLaMA-3 8B", "H100", mesh, 2**20, micro_batch_seqs=2)
+    each = {p: explorer.evaluate("LLaMA-3 8B", "H100", mesh, 2**20, micro_batch_seqs=2, recompute=p)
+            for p in memory_plan.SEARCH_POLICIES}  # fmt: skip
+    fitting = {p: c for p, c in each.items() if c.fits}
+    assert len(fitting) == 3  # a case where every policy fits: the choice is by time, not by order
+    assert chosen.recompute == min(fitting, key=lambda p: fitting[p].expected_step_s)
+    assert chosen.expected_step_s == min(c.expected_step_s for c in fitting.values())
+    # where only some fit, the fastest of those
+    big = {"fsdp": 32, "tp": 2}
+    chosen = explorer.evaluate("LLaMA-3 70B", "H100", big, 2**22, seq_len=8192, micro_batch_seqs=2)
+    each = {p: explorer.evaluate("LLaMA-3 70B", "H100", big, 2**22, seq_len=8192, micro_batch_seqs=2, recompute=p)
+            for p in memory_plan.SEARCH_POLICIES}  # fmt: skip
+    assert [p for p, c in each.items() if c.fits] == ["full"] and chosen.recompute == "full" and chosen.fits
+    assert chosen.expected_step_s == each["full"].expected_step_s
+
+
+def test_a_batch_that_does_not_divide_never_outranks_a_mesh_that_runs():
+    # 96 sequences on 64 devices: fsdp 64 leaves 1.5 sequences a rank, priced at the average (fast), but cannot run
+    found = explorer.explore("LLaMA-3 8B", "H100", 64, 96 * 4096, axes=("fsdp", "tp", "pp"))
+    runs = [i for i, c in enumerate(found) if c.fits and search.batch_divides(c)]
+    uneven = [i for i, c in enumerate(found) if c.fits and not search.batch_divides(c)]
+    assert runs and uneven and max(runs) < min(uneven)
+    # the ordering matters here: some mesh that does not divide is priced faster than one that runs
+    assert min(found[i].expected_step_s for i in uneven) < max(found[i].expected_step_s for i in runs)
+    assert search.rank_key(found[uneven[0]]) > search.rank_key(found[runs[-1]])
+
+
+def test_tp_across_nvlink_domains_is_priced_over_the_nics():
+    # a TP group of 16 H100 spans two NVLink domains: its collectives cross the NICs (flat rings, the data
+    # through the 8 per-GPU NICs of each node), never at NVLink's rate
+    cand = explorer.evaluate("LLaMA-3 405B", "H100", {"fsdp": 1024, "tp": 16}, 2**24, seq_len=8192)
+    across = cand.placement["tp"]
+    assert (across.n_domains, across.members_per_domain) == (2, 8) and cli.tp_across_domains(cand) == 2
+    acc = hardware.get("H100")
+    buffer = 64e6
+    priced = timing.collective_s(acc, "all_gather", buffer, across, calibrated=True)
+    nic_rate = acc.scale_out_bytes_per_s * calibrate.scale_out_efficiency(acc)
+    # (n-1)/n of the buffer leaves each node through its 8 NICs
+    assert priced >= buffer * 15 / 16 / (8 * nic_rate)
+    # and more than the same bytes would take over NVLink, each GPU's egress
+    nvlink_rate = acc.scale_up_egress_bytes_per_s * calibrate.scale_up_efficiency(acc)
+    assert priced > buffer * 15 / 16 / nvlink_rate
+    # the bound, too, moves the cross-node share through the NICs
+    assert timing.collective_s(acc, "all_gather", buffer, across) >= buffer * (1 / 2) / (8 * acc.scale_out_bytes_per_s)
+    listed = json.loads(_cli("LLaMA-3 405B", "H100", "16384", "--batch-seqs", "2048", "--seq-len", "8192",
+                             "--mesh", "fsdp=1024,tp=16", "--json").stdout)  # fmt: skip
+    assert listed[0]["tp_across_domains"] == 2
+
+
+def test_skipping_dominated_variants_and_the_staged_search_change_no_row(monkeypatch):
+    # ZB-H1 before 1F1B, weights regathered before kept, and the floors that stop the refinement must leave
+    # every mesh's row what pricing every variant of every mesh gives
+    args = ("LLaMA-3 70B", "H100", 64, 2**22)
+    staged = explorer.explore(*args, seq_len=8192)
+    monkeypatch.setattr(search, "SKIP_DOMINATED", False)
+    every = {}
+    for mesh in search.factorizations(64, "LLaMA-3 70B", search.SEARCH_AXES, 8192, None):
+        try:
+            every[tuple(sorted(mesh.items()))] = search.best_for_mesh(
+                *args[:2], mesh, args[3], n_devices=64, seq_len=8192
+            )
+        except memory_plan.Unusable:
+            pass
+    assert staged.proven and len(staged) == len(every)
+    best = min(every.values(), key=search.rank_key)
+    assert (staged[0].label, staged[0].expected_step_s) == (best.label, best.expected_step_s)
+    for cand in staged:
+        full = every[tuple(sorted(cand.mesh.items()))]
+        if cand.fits and search.batch_divides(cand):
+            # a row kept from the base pass is never faster than its mesh's best, nor is any refined row off
+            assert cand.expected_step_s >= full.expected_step_s * (1 - 1e-12)
+
+
+def test_precision_auto_tries_fp8_only_where_the_accelerator_has_it():
+    mesh = {"fsdp": 8}
+    auto = search.best_for_mesh("LLaMA-3 8B", "H100", mesh, 2**20, n_devices=8, precision="auto")
+    fp8 = search.best_for_mesh("LLaMA-3 8B", "H100", mesh, 2**20, n_devices=8, precision="fp8")
+    assert auto.precision == "fp8" and auto.expected_step_s == fp8.expected_step_s
+    assert search.best_for_mesh("LLaMA-3 8B", "TPU v5e", mesh, 2**20, n_devices=8, precision="auto").precision == "bf16"
+    assert explorer.explore("LLaMA-3 8B", "H100", 8, 2**20)[0].precision == "bf16"  # BF16 stays the default
+
+
+def test_the_search_says_what_it_left_out():
+    ranked = search.Ranked([])
+    ranked.unrefined, ranked.proven = 12, False
+    assert cli.search_line(ranked).startswith("Left out: 12 meshes were priced only under their base variants")
+    ranked.proven = True
+    assert "none of them can beat it" in cli.search_line(ranked)
+    assert cli.search_line(search.Ranked([])) == ""

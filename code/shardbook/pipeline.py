@@ -266,7 +266,13 @@ def _interleaved_stage_peaks(n_stages, n_microbatches, n_virtual, chunk_layers):
     p, m, v = n_stages, n_microbatches, n_virtual
     _check_chunk_layers(p, v, chunk_layers)
     peaks = []
+    g = -(-m // max(1, m // p))
     for s in range(p):
+        if len(set(chunk_layers[s])) == 1:
+            # equal chunks on this stage: its warm-up plus one forward, the closed form of
+            # stage_activation_layer_microbatches (a chunk's layers each)
+            peaks.append(float(min(((v - 1) * g + 2 * (p - s - 1) + 1) / v, m) * sum(chunk_layers[s])))
+            continue
         held = peak = 0
         for phase, c, _ in _interleaved_order(s, p, m, v):
             held += chunk_layers[s][c] if phase == "F" else -chunk_layers[s][c]

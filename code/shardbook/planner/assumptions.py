@@ -40,8 +40,17 @@ ASSUMPTIONS = f"""\
 - the batch: every data-parallel rank (dp × fsdp × ep of them) gets at
   least one microbatch, and the step is priced at the average share; a
   share that is not a whole number of microbatches is priced as if it
-  ran, although a framework needs the batch to divide: check that yours
-  does;
+  ran, although a framework needs the batch to divide, and such a mesh
+  ranks after every mesh whose batch divides;
+- the search: unless fixed, per mesh the microbatch size, the schedule
+  (1F1B, interleaving at every virtual-stage count, ZB-H1, DualPipe on an
+  even pipeline; GPipe, which 1F1B never trails, only when named), an
+  uneven pipeline where pp does not divide the layers, FSDP's weights kept
+  gathered or not, FP8 with precision 'auto', and the fastest of none,
+  selective and full recomputation that fits; under a time budget every
+  mesh is priced under its base variants (ZB-H1 or 1F1B, weights gathered
+  again) and as many as the budget allows under all, which the output
+  says;
 - math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the causal half of
   the attention scores, as MaxText counts them), plus what the
   recomputation policy runs again (a flash kernel's recomputation inside

@@ -69,6 +69,8 @@ class Candidate:
     stack: str = "any"
     is_moe: bool = False
     global_tokens: float = 0.0
+    uneven_pipeline: bool = False
+    keep_gathered_weights: bool = False
 
     @property
     def expected_step_range_s(self):
@@ -166,8 +168,10 @@ def evaluate(
 
     - `micro_batch_seqs`: sequences per microbatch (pipeline microbatch, or
       gradient-accumulation step) on each data-parallel rank.
-    - `recompute`: a memory.RECOMPUTE policy; None picks the cheapest of
-      none, selective, full that fits.
+    - `recompute`: a memory.RECOMPUTE policy; None picks, of none,
+      selective and full (memory_plan.SEARCH_POLICIES), the one that fits
+      with the shortest expected step (the first on a tie); if none fits,
+      full.
     - `schedule`: gpipe, 1f1b, interleaved (`n_virtual` chunks per device,
       which must divide the layers per stage), zero_bubble, dualpipe.
     - `sequence_parallel`: with tp > 1, the norms and block inputs are split
@@ -258,19 +262,37 @@ def evaluate(
     )
     acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 
-    # memory: what the device that holds the most keeps
-    breakdown, policy, fits, device = memory_plan.device_memory(lay, recompute)
-
-    # math: at peak for the bound; sustained, at the deepest stage's pace, for the expectation
-    ideal_s, math_s, math_expected, elementwise_s = timing.math_s(lay, policy)
-
-    # communication, at line rate and calibrated; the bubble of the schedule
-    bound_terms = timing.communication_s(lay, policy, calibrated=False)
-    expected_terms = timing.communication_s(lay, policy, calibrated=True)
+    # memory: what the device that holds the most keeps, under each policy that may be chosen
+    policies = memory_plan.SEARCH_POLICIES if recompute is None else (recompute,)
+    held = {policy: memory_plan.device_memory(lay, policy) for policy in policies}
+    fitting = [policy for policy in policies if held[policy][2]] or [policies[-1]]
+    # the schedule's bubble and what stays exposed of each hidden collective do not depend on the policy
     overhead = memory_plan.bubble_overhead(lay.schedule, pp, math.ceil(lay.n_micro), n_virtual) if pp > 1 else 0.0
-    step_s = timing.bound_step_s(math_s, bound_terms, timing.hidden_terms(lay, bound=True), math_s * overhead)
-    exposed = timing.exposed_s(math_expected, expected_terms, timing.hidden_terms(lay), timing.exposed_fractions(lay))
-    expected_s = math_expected + math_expected * overhead + sum(exposed.values())
+    hidden_bound, hidden, fractions = timing.hidden_terms(lay, bound=True), timing.hidden_terms(lay), None
+    priced = {}
+    for policy in fitting:
+        # math: at peak for the bound; sustained, at the deepest stage's pace, for the expectation
+        ideal_s, math_s, math_expected, elementwise_s = timing.math_s(lay, policy)
+        # communication, at line rate and calibrated; the bubble of the schedule
+        bound_terms = timing.communication_s(lay, policy, calibrated=False)
+        expected_terms = timing.communication_s(lay, policy, calibrated=True)
+        if fractions is None:
+            fractions = timing.exposed_fractions(lay)
+        step_s = timing.bound_step_s(math_s, bound_terms, hidden_bound, math_s * overhead)
+        exposed = timing.exposed_s(math_expected, expected_terms, hidden, fractions)
+        expected_s = math_expected + math_expected * overhead + sum(exposed.values())
+        priced[policy] = (expected_s, ideal_s, math_s, math_expected, elementwise_s, bound_terms, expected_terms,
+                          step_s, exposed)  # fmt: skip
+    policy = fitting[0]
+    for other in fitting[1:]:
+        # the fastest that fits; a policy that reruns more is taken only when it is faster beyond rounding
+        # (more math may hide more communication and tie the step exactly)
+        if priced[other][0] < priced[policy][0] * (1 - 1e-9):
+            policy = other
+    expected_s, ideal_s, math_s, math_expected, elementwise_s, bound_terms, expected_terms, step_s, exposed = priced[
+        policy
+    ]
+    breakdown, policy, fits, device = held[policy]
     state_keys = ("weights", "gradients", "master_weights", "optimizer_state")
     return Candidate(
         mesh["fsdp"],
@@ -314,6 +336,8 @@ def evaluate(
         stack=calibrate.check_stack(stack),
         is_moe=lay.model.is_moe,
         global_tokens=float(lay.global_tokens),
+        uneven_pipeline=uneven_pipeline,
+        keep_gathered_weights=keep_gathered_weights,
     )
 
 

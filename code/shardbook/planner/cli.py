@@ -19,6 +19,7 @@ from .. import _validate, hardware, models
 from . import calibrate, inputs, memory_plan
 from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
+from .search import SEARCH_AXES, SEARCHED_SCHEDULES, batch_divides
 
 TIE_MARK = "tie"
 FRAGILE_HIDDEN_TO_MATH = 0.7  # a row that hides more than this share of its math in communication
@@ -143,6 +144,36 @@ def band_line(candidates, how="--stack names yours"):
     )
 
 
+def tp_across_domains(cand):
+    """The scale-up domains a Candidate's TP groups span on a GPU (1: inside
+    one NVLink domain, or off a GPU)."""
+    where = cand.placement.get("tp")
+    if cand.tp == 1 or where is None or where.torus_span:
+        return 1
+    return where.n_domains
+
+
+def search_line(found):
+    """'' or one line saying what the search left out under its time budget
+    (search.Ranked: meshes priced only under their base variants, and
+    whether the first row is proven the best of every variant)."""
+    unrefined = getattr(found, "unrefined", 0)
+    if not unrefined:
+        return ""
+    if getattr(found, "proven", True):
+        return (
+            f"Searched in full where it could matter: {unrefined:,} meshes kept the rows of their base variants "
+            "(ZB-H1 or 1F1B, weights gathered again); the least math any of their other variants runs is above "
+            "the first row's expected step, so none of them can beat it"
+        )
+    return (
+        f"Left out: {unrefined:,} meshes were priced only under their base variants (ZB-H1 or 1F1B, weights "
+        "gathered again) before the search's time ran out, and some of their other variants might beat the first "
+        "row; fix the schedule (--schedule), the weights (--keep-gathered-weights or --no-keep-gathered-weights) "
+        "or fewer --axes to search them all"
+    )
+
+
 def cross_domain_tp_note(candidates, accelerator):
     """'' or one line naming the rows whose TP groups span scale-up domains
     on a GPU: every layer's TP collectives then cross the NICs; Megatron,
@@ -224,9 +255,12 @@ def rank_line(candidates, mesh, refused=None, axes=None):
 
 def adapted_line(candidates, schedule, n_virtual):
     """'' or one line naming the pipelined candidates the search ran under
-    another schedule than the one asked for (search._for_mesh: virtual
+    another schedule than the one asked for (search._schedules: virtual
     stages capped at a divisor of the mesh's layers per stage, 1F1B where
-    only one is left)."""
+    only one is left); '' when the schedule or the virtual stages were
+    searched."""
+    if schedule is None or n_virtual is None:
+        return ""  # searched: each mesh runs the schedule and virtual stages it priced fastest under
     adapted = [c for c in candidates if c.mesh.get("pp", 1) > 1 and (c.schedule, c.n_virtual) != (schedule, n_virtual)]
     if not adapted:
         return ""
@@ -276,6 +310,11 @@ def _as_json(cand):
         "hidden_comm_to_math": cand.hidden_to_math,
         "tokens_per_s_per_device": cand.tokens_per_s_per_device,
         "days_per_trillion_tokens": cand.days_per_tokens(1e12),
+        "precision": cand.precision,
+        "uneven_pipeline": cand.uneven_pipeline,
+        "keep_gathered_weights": cand.keep_gathered_weights,
+        "batch_divides": batch_divides(cand),
+        "tp_across_domains": tp_across_domains(cand),
     }
 
 
@@ -339,21 +378,28 @@ def _parser():
     parser.add_argument("--seq-len", default="4096", help="sequence length in tokens (default 4096)")
     parser.add_argument(
         "--axes",
-        default="fsdp,tp,ep,pp",
-        help=f"comma-separated mesh axes to search (default fsdp,tp,ep,pp; any of {','.join(AXES)})",
+        default=",".join(SEARCH_AXES),
+        help=f"comma-separated mesh axes to search (default {','.join(SEARCH_AXES)}; any of {','.join(AXES)})",
     )
     parser.add_argument("--mesh", default=None, help="evaluate one mesh, e.g. fsdp=32,tp=8 (axes not named are 1)")
     parser.add_argument(
         "--rank", default=None, help="also say where this mesh (e.g. fsdp=128,tp=8,pp=16) ranks among the candidates"
     )
     parser.add_argument("--micro-batch", type=int, default=None, help="sequences per microbatch (default: searched)")
-    parser.add_argument("--schedule", default="1f1b", help=f"pipeline schedule: {', '.join(memory_plan.SCHEDULES)}")
-    parser.add_argument("--n-virtual", type=int, default=1, help="virtual stages per device (interleaved)")
+    parser.add_argument(
+        "--schedule",
+        default=None,
+        help=f"pipeline schedule: {', '.join(memory_plan.SCHEDULES)} (default: searched per mesh, "
+        f"{', '.join(SEARCHED_SCHEDULES)}, interleaving at every virtual-stage count the stage's layers allow)",
+    )
+    parser.add_argument(
+        "--n-virtual", type=int, default=None, help="virtual stages per device (interleaved; default: searched)"
+    )
     parser.add_argument(
         "--recompute",
         default=None,
-        help=f"one of {', '.join(memory_plan.RECOMPUTE)} (default: the first of "
-        f"{', '.join(memory_plan.SEARCH_POLICIES)} that fits; the others are priced only when named)",
+        help=f"one of {', '.join(memory_plan.RECOMPUTE)} (default: of "
+        f"{', '.join(memory_plan.SEARCH_POLICIES)}, the fastest that fits; the others are priced only when named)",
     )
     parser.add_argument("--attention", default="flash", help="flash (default) or eager")
     parser.add_argument(
@@ -362,8 +408,18 @@ def _parser():
         help=f"bytes per parameter: {', '.join(memory_plan.STATE_RECIPES)} (default {memory_plan.DEFAULT_STATE_RECIPE})",
     )
     parser.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 over the data-parallel ranks")
-    parser.add_argument("--uneven-pipeline", action="store_true", help="pp need not divide the layers")
-    parser.add_argument("--keep-gathered-weights", action="store_true", help="FSDP gathers once per step")
+    parser.add_argument(
+        "--uneven-pipeline",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="pp need not divide the layers (default: uneven where pp does not divide them)",
+    )
+    parser.add_argument(
+        "--keep-gathered-weights",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="FSDP gathers once per step and keeps the weights (default: both tried where a mesh gathers weights)",
+    )
     parser.add_argument("--ideal-overlap", action="store_true", help="TP and EP collectives hide too")
     parser.add_argument("--no-sequence-parallel", action="store_true", help="TP without sequence parallelism")
     parser.add_argument("--tp-comm-overlap", action="store_true", help="TP collectives overlapped with the matmuls")
@@ -379,7 +435,11 @@ def _parser():
         "--routing-node-limit", type=int, default=None, help="domains a token may reach (DeepSeek-V3: 4)"
     )
     parser.add_argument("--fp8-dispatch", action="store_true", help="expert dispatch in FP8")
-    parser.add_argument("--precision", default="bf16", help="bf16 (default) or fp8 matmuls")
+    parser.add_argument(
+        "--precision",
+        default="bf16",
+        help="bf16 (default) or fp8 matmuls, or auto: both tried, FP8 only where the accelerator has it",
+    )
     parser.add_argument(
         "--slices",
         default=None,
@@ -485,12 +545,13 @@ def _one_mesh(args, model, accelerator, tokens, n_devices, options):
     shows, unless --micro-batch names one."""
     from .candidate import evaluate
     from .explain import explain
-    from .search import best_for_mesh
+    from .search import AUTO_PRECISION, best_for_mesh, chosen_options
 
     mesh = _parse_mesh(args.mesh)
-    if args.micro_batch is None:
-        searched = best_for_mesh(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
-        options = dict(options, micro_batch_seqs=searched.micro_batch_seqs)
+    searched = best_for_mesh(model, accelerator, mesh, tokens, n_devices=n_devices, **options)
+    # what the reader left to the search (the microbatch, the schedule, ...) as the search chose it
+    chosen = chosen_options(searched)
+    options = dict(options, **{k: v for k, v in chosen.items() if options.get(k) in (None, AUTO_PRECISION)})
     # priced again with the reader's own options: the search adapts some to the mesh (n_virtual),
     # and a reader's value that does not fit the mesh must be refused, not silently changed
     if args.explain:
@@ -520,7 +581,7 @@ def options_line(args, model):
         if value == defaults[name]:
             continue
         flag = "--" + name.replace("_", "-")
-        text = flag if value is True else f"{flag} {value}"
+        text = flag if value is True else "--no-" + flag[2:] if value is False else f"{flag} {value}"
         (idle if name in MOE_ONLY_OPTIONS and not models.get(model).is_moe else given).append(text)
     line = ", ".join(given)
     if idle:
@@ -642,7 +703,9 @@ def sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options
                     f"--sweep: its searches ran past {SEARCH_BUDGET_S:g} s, the time a search is given, after "
                     f"{len(rows)} of {len(values)} values; sweep fewer values or narrow the search (--axes, fewer devices)"
                 )
-            found = explore(model, accelerator, n_devices, batch, axes=axes, budget_s=left, **opts)
+            # each value gets an equal share of what is left, so that the first does not spend it all refining
+            share = left / (len(values) - len(rows))
+            found = explore(model, accelerator, n_devices, batch, axes=axes, budget_s=share, **opts)
         except SearchTooLong:
             raise
         except (ValueError, TypeError) as error:
@@ -847,7 +910,7 @@ def _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, exp
         _print_assumptions(args)
         return 0
     print(format_table(found, args.top))
-    notes = (adapted_line(found, args.schedule, args.n_virtual), inputs.no_fit_note(found))
+    notes = (adapted_line(found, args.schedule, args.n_virtual), search_line(found), inputs.no_fit_note(found))
     notes += (uneven_batch_note(found[: args.top]), tight_memory_note(found[: args.top]))
     notes += (rank_line(found, target, refused, _parse_axes(args.axes)) if target is not None else "",)
     notes = (

@@ -12,6 +12,7 @@ Ref: korthikanti2022reducing, narayanan2021megatron, rajbhandari2020zero,
 dao2022flashattention, deepseek2024v3, maxtext.
 """
 
+import functools
 import math
 
 from .. import _validate, memory, pipeline, training
@@ -342,7 +343,7 @@ def devices(lay):
                 i == 0,
             )
         return out
-    held = _schedule(pipeline.stage_activation_layer_microbatches, lay.schedule, pp, m, v, lay.chunk_layers)
+    held = _stage_peaks(lay.schedule, pp, m, v, lay.chunk_layers)
     for stage, here in enumerate(layers):
         ends = (lay.embedding_local if stage == 0 else 0.0) + (lay.head_local if stage == pp - 1 else 0.0)
         out[f"stage {stage}"] = (
@@ -354,6 +355,36 @@ def devices(lay):
             stage == pp - 1,
         )
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _stage_peaks(schedule, pp, n_micro, n_virtual, chunk_layers):
+    """pipeline.stage_activation_layer_microbatches, remembered: an uneven
+    interleaved pipeline's peaks come from a timeline of its m·v·p chunk
+    passes, the same for every recomputation policy, precision and weight
+    handling the search tries on a mesh, and for meshes of the same
+    pipeline and microbatch count."""
+    return tuple(
+        _schedule(pipeline.stage_activation_layer_microbatches, schedule, pp, n_micro, n_virtual, chunk_layers)
+    )
+
+
+_policy_free_last = [None, None]  # (the Layout, its parts): a candidate counts several policies on one Layout
+
+
+def _policy_free(lay):
+    """{label: (state, bytes of the embedding and head held, gathered weight
+    buffers, layer-microbatches held, holds the logits)} for every device of `devices(lay)`: what does not
+    depend on the recomputation policy, counted once for the last Layout
+    asked about (evaluate counts each policy of a search on the same one)."""
+    if _policy_free_last[0] is not lay:
+        parts = {}
+        for label, (dense, expert, layers, copies, held, has_logits) in devices(lay).items():
+            ends = max(0.0, dense - lay.dense_layer_local * layers * copies)
+            state = _state(lay, dense, expert, copies)
+            parts[label] = (state, ends, _gathered(lay, dense, expert, layers, ends), held, has_logits)
+        _policy_free_last[:] = [lay, parts]
+    return _policy_free_last[1]
 
 
 def device_breakdowns(lay, recompute):
@@ -380,9 +411,7 @@ def device_breakdowns(lay, recompute):
     in_flight = layer_in_flight_bytes(lay, recompute)
     accumulates = math.ceil(lay.n_micro) > 1 and scan_accumulates_gradients(lay.accelerator)
     out = {}
-    for label, (dense, expert, layers, copies, held, has_logits) in devices(lay).items():
-        state = _state(lay, dense, expert, copies)
-        ends = max(0.0, dense - lay.dense_layer_local * layers * copies)
+    for label, (state, ends, gathered, held, has_logits) in _policy_free(lay).items():
         head = min(ends, lay.head_local) if has_logits else 0.0
         shown_logits = logits if has_logits else 0.0
         breakdown = dict(
@@ -393,7 +422,7 @@ def device_breakdowns(lay, recompute):
             layer_in_flight=max(0.0, in_flight - shown_logits),
             gradient_accumulator=state["gradients"] if accumulates else 0.0,
             logits=shown_logits,
-            gathered_weight_buffers=_gathered(lay, dense, expert, layers, ends),
+            gathered_weight_buffers=gathered,
             vocabulary_buffers=vocabulary_bytes(lay, ends - head, per_layer * held + max(in_flight, shown_logits)),
             reserve=lay.reserve_bytes,
         )

@@ -11,7 +11,7 @@ import json
 from .. import _validate, accelerator_file, hardware, models
 from . import calibrate, cli, inputs, memory_plan
 from .explain import explain
-from .search import SEARCH_BUDGET_S, explore
+from .search import AUTO_PRECISION, SEARCH_AXES, SEARCH_BUDGET_S, chosen_options, explore
 
 TOP = 5  # candidates drawn on the page
 # What the page's fields may hold, checked before anything parses them: a config.json or an
@@ -71,7 +71,7 @@ def _plan(form):
     seq_len = inputs.parse_count("seq_len", form.get("seq_len"))
     seqs = _text(form, "batch_seqs").strip() or None
     tokens = inputs.batch_tokens(seq_len, None if seqs else form.get("batch"), seqs)
-    axes = ("fsdp", "tp", "ep", "pp")
+    axes = SEARCH_AXES
     options = dict(_options(form, accelerator), seq_len=seq_len)
     # the tab stays responsive: a search is bounded
     found = explore(model, accelerator, n_devices, tokens, axes=axes, budget_s=SEARCH_BUDGET_S, **options)
@@ -87,8 +87,7 @@ def _plan(form):
             cand.mesh,
             tokens,
             n_devices=n_devices,
-            **dict(options, micro_batch_seqs=cand.micro_batch_seqs, recompute=cand.recompute,
-                   schedule=cand.schedule, n_virtual=cand.n_virtual),
+            **dict(options, recompute=cand.recompute, **chosen_options(cand)),
         )  # fmt: skip
         top.append(
             {
@@ -109,6 +108,11 @@ def _plan(form):
                 "mfu": cand.mfu,
                 "micro_batch_seqs": cand.micro_batch_seqs,
                 "recompute": cand.recompute,
+                "schedule": cand.schedule,
+                "n_virtual": cand.n_virtual,
+                "precision": cand.precision,
+                "keep_gathered_weights": cand.keep_gathered_weights,
+                "tp_across_domains": cli.tp_across_domains(cand),
                 "axes": rows,
             }
         )
@@ -121,7 +125,8 @@ def _plan(form):
         cli.fragile_line(shown),
         cli.tight_memory_note(shown),
         cli.uneven_batch_note(shown),
-        cli.adapted_line(found, options.get("schedule", "1f1b"), options.get("n_virtual", 1)),
+        cli.adapted_line(found, options.get("schedule"), options.get("n_virtual")),
+        cli.search_line(found),
     ]
     return {
         "ok": True,
@@ -145,16 +150,19 @@ def _plan(form):
 # the same names take ('' is the flag left out).
 CHOICES = {
     "schedule": memory_plan.SCHEDULES,
-    "precision": ("bf16", "fp8"),
+    "precision": ("bf16", "fp8", AUTO_PRECISION),
     "recompute": memory_plan.RECOMPUTE,
     "stack": calibrate.STACKS,
 }
+# yes/no fields ('' searched, as the command line's --x / --no-x left out)
+SWITCHES = ("uneven_pipeline", "keep_gathered_weights")
 
 
 def _options(form, accelerator):
     """evaluate's options from the page's optional fields: schedule,
-    precision, recompute (searched when empty), stack, n_virtual and
-    reserve ('8GB'; the family's when empty)."""
+    n_virtual, uneven_pipeline and keep_gathered_weights ('yes' or 'no'),
+    and recompute (each searched when empty), precision (bf16, fp8 or
+    auto), stack, and reserve ('8GB'; the family's when empty)."""
     options = {}
     for key, valid in CHOICES.items():
         value = _text(form, key).strip()
@@ -162,6 +170,12 @@ def _options(form, accelerator):
             raise ValueError(f"{key}: one of {', '.join(valid)}, got {value!r}")
         if value:
             options[key] = value
+    for key in SWITCHES:
+        value = _text(form, key).strip()
+        if value and value not in ("yes", "no"):
+            raise ValueError(f"{key}: yes, no or empty (searched), got {value!r}")
+        if value:
+            options[key] = value == "yes"
     virtual = _text(form, "n_virtual").strip()
     if virtual:
         options["n_virtual"] = inputs.parse_count("n_virtual", virtual)

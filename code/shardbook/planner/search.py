@@ -1,20 +1,31 @@
 """Step 5 of the planner: enumerate the meshes and rank them.
 
-Every mesh over the chosen axes whose degrees multiply to the device count
-and divide what they split is evaluated; the microbatch size and the
-recomputation policy are searched per mesh unless given. Candidates that
-fit come first, ranked by the calibrated expected step time; the bound is
-shown beside it. Divisors come from the device count's prime
-factorization, and a search that would exceed MAX_MESHES meshes is refused
-rather than run for hours.
+Every mesh over the chosen axes (SEARCH_AXES unless named: data
+parallelism, FSDP, tensor, expert and pipeline parallelism) whose degrees
+multiply to the device count and divide what they split is evaluated.
+Per mesh the search tries, unless the caller fixes them: the microbatch
+size, the pipeline schedule (SEARCHED_SCHEDULES, interleaving at every
+virtual-stage count the stage's layers allow), an uneven pipeline where pp
+does not divide the layers, FSDP's weights kept gathered or gathered again,
+the precision where the run asks for 'auto' (FP8 only on an accelerator
+that has it), and the fastest recomputation policy that fits; the mesh's
+row is its fastest variant that runs. Candidates that fit with a batch that
+divides come first, then those that fit but whose batch does not divide
+(they cannot run as priced), then the rest, each group by the calibrated
+expected step time; the bound is shown beside it. Divisors come from the
+device count's prime factorization, and a search that would exceed
+MAX_MESHES meshes is refused rather than run for hours. The variants of a
+mesh share their per-axis collective costs (timing.shared_costs) rather
+than pricing each again.
 """
 
+import math
 import time
 
 from .. import _validate, hardware, models, pipeline
-from . import memory_plan
+from . import calibrate, memory_plan, timing
 from .candidate import Candidate, TooFewSequences, evaluate
-from .layout import check_options
+from .layout import PRECISIONS, check_options
 from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, divisors, normalize_mesh
 
 MAX_MESHES = 100_000
@@ -24,6 +35,16 @@ MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
 # it answers within 10 s (a six-axis search of DeepSeek-V3 on 2**30 devices ran 99 s in the
 # fourth audit, with no output). A chapter's search runs to its end (budget_s None).
 SEARCH_BUDGET_S = 7.0
+# The axes a search spans unless it is told otherwise: every scheme a team picks its mesh from
+# (Meta's Llama 3: dp × tp × pp; DeepSeek-V3: dp × ep × pp); cp only when named.
+SEARCH_AXES = ("dp", "fsdp", "tp", "ep", "pp")
+# The schedules a pipelined mesh is tried under when none is named. GPipe is left out: its bubble
+# is 1F1B's, (p−1)/m, with every microbatch's activations held where 1F1B holds min(p, m)
+# (pipeline.schedule_bubble_overhead and schedule_activation_microbatches), so 1F1B is never
+# slower and never needs more memory; it is priced when named. DualPipe only on an even pipeline.
+SEARCHED_SCHEDULES = ("1f1b", "interleaved", "zero_bubble", "dualpipe")
+# precision='auto': BF16, and FP8 matmuls where the accelerator has them
+AUTO_PRECISION = "auto"
 
 
 class SearchTooLong(ValueError):
@@ -46,7 +67,9 @@ def allowed_degrees(n_devices, model, axis, seq_len=4096, uneven_pipeline=False)
     """The divisors of n_devices (from its prime factorization) that `axis`
     may take on its own: tp dividing the heads and F and a divisor or
     multiple of the KV heads, ep the experts, pp the layers (at most the
-    layers when uneven), cp the sequence length."""
+    layers when uneven; `uneven_pipeline` None, as the search's default,
+    allows an uneven pipeline), cp the sequence length."""
+    uneven_pipeline = uneven_pipeline is None or uneven_pipeline
     m = models.get(model)
     _validate.choice("axis", axis, AXES)
     options = divisors(n_devices)
@@ -69,6 +92,7 @@ def factorizations(n_devices, model, axes=TUPLE_AXES, seq_len=4096, uneven_pipel
     m = models.get(model)
     _check_axes(axes)
     _validate.count("seq_len", seq_len)
+    uneven_pipeline = uneven_pipeline is None or uneven_pipeline  # None: uneven where pp does not divide
     allowed = {axis: allowed_degrees(n_devices, m, axis, seq_len, uneven_pipeline) for axis in axes}
     out = []
 
@@ -99,142 +123,421 @@ def factorizations(n_devices, model, axes=TUPLE_AXES, seq_len=4096, uneven_pipel
     return out
 
 
-def _for_mesh(model, mesh, options):
-    """The options adapted to one mesh: an interleaved schedule's virtual
-    stages capped at what the mesh's pipeline allows; TooFewSequences when
-    the schedule cannot run on the mesh (DualPipe on an odd pipeline)."""
+# What explore, best_for_mesh and candidates_by_micro_batch search when the caller does not fix
+# it (None): the microbatch size, the schedule and its virtual stages, an uneven pipeline where pp
+# does not divide the layers, FSDP's weights kept gathered or not. evaluate's own defaults are
+# fixed values (1F1B, one virtual stage, an even pipeline, weights gathered again).
+SEARCHED_OPTIONS = ("micro_batch_seqs", "schedule", "n_virtual", "uneven_pipeline", "keep_gathered_weights")
+
+
+def _searched(options):
+    """`options` with every SEARCHED_OPTIONS the caller left out set to None (searched)."""
+    return {**dict.fromkeys(SEARCHED_OPTIONS), **options}
+
+
+def virtual_stage_choices(model, pp, uneven_pipeline=False):
+    """The virtual-stage counts above one that an interleaved schedule may
+    run on a pipeline of pp stages, smallest first: divisors of the deepest
+    stage's layers; on an uneven pipeline only those whose chunks
+    pipeline.uneven_chunk_layers can lay out (the missing layers taken from
+    the first stage's first chunks and the last stage's last ones)."""
+    m = models.get(model)
+    _validate.count("pp", pp)
+    if pp == 1 or pp > m.n_layers or (m.n_layers % pp and not uneven_pipeline):
+        return []
+    deepest = memory_plan.deepest_stage_layers(m.n_layers, pp, 1, uneven_pipeline)
+    out = []
+    for v in range(2, deepest + 1):
+        if deepest % v:
+            continue
+        if m.n_layers % pp:
+            try:
+                pipeline.uneven_chunk_layers(m.n_layers, pp, v)
+            except ValueError:
+                continue
+        out.append(v)
+    return out
+
+
+def _schedules(model, pp, uneven, schedule, n_virtual):
+    """[(schedule, n_virtual)] a mesh with pp stages is priced under. A
+    named schedule with a named virtual-stage count: as given, the count
+    capped at a divisor of the stage's layers (1F1B where only one is left);
+    'interleaved' without a count: every count virtual_stage_choices allows;
+    no schedule: SEARCHED_SCHEDULES (interleaving at each allowed count, or
+    only at `n_virtual` capped as above when it is named; DualPipe only on an
+    even pipeline). [] when the named schedule cannot run on the mesh
+    (DualPipe on an odd pipeline)."""
+    if pp == 1:
+        return [("1f1b", 1) if schedule is None or (n_virtual or 1) > 1 else (schedule, 1)]
+    if schedule == "dualpipe" and pp % 2:
+        return []
+    choices = virtual_stage_choices(model, pp, uneven)
+    if n_virtual is not None and n_virtual > 1:
+        fitting = [v for v in choices if v <= n_virtual and max(choices) % v == 0]
+        choices = [max(fitting)] if fitting else []
+    interleaved = [("interleaved", v) for v in choices]
+    if schedule == "interleaved" or (schedule is None and n_virtual is not None and n_virtual > 1):
+        return interleaved or [("1f1b", 1)]
+    if schedule is not None:
+        return [(schedule, n_virtual or 1)]
+    out = [("1f1b", 1), *interleaved, ("zero_bubble", 1)]
+    return out + ([("dualpipe", 1)] if pp % 2 == 0 else [])
+
+
+def _gathers_weights(mesh, options):
+    """Whether a mesh gathers weights before it computes (FSDP, dense weights
+    sharded over ep, ZeRO-3), so that keeping them gathered changes its step."""
+    return (
+        mesh.get("fsdp", 1) > 1
+        or (mesh.get("ep", 1) > 1 and options.get("dense_over_ep", True))
+        or options.get("zero", 0) == 3
+    )
+
+
+def _variants(model, accelerator, mesh, options):
+    """The option sets the search prices `mesh` under (each with its
+    microbatch size searched or given): its schedules (_schedules), FSDP's
+    weights kept gathered and gathered again where the mesh gathers any
+    (unless keep_gathered_weights is given), BF16 and, with precision
+    'auto', FP8 where the accelerator has it; uneven_pipeline None becomes
+    True where pp does not divide the layers."""
+    m = models.get(model)
     pp = mesh.get("pp", 1)
-    schedule = options.get("schedule", "1f1b")
-    if schedule == "dualpipe" and pp > 1 and pp % 2:
+    uneven = options.get("uneven_pipeline")
+    if uneven is None:
+        uneven = bool(m.n_layers % pp)
+    keep = options.get("keep_gathered_weights")
+    keeps = (keep,) if keep is not None else ((False, True) if _gathers_weights(mesh, options) else (False,))
+    precision = options.get("precision", "bf16")
+    if precision == AUTO_PRECISION:
+        precisions = ("bf16", "fp8") if calibrate.fp8_peak_ratio(hardware.get(accelerator)) > 1 else ("bf16",)
+    else:
+        precisions = (precision,)
+    return [
+        dict(options, uneven_pipeline=uneven, schedule=s, n_virtual=v, keep_gathered_weights=k, precision=p)
+        for s, v in _schedules(m, pp, uneven, options.get("schedule"), options.get("n_virtual"))
+        for k in keeps
+        for p in precisions
+    ]
+
+
+def batch_divides(candidate):
+    """Whether a Candidate gives every data-parallel rank a whole number of
+    microbatches (the batch divides over the ranks and the microbatch
+    divides each rank's share): a run needs both."""
+    if not isinstance(candidate, Candidate):
+        raise TypeError(f"candidate: must be an explorer.Candidate, got {type(candidate).__name__}")
+    return abs(candidate.n_microbatches - round(candidate.n_microbatches)) < 1e-9
+
+
+def _mesh_key(cand):
+    """A mesh's variants: fitting with a batch that divides first, then
+    fitting, each by the shortest expected step; if none fits, the least
+    memory (what the mesh needs at best)."""
+    if not cand.fits:
+        return (2, cand.memory_bytes_per_device)
+    return (0 if batch_divides(cand) else 1, cand.expected_step_s)
+
+
+# Variants the search can tell, without pricing them, are never faster than one it has priced
+# (_dominated); tests price them anyway (False) and compare.
+SKIP_DOMINATED = True
+
+
+def _dominated(opts, done):
+    """Whether the variant `opts` can be skipped at a microbatch size, given
+    `done`, {(schedule, n_virtual, keep_gathered_weights, precision):
+    Candidate} priced at the same size: 1F1B where ZB-H1 ran (the same
+    activations held, min(p − s, m) microbatches, and blocking sends, with a
+    third of the bubble: never faster, never smaller); FSDP's weights kept
+    gathered where gathering them again left no FSDP traffic (nor, under
+    ZeRO-3, gradient-reduction traffic) exposed beyond the part no math can
+    cover (keeping them then shortens nothing, and holds more)."""
+    if not SKIP_DOMINATED:
+        return False
+    s, v, keep, p = opts["schedule"], opts["n_virtual"], opts["keep_gathered_weights"], opts["precision"]
+    if s == "1f1b" and ("zero_bubble", 1, keep, p) in done:
+        return True
+    regathered = done.get((s, v, False, p))
+    if keep and regathered is not None:
+        terms, exposed = regathered.expected_terms, regathered.expected_exposed_s
+        axes = ("fsdp", "dp") if opts.get("zero", 0) == 3 else ("fsdp",)
+        # exposed is max(fraction · t, t − math): kept weights shorten t, which helps only where t − math sets it
+        return all(terms[a] - terms["math"] < exposed[a] * (1 - 1e-9) or not exposed[a] for a in axes)
+    return False
+
+
+def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants=None):
+    """({microbatch size: [Candidate of each variant priced]}, the first
+    Unusable met): each size of MICRO_BATCH_CHOICES (or the one given),
+    smallest first, up to the first that leaves a data-parallel rank no
+    whole microbatch, every variant of _variants (ZB-H1 before 1F1B, weights
+    gathered again before kept, so that _dominated can skip); variants
+    whose memory cannot be counted or whose schedule cannot run are left
+    out."""
+    variants = sorted(
+        _variants(model, accelerator, mesh, options) if variants is None else variants,
+        key=lambda o: (o["schedule"] == "1f1b", o["keep_gathered_weights"]),
+    )
+    given = options.get("micro_batch_seqs")
+    out, error = {}, None
+    for micro in MICRO_BATCH_CHOICES if given is None else (given,):
+        done, too_few = {}, False
+        for opts in variants:
+            if _dominated(opts, done):
+                continue
+            try:
+                cand = evaluate(
+                    model, accelerator, mesh, global_tokens, n_devices=n_devices, **dict(opts, micro_batch_seqs=micro)
+                )
+            except TooFewSequences as unusable:
+                too_few, error = True, error or unusable
+                break  # the same for every variant: the batch over the data-parallel ranks
+            except memory_plan.Unusable as unusable:
+                error = error or unusable
+                continue
+            done[(opts["schedule"], opts["n_virtual"], opts["keep_gathered_weights"], opts["precision"])] = cand
+        if too_few:
+            break
+        if done:
+            out[micro] = list(done.values())
+    return out, error
+
+
+def _best_of(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, tried=None):
+    """The mesh's best Candidate over its variants (or those given) and
+    microbatch sizes; `tried`, a list, receives every Candidate priced."""
+    if not _variants(model, accelerator, mesh, options):
         raise TooFewSequences("schedule: cannot run on this mesh")
-    v = options.get("n_virtual", 1)
-    if v > 1:
-        most = largest_n_virtual(model, pp, options.get("uneven_pipeline", False)) if pp > 1 else 1
-        v = max(d for d in range(1, min(v, most) + 1) if most % d == 0)  # a divisor of the stage's layers
-        options = dict(options, n_virtual=v, schedule=options["schedule"] if v > 1 else "1f1b")
-    return options
-
-
-def _best_of(model, accelerator, mesh, global_tokens, n_devices, options):
-    """The mesh's best Candidate over the microbatch sizes (when not given)."""
-    options = _for_mesh(model, mesh, options)
+    priced, error = _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants)
+    tried = [] if tried is None else tried
+    tried += [c for cands in priced.values() for c in cands]
+    if tried:
+        return min(tried, key=_mesh_key)  # min keeps the first (smallest size, first variant) on a tie
     if options.get("micro_batch_seqs") is not None:
-        return evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **options)
-    tried = _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
-    if not tried:
-        ranks = mesh.get("dp", 1) * mesh.get("fsdp", 1) * mesh.get("ep", 1)
-        seq_len = options.get("seq_len", 4096)  # evaluate's default, as _usable reads it
-        if global_tokens / seq_len / ranks >= 1:
-            # each rank has a sequence, yet no size the search tries runs: the smallest says why
-            first = dict(options, micro_batch_seqs=MICRO_BATCH_CHOICES[0])
-            evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **first)
-        raise TooFewSequences(
-            f"batch: {global_tokens / seq_len:g} sequences of {seq_len} over {ranks} data-parallel ranks "
-            "(dp × fsdp × ep) leave less than one sequence per rank"
-        )
-    # fitting first, by the shortest expected step; if none fits, the least memory (what the mesh
-    # needs at best); min keeps the first (smallest) size on a tie
-    return min(
-        tried.values(),
-        key=lambda cand: (not cand.fits, cand.expected_step_s if cand.fits else cand.memory_bytes_per_device),
+        raise error
+    ranks = mesh.get("dp", 1) * mesh.get("fsdp", 1) * mesh.get("ep", 1)
+    seq_len = options.get("seq_len", 4096)  # evaluate's default, as _usable reads it
+    if global_tokens / seq_len / ranks >= 1:
+        # each rank has a sequence, yet no size the search tries runs: the smallest says why
+        first = dict(_variants(model, accelerator, mesh, options)[0], micro_batch_seqs=MICRO_BATCH_CHOICES[0])
+        evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **first)
+    raise TooFewSequences(
+        f"batch: {global_tokens / seq_len:g} sequences of {seq_len} over {ranks} data-parallel ranks "
+        "(dp × fsdp × ep) leave less than one sequence per rank"
     )
 
 
 def _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options):
-    """{microbatch size: Candidate} for each size of MICRO_BATCH_CHOICES,
-    smallest first, up to the first that leaves a data-parallel rank no
-    whole microbatch; sizes whose memory cannot be counted are left out."""
-    tried = {}
-    for micro in MICRO_BATCH_CHOICES:
-        try:
-            tried[micro] = evaluate(
-                model, accelerator, mesh, global_tokens, n_devices=n_devices, **dict(options, micro_batch_seqs=micro)
-            )
-        except TooFewSequences:
-            break
-        except memory_plan.Unusable:
-            continue
-    return tried
+    """{microbatch size: the best Candidate of the mesh's variants at that size}."""
+    priced, _ = _priced(model, accelerator, mesh, global_tokens, n_devices, options)
+    return {micro: min(cands, key=_mesh_key) for micro, cands in priced.items()}
 
 
 def candidates_by_micro_batch(model, accelerator, mesh, global_tokens, *, n_devices, **options):
     """{microbatch size: Candidate} for every size the search tries on
-    `mesh` (`micro_batch_seqs` is set per size), in the order it tries them:
+    `mesh` (`micro_batch_seqs` is set per size), in the order it tries them,
+    each the best of the mesh's variants at that size (schedule, weights
+    kept gathered or not, precision, as explore searches them unless given):
     what `best_for_mesh` chooses among."""
-    mesh = normalize_mesh(mesh)
-    options = _for_mesh(model, mesh, options)
-    return _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options)
+    with timing.shared_costs():
+        return _by_micro_batch(model, accelerator, normalize_mesh(mesh), global_tokens, n_devices, _searched(options))
 
 
 def best_for_mesh(model, accelerator, mesh, global_tokens, *, n_devices, **options):
-    """The Candidate `explore` ranks for `mesh`: with `micro_batch_seqs`
-    None, at the microbatch size the search picks (fitting first, then the
-    shortest expected step, the smallest size on a tie). The command line's
-    --mesh and --explain price a mesh this way, so that they show the row
-    the table showed."""
-    options.setdefault("micro_batch_seqs", None)
-    return _best_of(model, accelerator, normalize_mesh(mesh), global_tokens, n_devices, options)
+    """The Candidate `explore` ranks for `mesh`: every option of
+    SEARCHED_OPTIONS not given is searched as explore searches it (the
+    microbatch size, the schedule, ...), and the row is the mesh's fastest
+    variant that fits and divides the batch (the smallest microbatch on a
+    tie). The command line's --mesh and --explain price a mesh this way, so
+    that they show the row the table showed."""
+    with timing.shared_costs():
+        return _best_of(model, accelerator, normalize_mesh(mesh), global_tokens, n_devices, _searched(options))
+
+
+def chosen_options(candidate):
+    """The options a Candidate was priced under that the search may choose:
+    schedule, n_virtual, uneven_pipeline, keep_gathered_weights, precision,
+    micro_batch_seqs (evaluate with these and the search's other options
+    prices the same row)."""
+    if not isinstance(candidate, Candidate):
+        raise TypeError(f"candidate: must be an explorer.Candidate, got {type(candidate).__name__}")
+    return dict(
+        schedule=candidate.schedule,
+        n_virtual=candidate.n_virtual,
+        uneven_pipeline=candidate.uneven_pipeline,
+        keep_gathered_weights=candidate.keep_gathered_weights,
+        precision=candidate.precision,
+        micro_batch_seqs=candidate.micro_batch_seqs,
+    )
+
+
+class Ranked(list):
+    """explore's answer, a list of Candidates ranked by rank_key, with what
+    the search left out under its time budget: `unrefined`, the meshes
+    priced only under their base variants (ZB-H1, or 1F1B where it cannot
+    run, with FSDP's weights gathered again) because the budget ran out
+    before their other variants were priced; `proven`, whether the first
+    row is the best over every variant of every mesh (the meshes not
+    refined cannot beat it: the least math any of their variants runs is
+    already longer than its expected step)."""
+
+    unrefined = 0
+    proven = True
+
+
+def _base(variants):
+    """The variants that hold the least memory and are priced for every
+    mesh first: ZB-H1 and 1F1B (min(p − s, m) microbatches in flight, where
+    interleaving holds p + (p − 1)/v and DualPipe p + 1 with two stages'
+    weights), weights gathered again rather than kept; every variant if
+    none is of that kind."""
+    base = [o for o in variants if o["schedule"] in ("1f1b", "zero_bubble", "gpipe")]
+    base = [o for o in base if not o["keep_gathered_weights"]] or base
+    return base or variants
 
 
 def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_s=None):
-    """A Candidate for every mesh over `axes` that leaves each data-parallel
-    rank at least one microbatch; SearchTooLong once `budget_s` seconds
-    (None: no limit) have passed."""
-    found = []
+    """A Ranked list with a Candidate for every mesh over `axes` that leaves
+    each data-parallel rank at least one microbatch. Every mesh is priced
+    first under its base variants (_base; SearchTooLong if that alone runs
+    past `budget_s` seconds, None: no limit), then the meshes whose floor
+    (the least math of their base candidates) is lowest are priced under
+    every variant (in the order of _promise, skipping those whose floor is
+    at or above the best expected step found: no variant of theirs can be
+    faster) until none is left (the first row is the best of the whole
+    search) or the budget is spent (the Ranked list
+    says how many meshes kept their base rows and whether the first row is
+    proven the best)."""
     start = time.monotonic()
-    meshes = factorizations(n_devices, model, axes, options.get("seq_len", 4096), options.get("uneven_pipeline", False))
-    for done, mesh in enumerate(meshes):
-        if budget_s is not None and time.monotonic() - start > budget_s:
-            raise SearchTooLong(
-                f"search: {len(meshes):,} meshes of {n_devices:,} devices over {','.join(axes)}; {done:,} priced in "
-                f"{budget_s:g} s, the time a search is given; narrow it: fewer axes (--axes, default "
-                f"{','.join(TUPLE_AXES)}), one mesh (--mesh), or fewer devices"
-            )
-        mesh = dict(zip(TUPLE_AXES, mesh, strict=True)) if isinstance(mesh, tuple) else mesh
-        try:
-            found.append(_best_of(model, accelerator, mesh, global_tokens, n_devices, options))
-        except memory_plan.Unusable:
-            pass
+    meshes = factorizations(n_devices, model, axes, options.get("seq_len", 4096), options.get("uneven_pipeline"))
+    meshes = [dict(zip(TUPLE_AXES, m, strict=True)) if isinstance(m, tuple) else m for m in meshes]
+    budget_s = math.inf if budget_s is None else budget_s
+    rows = {}
+    with timing.shared_costs():
+        for done, mesh in enumerate(meshes):
+            if time.monotonic() - start > budget_s:
+                raise SearchTooLong(
+                    f"search: {len(meshes):,} meshes of {n_devices:,} devices over {','.join(axes)}; {done:,} priced "
+                    f"in {budget_s:g} s, the time a search is given; narrow it: fewer axes (--axes, default "
+                    f"{','.join(SEARCH_AXES)}), one mesh (--mesh), fix the schedule (--schedule) or the microbatch "
+                    "(--micro-batch), or fewer devices"
+                )
+            try:
+                rows[done] = _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options)
+            except memory_plan.Unusable:
+                pass
+        found = Ranked(best for _, best, _ in rows.values())
+        refined = {i for i, (_, _, complete) in rows.items() if complete}
+        # the most promising first: what a base row would take without what other variants may remove
+        # (the bubble, exposed pipeline sends, EP under DualPipe, FSDP with kept weights)
+        order = sorted((i for i in rows if i not in refined), key=lambda i: (_promise(rows[i][1]), rows[i][0]))
+        runs = [c for c in found if c.fits and batch_divides(c)]
+        best_s = min((c.expected_step_s for c in runs), default=math.inf)
+        for i in order:
+            if time.monotonic() - start > budget_s:
+                break
+            if rows[i][0] >= best_s:
+                continue  # no variant of this mesh can beat the best
+            cand = _best_of(model, accelerator, meshes[i], global_tokens, n_devices, options)
+            rows[i] = (rows[i][0], cand, True)
+            if cand.fits and batch_divides(cand):
+                best_s = min(best_s, cand.expected_step_s)
+        found = Ranked(best for _, best, _ in rows.values())
+        found.unrefined = sum(1 for _, _, complete in rows.values() if not complete)
+        found.proven = all(complete or floor >= best_s for floor, _, complete in rows.values())
     return found
 
 
+def _promise(cand):
+    """The order in which the staged search refines a mesh's base row: rows
+    that run first, by their expected step less the parts other variants
+    may remove (the bubble, the exposed pipeline sends, EP traffic, which
+    DualPipe hides, FSDP traffic, which kept weights shorten); a heuristic
+    order only: which rows are refined never changes a refined row, and
+    the proof that the first row is the best rests on the floors."""
+    if not (cand.fits and batch_divides(cand)):
+        return (1, cand.expected_step_s)
+    removable = sum(cand.expected_exposed_s.get(k, 0.0) for k in ("pp", "ep", "fsdp")) + cand.expected_terms["bubble"]
+    return (0, cand.expected_step_s - removable)
+
+
+def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options):
+    """(floor, best Candidate, whether every variant was priced) for one
+    mesh priced under its _base variants: the floor is the least expected
+    math of their fitting candidates (inf when none fits: no variant holds
+    less memory), 0 when the base is every variant."""
+    variants = _variants(model, accelerator, mesh, options)
+    if not variants:
+        raise TooFewSequences("schedule: cannot run on this mesh")
+    base = _base(variants)
+    complete = len(base) == len(variants)
+    tried = []
+    best = _best_of(model, accelerator, mesh, global_tokens, n_devices, options, base, tried)
+    floor = min((c.expected_terms["math"] for c in tried if c.fits), default=math.inf)
+    return (0.0 if complete else floor), best, complete
+
+
 def rank_key(candidate):
-    """Fitting candidates first, each group by expected step time, then by the bound."""
+    """Candidates that run first (they fit and their batch divides: a whole
+    number of microbatches per data-parallel rank), then those that fit but
+    whose batch does not divide, then those that do not fit; each group by
+    expected step time, then by the bound."""
     if not isinstance(candidate, Candidate):
         raise TypeError(f"candidate: must be an explorer.Candidate, got {type(candidate).__name__}")
-    return (not candidate.fits, candidate.expected_step_s, candidate.step_s)
+    runs = candidate.fits and batch_divides(candidate)
+    return (not runs, not candidate.fits, candidate.expected_step_s, candidate.step_s)
 
 
-def explore(model, accelerator, n_devices, global_tokens, *, axes=TUPLE_AXES, budget_s=None, **options):
-    """Every usable mesh over `axes`, fitting ones first, each group by
-    expected step time (the bound beside it). `micro_batch_seqs` None (the
-    default here) searches the microbatch size; other options as evaluate.
-    Meshes that leave a data-parallel rank less than one microbatch are left
-    out. `budget_s`: seconds the search may take (the command line and the
-    planner page give SEARCH_BUDGET_S), else SearchTooLong, a ValueError
-    that says how to narrow it; None, no limit."""
+def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, budget_s=None, **options):
+    """Every usable mesh over `axes` (default SEARCH_AXES), those that run
+    first (they fit and divide the batch), then those that fit, then the
+    rest, each group by expected step time (the bound beside it). What is
+    not given is searched per mesh (SEARCHED_OPTIONS: the microbatch size,
+    the schedule and its virtual stages, an uneven pipeline where pp does
+    not divide the layers, FSDP's weights kept gathered or not; the
+    recomputation, `recompute` None, is the fastest that fits), and
+    precision 'auto' tries FP8 where the accelerator has it; other options
+    as evaluate. Meshes that leave a data-parallel rank less than one
+    microbatch are left out. `budget_s`: seconds the search may take (the
+    command line and the planner page give SEARCH_BUDGET_S), else
+    SearchTooLong, a ValueError that says how to narrow it; None, no
+    limit."""
     if budget_s is not None:
         _validate.positive("budget_s", budget_s)
     models.get(model), hardware.get(accelerator)  # unknown presets fail here, by name
     _validate.positive("global_tokens", global_tokens)
-    options.setdefault("micro_batch_seqs", None)
+    options = _searched(options)
     _check_axes(axes)
+    schedule, n_virtual = options["schedule"], options["n_virtual"]
+    if n_virtual is not None:
+        _validate.count("n_virtual", n_virtual)
+    if schedule is None:
+        schedule = "interleaved" if (n_virtual or 1) > 1 else "1f1b"
+    if options["micro_batch_seqs"] is not None:
+        _validate.count("micro_batch_seqs", options["micro_batch_seqs"])
+    for name in ("uneven_pipeline", "keep_gathered_weights"):
+        if options[name] is not None:
+            _validate.boolean(name, options[name])
     check_options(
-        options.get("schedule", "1f1b"),
-        options.get("n_virtual", 1),
+        schedule,
+        n_virtual or 1,
         options.get("recompute"),
         options.get("attention", "flash"),
         options.get("state_recipe", memory_plan.DEFAULT_STATE_RECIPE),
         options.get("zero", 0),
         1,
     )
-    _validate.choice("precision", options.get("precision", "bf16"), ("bf16", "fp8"))
+    _validate.choice("precision", options.get("precision", "bf16"), (*PRECISIONS, AUTO_PRECISION))
     if options.get("slices") is not None:
         check_slices(accelerator, _validate.count("n_devices", n_devices), options["slices"])
     if options.get("routing_node_limit") is not None:
         _validate.count("routing_node_limit", options["routing_node_limit"])
     found = _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_s)
-    return sorted(found, key=rank_key)
+    ranked = Ranked(sorted(found, key=rank_key))
+    ranked.unrefined, ranked.proven = found.unrefined, found.proven
+    return ranked
 
 
 RUN_OPTIONS = (
@@ -378,7 +681,9 @@ def rank_of_run(run, axes=None):
     size, schedule and recomputation for every mesh), by expected step time
     among the candidates that fit: a RunRank (rank, count) with `own`,
     `best` and `slower_by`; rank None if the mesh is not among them."""
-    options = run_options(run)
+    # every mesh under the run's own layout: its schedule (1F1B where it names none), virtual
+    # stages, pipeline and weight handling, not the variants explore searches
+    options = {"schedule": "1f1b", "n_virtual": 1, "keep_gathered_weights": False, **run_options(run)}
     if axes is None:
         axes = tuple(a for a in AXES if a in TUPLE_AXES or a in run.mesh)
     found = _usable(run.model, run.accelerator, run.n_devices, run.global_tokens, axes, options)

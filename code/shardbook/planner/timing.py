@@ -27,6 +27,7 @@ Ref: scale-your-model-amd, scaling-book-sharding, narayanan2021megatron,
 deepseek2024v3, nccl-tests-performance, nccl-nvls, nccl-tests-nvls-allreduce.
 """
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -38,6 +39,40 @@ from .placement import Placement
 from .shape import check_layout
 
 COLLECTIVE_KINDS = fabric.COLLECTIVE_KINDS
+
+# One call's seconds of each collective priced so far, while a search shares them (shared_costs);
+# None otherwise, so that a lone evaluate keeps nothing between calls.
+_shared = None
+
+
+@contextlib.contextmanager
+def shared_costs():
+    """Within this block collective_s and send_s remember the seconds of one
+    call of each collective they price (by accelerator, kind, bytes per
+    call, placement, calibration and the options that change it), and
+    multiply by the calls: a search prices the same axis's collectives for
+    every schedule, microbatch and recomputation policy it tries on a mesh,
+    and for meshes that share the axis. The accelerator's calibration is
+    read once per priced call and may not change inside the block. Blocks
+    may nest; the memory is dropped when the outermost ends."""
+    global _shared
+    outer = _shared
+    if outer is None:
+        _shared = {}
+    try:
+        yield
+    finally:
+        _shared = outer
+
+
+def _remembered(key, price):
+    """price() once per key inside shared_costs; every time outside it."""
+    if _shared is None:
+        return price()
+    seconds = _shared.get(key)
+    if seconds is None:
+        seconds = _shared[key] = price()
+    return seconds
 
 
 def _achieved(acc):
@@ -113,9 +148,17 @@ def collective_s(
     _validate.choice("kind", kind, COLLECTIVE_KINDS)
     _validate.non_negative("bytes_per_call", bytes_per_call)
     _validate.non_negative("n_calls", n_calls)
-    d = placement.degree
-    if d == 1 or bytes_per_call == 0 or n_calls == 0:
+    if placement.degree == 1 or bytes_per_call == 0 or n_calls == 0:
         return 0.0
+    key = ("collective", acc, kind, bytes_per_call, placement, calibrated, node_limit, in_switch)
+    return n_calls * _remembered(
+        key, lambda: _one_call_s(acc, kind, bytes_per_call, placement, calibrated, node_limit, in_switch)
+    )
+
+
+def _one_call_s(acc, kind, bytes_per_call, placement, calibrated, node_limit, in_switch):
+    """Seconds of one call of collective_s."""
+    d = placement.degree
     rates = _achieved(acc) if calibrated else acc
     if (
         kind == "all_reduce"
@@ -129,7 +172,7 @@ def collective_s(
         if calibrated:
             ring += _latency_s(acc, _latency_steps(kind, placement, False))
             switch += _latency_s(acc, _latency_steps(kind, placement, True))
-        return min(ring, switch) * n_calls
+        return min(ring, switch)
     if kind == "all_to_all" and node_limit is not None and placement.n_domains > 1 and not placement.torus_span:
         m = placement.members_per_domain
         inside = fabric.scale_up_s("all_to_all", bytes_per_call * m / d, rates, m) if m > 1 else 0.0
@@ -154,7 +197,7 @@ def collective_s(
         seconds = fabric.collective_s(kind, bytes_per_call, rates, d, placement.n_domains)
     if calibrated:
         seconds += _latency_s(acc, _latency_steps(kind, placement, False))
-    return seconds * n_calls
+    return seconds
 
 
 def multi_axis_s(accelerator, kind, total_bytes, placements, n_calls=1, *, calibrated=False):
@@ -211,6 +254,14 @@ def send_s(accelerator, bytes_per_call, placement, n_calls=1, *, calibrated=Fals
     _validate.non_negative("bytes_per_call", bytes_per_call)
     if placement.degree == 1 or bytes_per_call == 0:
         return 0.0
+    return n_calls * _remembered(
+        ("send", acc, bytes_per_call, placement, calibrated),
+        lambda: _one_send_s(acc, bytes_per_call, placement, calibrated),
+    )
+
+
+def _one_send_s(acc, bytes_per_call, placement, calibrated):
+    """Seconds of one call of send_s."""
     rates = _achieved(acc) if calibrated else acc
     if placement.n_domains > 1:
         seconds = bytes_per_call / rates.scale_out_bytes_per_s
@@ -219,7 +270,7 @@ def send_s(accelerator, bytes_per_call, placement, n_calls=1, *, calibrated=Fals
         rate = rates.scale_up_egress_bytes_per_s if acc.scale_up_fabric == "switch" else rates.scale_up_link_bytes_per_s
         seconds = bytes_per_call / rate
         latency = calibrate.scale_up_latency_s(acc)
-    return (seconds + (latency if calibrated else 0.0)) * n_calls
+    return seconds + (latency if calibrated else 0.0)
 
 
 def _check_terms(*tables):
