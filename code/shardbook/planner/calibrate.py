@@ -109,7 +109,6 @@ MATMUL_EFFICIENCY = {
         "costs and the stack's expert-exchange overlap (EP_EXPOSED_FRACTION) priced apart; one source, one "
         "model: it carries whatever MaxText on ROCm spends there beyond the planner's terms (the fsdp 8 run's "
         "exposed FSDP traffic among them). The leave-one-source-out table prices the sweep without it",
-        True,
     ),
 }
 # H200: no run; assumed to sustain what H100's fit gives (the same GH100 die and clocks)
