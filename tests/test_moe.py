@@ -171,9 +171,15 @@ def test_the_amd_sweeps_endpoints_land_within_a_quarter_and_ep_8_is_expected_fas
     assert fsdp8.expected_step_s == pytest.approx(step[(8, 1)], rel=0.25)
     assert ep8.expected_step_s == pytest.approx(step[(1, 8)], rel=0.25)
     assert ep8.expected_step_s < fsdp8.expected_step_s
-    # one reason: fsdp 8's 64 local experts get 1,536 rows each, ep 8's 8 experts 12,288; what the small
-    # groups cost beyond η is η-time · (1/f − 1) = η-time · M½ / M, eight times more at fsdp 8
-    assert fsdp8.expected_terms["grouped_gemm"] == pytest.approx(8 * ep8.expected_terms["grouped_gemm"])
+    # one reason: fsdp 8's 64 local experts get 1,536 rows each, ep 8's 8 experts 12,288; what the groups
+    # cost beyond η is η-time · (1/(f·p) − 1), f the curve at those rows, p the plateau's share of η
+    from shardbook.planner import calibrate
+
+    half, p = calibrate.grouped_gemm_half_rows("MI355X"), calibrate.routed_expert_efficiency("MI355X")
+    extra = [1 / (moe.grouped_gemm_factor(rows, half) * p) - 1 for rows in (1536, 12288)]
+    assert fsdp8.expected_terms["grouped_gemm"] / ep8.expected_terms["grouped_gemm"] == pytest.approx(
+        extra[0] / extra[1]
+    )
     assert ep8.expected_terms["grouped_gemm"] > 0
     # the mixed meshes ran far slower than either endpoint, and the planner does not see why (the seed:
     # message layout, kernels and scheduling changed with the mesh); it expects them near the endpoints
@@ -181,16 +187,20 @@ def test_the_amd_sweeps_endpoints_land_within_a_quarter_and_ep_8_is_expected_fas
         assert _sweep(*mesh).expected_step_s < 0.75 * step[mesh]
 
 
-def test_mi355x_efficiency_holds_its_fit_on_the_sweeps_endpoints():
+def test_mi355x_routed_expert_efficiency_holds_its_fit_on_the_sweeps_endpoints():
     from shardbook import measured, validation
     from shardbook.planner import calibrate
 
     ends = [r for r in measured.AMD_MI355X_RUNS if {r.mesh["fsdp"], r.mesh["ep"]} == {1, 8}]
     assert len(ends) == 2
-    figure = calibrate.MATMUL_EFFICIENCY["MI355X"]
+    figure = calibrate.ROUTED_EXPERT_EFFICIENCY["MI355X"]
     assert figure.source == "fit" and "endpoints" in figure.note
-    assert figure.value == pytest.approx(validation.fit_matmul_efficiency("MI355X", ends, low=0.05), abs=0.005)
-    assert "fitted on one source" in calibrate.single_run_caveat("MI355X")
+    assert figure.value == pytest.approx(validation.fit_routed_expert_efficiency("MI355X", ends), abs=0.005)
+    # it prices routed experts only: a dense plan on MI355X keeps the assumed η
+    assert calibrate.MATMUL_EFFICIENCY["MI355X"].source == "assumed"
+    assert calibrate.routed_expert_efficiency("H100") == 1.0
+    with pytest.raises(ValueError, match="runs: must be one or more"):
+        validation.fit_routed_expert_efficiency("MI355X", [measured.run_named("DeepSeek-V3, 2,048 H800")])
 
 
 def test_permute_cost_appears_in_the_step_breakdown():

@@ -91,15 +91,16 @@ class Fold:
     key, or None for the book's own fit), `elementwise_passes`,
     `fp8_speedup`, `efficiencies` ({accelerator: η}) and `unfitted`, the
     accelerators of the left-out runs that no run of the fold fits;
-    `without_ep_exposure`, the accelerators whose stack's expert-exchange
-    overlap (calibrate.EP_EXPOSED_FRACTION) the fold does not know."""
+    `without_own_figures`, the accelerators whose figures taken from a
+    held-out source (calibrate.EP_EXPOSED_FRACTION,
+    calibrate.ROUTED_EXPERT_EFFICIENCY) the fold does not know."""
 
     left_out: str | None
     elementwise_passes: float
     fp8_speedup: float
     efficiencies: dict
     unfitted: tuple
-    without_ep_exposure: tuple = ()
+    without_own_figures: tuple = ()
 
 
 def sources():
@@ -115,26 +116,28 @@ def _figures(fold):
         stack.enter_context(validation.figure_set("FP8 sustained speedup", "any", fold.fp8_speedup))
         for accelerator, value in fold.efficiencies.items():
             stack.enter_context(validation.matmul_efficiency_set(accelerator, value))
-        stack.enter_context(_without_ep_exposure(fold.without_ep_exposure))
+        stack.enter_context(_without_own_figures(fold.without_own_figures))
         yield
 
 
 @contextlib.contextmanager
-def _without_ep_exposure(accelerators):
-    """Within the block, calibrate.EP_EXPOSED_FRACTION has no entry for `accelerators`."""
+def _without_own_figures(accelerators):
+    """Within the block, calibrate.EP_EXPOSED_FRACTION and
+    calibrate.ROUTED_EXPERT_EFFICIENCY have no entry for `accelerators`."""
     from .planner import calibrate
 
-    table = calibrate.EP_EXPOSED_FRACTION
-    removed = {name: table.pop(name) for name in accelerators if name in table}
+    tables = (calibrate.EP_EXPOSED_FRACTION, calibrate.ROUTED_EXPERT_EFFICIENCY)
+    removed = [{name: table.pop(name) for name in accelerators if name in table} for table in tables]
     try:
         yield
     finally:
-        table.update(removed)
+        for table, entries in zip(tables, removed, strict=True):
+            table.update(entries)
 
 
 # Figures of the book taken from the runs of a held-out source (the AMD seed's sweep fits MI355X's
-# η, and its profile gives the stack's expert-exchange overlap there): that source's runs are
-# priced without them, as an accelerator no run fits and exchanges exposed in full.
+# routed-expert efficiency, and its profile gives the stack's expert-exchange overlap there): that
+# source's runs are priced without them (routed experts at η, exchanges exposed in full).
 HELD_OUT_OWN_FIGURES = {"scale-your-model-amd": ("MI355X",)}
 
 
@@ -146,12 +149,7 @@ def held_out_fold(source):
     accelerators = HELD_OUT_OWN_FIGURES.get(source, ())
     if not accelerators:
         return book
-    etas = dict(book.efficiencies)
-    fitted = {acc: value for acc, value in etas.items() if acc not in accelerators}
-    for acc in accelerators:
-        etas[acc] = unfitted_matmul_efficiency(acc, fitted)
-    return dataclasses.replace(book, left_out=source, efficiencies=etas, unfitted=accelerators,
-                               without_ep_exposure=accelerators)  # fmt: skip
+    return dataclasses.replace(book, left_out=source, without_own_figures=accelerators)
 
 
 PASSES_BRACKET = (1.0, 6.0)  # every fold's fit lies between 2.5 and 3.1; an edge is refused

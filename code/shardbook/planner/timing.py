@@ -349,10 +349,12 @@ def grouped_gemm_s(lay, recompute):
     """Seconds the routed experts' grouped GEMMs spend beyond what their
     FLOPs take at the sustained matmul efficiency: the routed FLOPs
     (6 · routed active parameters · capacity factor per token, 2 more where
-    the policy reruns the MoE block's forward) at η, times 1/f − 1 with f
-    moe.grouped_gemm_factor at rows_per_expert and the kernels' M½
-    (calibrate.GROUPED_GEMM_HALF_ROWS); at the deepest stage's pace. 0 for
-    a dense model. Ref: deepgemm, primus-turbo-grouped-gemm."""
+    the policy reruns the MoE block's forward) at η, times 1/(f·p) − 1 with
+    f moe.grouped_gemm_factor at rows_per_expert and the kernels' M½
+    (calibrate.GROUPED_GEMM_HALF_ROWS) and p the plateau's share of η
+    (calibrate.routed_expert_efficiency, 1 but where a stack's is fitted);
+    at the deepest stage's pace. 0 for a dense model.
+    Ref: deepgemm, primus-turbo-grouped-gemm."""
     check_layout(lay)
     m, acc, mesh = lay.model, lay.accelerator, lay.mesh
     if not m.is_moe:
@@ -363,7 +365,7 @@ def grouped_gemm_s(lay, recompute):
     balance = lay.deepest / (m.n_layers / mesh["pp"]) if mesh["pp"] > 1 else 1.0
     at_eta = flops / (lay.n_devices * acc.bf16_dense_flops_per_s * speedup) * balance / calibrate.matmul_efficiency(acc)
     factor = moe.grouped_gemm_factor(rows_per_expert(lay), calibrate.grouped_gemm_half_rows(acc))
-    return at_eta * (1 / factor - 1)
+    return at_eta * (1 / (factor * calibrate.routed_expert_efficiency(acc)) - 1)
 
 
 def permute_s(lay, recompute):
