@@ -100,3 +100,143 @@ def test_ep_floor_across_nodes_keeps_the_in_node_share_on_nvlink():
         moe.ep_min_expert_width(c, nic, 64, ranks_in_node=8)
     with pytest.raises(ValueError, match="ranks_in_node: must divide ep=64"):
         moe.ep_min_expert_width(c, nic, 64, ranks_in_node=7, node_link_bytes_per_s=nvl)
+
+
+# --- the routed experts' grouped GEMMs and sorts (planner.timing, planner.calibrate) ----------------
+
+
+def test_grouped_gemm_efficiency_falls_with_fewer_rows_per_expert():
+    from shardbook.planner import calibrate
+
+    for kernels, figure in calibrate.GROUPED_GEMM_HALF_ROWS.items():
+        half = figure.value
+        factors = [moe.grouped_gemm_factor(m, half) for m in (64, 256, 1024, 4096, 16384)]
+        assert factors == sorted(factors) and factors[-1] < 1, kernels
+        assert moe.grouped_gemm_factor(half, half) == pytest.approx(0.5)
+    # few rows per expert (many small groups) cost more per FLOP than many rows (expert parallelism)
+    assert moe.grouped_gemm_factor(1536, 269) < 0.86 < 0.97 < moe.grouped_gemm_factor(12288, 269)
+    for bad, message in (((0, 100), "rows_per_group"), ((10, -1), "half_rows")):
+        with pytest.raises(ValueError, match=message):
+            moe.grouped_gemm_factor(*bad)
+
+
+def test_grouped_gemm_curves_hold_their_fits_on_the_published_tables():
+    from shardbook import measured
+    from shardbook.planner import calibrate
+
+    for kernels in ("nvidia", "amd"):
+        points = [((p.n, p.k), p.m, p.tflops_per_s) for p in measured.GROUPED_GEMM_POINTS if p.kernels == kernels]
+        assert len(points) >= 10
+        fitted = moe.fit_grouped_gemm_half_rows(points)
+        figure = calibrate.GROUPED_GEMM_HALF_ROWS[kernels]
+        assert figure.source == "fit" and figure.value == pytest.approx(fitted, rel=0.01), kernels
+    assert calibrate.GROUPED_GEMM_HALF_ROWS["tpu"].source == "assumed"
+    assert [calibrate.grouped_gemm_kernels(a) for a in ("H100", "MI355X", "MI300X", "TPU v5p")] == [
+        "nvidia", "amd", "amd", "tpu"
+    ]  # fmt: skip
+    # a curve through exact points is found again: M½ = 300 on two shapes
+    exact = [(s, m, p * m / (m + 300)) for s, p in (("a", 500), ("b", 900)) for m in (128, 512, 2048, 8192)]
+    assert moe.fit_grouped_gemm_half_rows(exact) == pytest.approx(300, rel=1e-3)
+    with pytest.raises(ValueError, match="two points of one shape"):
+        moe.fit_grouped_gemm_half_rows([("a", 128, 10.0), ("b", 256, 20.0)])
+
+
+def test_rows_per_expert_and_sort_bytes_by_hand():
+    # 16,384 tokens, top-6 of 64 experts: 1,536 rows per expert alone, eight times as many over ep 8
+    assert moe.rows_per_expert(16384, 6, 64, 1) == 1536
+    assert moe.rows_per_expert(16384, 6, 64, 8) == 12288
+    assert moe.rows_per_expert(16384, 6, 64, 8, capacity_factor=1.25) == 12288 * 1.25
+    # one sort and unsort, forward and backward: 4 passes over (1 + k)·T rows of D BF16 elements
+    assert moe.permute_bytes(1000, 2, 10) == 4 * (1000 + 2000) * 10 * 2
+    # expert parallelism sorts the 2·k·T rows that arrive again; a rerun adds the forward's pair
+    assert moe.permute_bytes(1000, 2, 10, ep=4) == 4 * (1000 + 2000 + 4000) * 10 * 2
+    assert moe.permute_bytes(1000, 2, 10, ep=4, reruns=1) == 6 * (1000 + 2000 + 4000) * 10 * 2
+    with pytest.raises(ValueError, match="reruns"):
+        moe.permute_bytes(1000, 2, 10, reruns=-1)
+
+
+def _sweep(fsdp, ep):
+    from shardbook import explorer
+
+    return explorer.evaluate("DeepSeek-V2-Lite", "MI355X", {"fsdp": fsdp, "ep": ep}, 131072, seq_len=4096,
+                             micro_batch_seqs=4)  # fmt: skip
+
+
+def test_the_amd_sweeps_endpoints_land_within_a_quarter_and_ep_8_is_expected_fastest():
+    # scale-your-model-amd, "Successful measurements": DeepSeek-V2-Lite on 8 MI355X (measured.AMD_MI355X_RUNS)
+    from shardbook import measured
+
+    step = {(r.mesh["fsdp"], r.mesh["ep"]): r.step_s for r in measured.AMD_MI355X_RUNS}
+    fsdp8, ep8 = _sweep(8, 1), _sweep(1, 8)
+    assert fsdp8.expected_step_s == pytest.approx(step[(8, 1)], rel=0.25)
+    assert ep8.expected_step_s == pytest.approx(step[(1, 8)], rel=0.25)
+    assert ep8.expected_step_s < fsdp8.expected_step_s
+    # one reason: fsdp 8's 64 local experts get 1,536 rows each, ep 8's 8 experts 12,288; what the groups
+    # cost beyond η is η-time · (1/(f·p) − 1), f the curve at those rows, p the plateau's share of η
+    from shardbook.planner import calibrate
+
+    half, p = calibrate.grouped_gemm_half_rows("MI355X"), calibrate.routed_expert_efficiency("MI355X")
+    extra = [1 / (moe.grouped_gemm_factor(rows, half) * p) - 1 for rows in (1536, 12288)]
+    assert fsdp8.expected_terms["grouped_gemm"] / ep8.expected_terms["grouped_gemm"] == pytest.approx(
+        extra[0] / extra[1]
+    )
+    assert ep8.expected_terms["grouped_gemm"] > 0
+    # the mixed meshes ran far slower than either endpoint, and the planner does not see why (the seed:
+    # message layout, kernels and scheduling changed with the mesh); it expects them near the endpoints
+    for mesh in ((4, 2), (2, 4)):
+        assert _sweep(*mesh).expected_step_s < 0.75 * step[mesh]
+
+
+def test_mi355x_routed_expert_efficiency_holds_its_fit_on_the_sweeps_endpoints():
+    from shardbook import measured, validation
+    from shardbook.planner import calibrate
+
+    ends = [r for r in measured.AMD_MI355X_RUNS if {r.mesh["fsdp"], r.mesh["ep"]} == {1, 8}]
+    assert len(ends) == 2
+    figure = calibrate.ROUTED_EXPERT_EFFICIENCY["MI355X"]
+    assert figure.source == "fit" and "endpoints" in figure.note
+    assert figure.value == pytest.approx(validation.fit_routed_expert_efficiency("MI355X", ends), abs=0.005)
+    # it prices routed experts only: a dense plan on MI355X keeps the assumed η
+    assert calibrate.MATMUL_EFFICIENCY["MI355X"].source == "assumed"
+    assert calibrate.routed_expert_efficiency("H100") == 1.0
+    with pytest.raises(ValueError, match="runs: must be one or more"):
+        validation.fit_routed_expert_efficiency("MI355X", [measured.run_named("DeepSeek-V3, 2,048 H800")])
+
+
+def test_permute_cost_appears_in_the_step_breakdown():
+    ep8, fsdp8 = _sweep(1, 8), _sweep(8, 1)
+    terms = ep8.expected_terms
+    assert 0 < terms["permute"] < terms["elementwise"] < terms["math"]
+    # without expert parallelism the sort moves only what the elementwise term already counts
+    assert fsdp8.expected_terms["permute"] == 0
+    # and the exchange is what the stack overlaps: the seed's profile leaves a fifth of it exposed
+    from shardbook.planner import calibrate
+
+    assert ep8.expected_exposed_s["ep"] == pytest.approx(calibrate.EP_EXPOSED_FRACTION["MI355X"].value * terms["ep"])
+    # a dense model has neither
+    from shardbook import explorer
+
+    dense = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 8}, 2**20)
+    assert dense.expected_terms["permute"] == dense.expected_terms["grouped_gemm"] == 0
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the planner prices Megatron's expert all-to-alls on H100 fully exposed while it hides pure FSDP's "
+    "traffic behind the math (flagged fragile), so fsdp 64 still ranks first; NVIDIA's recipe runs EP8/EP16 x DP",
+)
+def test_qwen3_30b_a3b_on_64_h100_picks_expert_parallelism():
+    from pathlib import Path
+
+    from shardbook import explorer, hf_config
+
+    model = hf_config.from_hf_config(Path(__file__).resolve().parent / "data" / "hf_configs" / "qwen3-30b-a3b.json")
+    ranked = explorer.explore(
+        model,
+        "H100",
+        64,
+        512 * 4096,
+        seq_len=4096,
+        axes=("dp", "fsdp", "tp", "ep", "pp"),
+    )
+    assert ranked[0].ep > 1

@@ -83,8 +83,25 @@ def test_an_accelerator_left_without_runs_takes_what_an_unseen_one_gets():
 def test_held_out_runs_are_priced_with_the_books_own_figures(loso):
     held = [r for r in loso if r.held_out]
     assert [r.run for r in held] == list(measured.HELD_OUT_RUNS)
+    own = [r for r in held if r.run.source in transfer.HELD_OUT_OWN_FIGURES]
     for row in held:
+        if row.run.source in transfer.HELD_OUT_OWN_FIGURES:
+            continue
         assert row.expected_step_s == pytest.approx(validation.expected_for_run(row.run).expected_step_s, rel=1e-12)
+    # the AMD seed's sweep fits MI355X's routed-expert efficiency (its endpoints) and gives its stack's
+    # exchange overlap: its rows are priced without both (routed experts at η, exchanges exposed in full)
+    assert [r.run.name for r in own] == [r.name for r in measured.AMD_MI355X_RUNS]
+    for row in own:
+        fold = row.fold
+        assert fold.left_out == "scale-your-model-amd" and fold.without_own_figures == ("MI355X",)
+        assert fold.efficiencies["MI355X"] == calibrate.matmul_efficiency("MI355X")  # assumed, not fitted on it
+        with transfer._without_own_figures(("MI355X",)):
+            assert calibrate.routed_expert_efficiency("MI355X") == 1.0
+            assert calibrate.ep_exposed_fraction("MI355X") is None
+            step = validation.expected_for_run(row.run).expected_step_s
+        assert row.expected_step_s == pytest.approx(step, rel=1e-12)
+        assert abs(step / validation.expected_for_run(row.run).expected_step_s - 1) > 0.2
+    assert "MI355X" in calibrate.EP_EXPOSED_FRACTION and "MI355X" in calibrate.ROUTED_EXPERT_EFFICIENCY  # restored
     # no held-out run is in either set of the split
     names = {r.name for r in measured.VALIDATION_RUNS}
     assert not names & {r.name for r in measured.HELD_OUT_RUNS}

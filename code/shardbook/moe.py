@@ -1,5 +1,7 @@
-"""Token dispatch volume for expert parallelism. Rows are perfectly packed:
-no indices, capacity padding or load imbalance. Ref: scale-your-model-amd."""
+"""Token dispatch for expert parallelism: the routed volume (rows perfectly
+packed: no indices or load imbalance; capacity padding where a caller
+passes a capacity factor), the sort that groups rows by expert, and the
+grouped GEMM's efficiency by rows per expert. Ref: scale-your-model-amd."""
 
 import math
 
@@ -129,6 +131,99 @@ def ep_min_expert_width(
     _validate.positive("node_link_bytes_per_s", node_link_bytes_per_s)
     seconds_per_byte = max((ep - ranks_in_node) / egress_bytes_per_s, (ranks_in_node - 1) / node_link_bytes_per_s) / ep
     return bytes_per_element * flops_per_s * seconds_per_byte / matrices
+
+
+def rows_per_expert(tokens_per_device, top_k, n_experts, ep, capacity_factor=1.0):
+    """Rows one device's grouped GEMM gives each of its experts: the
+    `tokens_per_device` of each of the `ep` ranks that share its experts,
+    `top_k` copies each, spread over `n_experts` (capacity_factor times that
+    where the stack pads every expert to its capacity):
+    tokens · k · ep · cf / E."""
+    _validate.positive("tokens_per_device", tokens_per_device)
+    _routing(top_k, n_experts)
+    _validate.count("ep", ep)
+    _validate.positive("capacity_factor", capacity_factor)
+    return tokens_per_device * top_k * ep * capacity_factor / n_experts
+
+
+def grouped_gemm_factor(rows_per_group, half_rows):
+    """The share of its large-group throughput a grouped GEMM sustains at
+    `rows_per_group` rows per expert: M / (M + M½), where M½ (`half_rows`)
+    is the group size at which it runs at half of it. Each group's tiles,
+    the last of them part empty, and its weights' loads are paid per group:
+    few rows per group run far below the plateau, many run near it.
+    Ref: deepgemm, primus-turbo-grouped-gemm (the curves fitted on their
+    tables by fit_grouped_gemm_half_rows)."""
+    _validate.positive("rows_per_group", rows_per_group)
+    _validate.positive("half_rows", half_rows)
+    return rows_per_group / (rows_per_group + half_rows)
+
+
+def _half_rows_error(points, half_rows):
+    """Squared error of log TFLOP/s over `points` ((shape, M, TFLOP/s)) for
+    a given M½, each shape at its best plateau (closed form)."""
+    logs = {}
+    for shape, m, tflops in points:
+        logs.setdefault(shape, []).append(math.log(tflops) - math.log(grouped_gemm_factor(m, half_rows)))
+    return sum(sum((x - sum(v) / len(v)) ** 2 for x in v) for v in logs.values())
+
+
+def fit_grouped_gemm_half_rows(points, low=1.0, high=1e5, tol=1e-4):
+    """M½ of grouped_gemm_factor fitted on `points`, (shape, rows per group,
+    TFLOP/s) triples: least squares on log TFLOP/s, each shape (any hashable
+    key, such as (N, K)) scaled by its own plateau, by golden-section search
+    on log M½ in [`low`, `high`]. Needs two points of one shape at least."""
+    try:
+        points = [tuple(p) for p in points]
+    except TypeError:
+        raise ValueError("points: must be an iterable of (shape, rows per group, TFLOP/s) triples") from None
+    if any(len(p) != 3 for p in points):
+        raise ValueError("points: each must be a (shape, rows per group, TFLOP/s) triple")
+    for _, m, tflops in points:
+        _validate.positive("rows per group", m)
+        _validate.positive("TFLOP/s", tflops)
+    shapes = [shape for shape, _, _ in points]
+    if not any(shapes.count(shape) > 1 for shape in shapes):
+        raise ValueError("points: need two points of one shape at least to fit a curve")
+    _validate.positive("low", low)
+    _validate.positive("tol", tol)
+    if not high > low:
+        raise ValueError(f"high: must exceed low ({low}), got {high}")
+    a, b = math.log(low), math.log(high)
+    ratio = (math.sqrt(5) - 1) / 2
+    while b - a > tol:
+        c, d = b - ratio * (b - a), a + ratio * (b - a)
+        if _half_rows_error(points, math.exp(c)) <= _half_rows_error(points, math.exp(d)):
+            b = d
+        else:
+            a = c
+    return math.exp((a + b) / 2)
+
+
+def permute_bytes(tokens_per_device, top_k, d_model, bytes_per_element=2, ep=1, capacity_factor=1.0, reruns=0):
+    """HBM bytes one device moves to sort its routed rows to their experts
+    and back in one MoE layer of one microbatch's training step. The sort
+    (permute) reads each of the T tokens' rows once and writes its k copies
+    grouped by expert; the unsort (unpermute) reads the k expert outputs and
+    writes their weighted sum: (1 + k)·T rows of D elements of s bytes
+    each. The backward runs the transpose of both, and a policy that
+    recomputes the MoE block (`reruns`) the forward's pair again: 4 + 2·reruns
+    passes. With expert parallelism (`ep` > 1) the k·T rows that arrive are
+    sorted again, by local expert, and unsorted before they go back: 2·k·T
+    rows a pass more. Padded to capacity (`capacity_factor`), the k·T
+    buffers are that much larger.
+    Ref: maxtext (moe.py: permute, the ragged all-to-all, local_permute and
+    their inverses)."""
+    _validate.non_negative("tokens_per_device", tokens_per_device)
+    _validate.count("top_k", top_k)
+    _validate.count("d_model", d_model)
+    _validate.positive("bytes_per_element", bytes_per_element)
+    _validate.count("ep", ep)
+    _validate.positive("capacity_factor", capacity_factor)
+    _validate.count("reruns", reruns, minimum=0)
+    routed = tokens_per_device * top_k * capacity_factor
+    rows = tokens_per_device + routed + (2 * routed if ep > 1 else 0)
+    return (4 + 2 * reruns) * rows * d_model * bytes_per_element
 
 
 def dropped_fraction(expert_loads, capacity_slots):

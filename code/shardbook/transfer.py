@@ -3,8 +3,9 @@
 For each source (a references.bib key) of `measured.VALIDATION_RUNS`,
 every fitted figure is fitted again, by validation's procedure, on the
 calibration runs of the other sources (`fit_fold`), and that source's runs
-are priced with them; the runs held out from every fit
-(`measured.HELD_OUT_RUNS`) are priced with the book's own figures. Errors
+are priced with them; the runs held out from the split
+(`measured.HELD_OUT_RUNS`) are priced with the book's own figures, less
+those taken from their own source (`held_out_fold`). Errors
 are reported per stack family (`STACK_FAMILIES`) and per accelerator; their
 spread is the band every plan carries (`planner.calibrate.STEP_BANDS`).
 Chapter 97 (sec-valid-transfer) says why and shows the result.
@@ -89,13 +90,17 @@ class Fold:
     """The figures fitted without one source: `left_out` (a references.bib
     key, or None for the book's own fit), `elementwise_passes`,
     `fp8_speedup`, `efficiencies` ({accelerator: η}) and `unfitted`, the
-    accelerators of the left-out runs that no run of the fold fits."""
+    accelerators of the left-out runs that no run of the fold fits;
+    `without_own_figures`, the accelerators whose figures taken from a
+    held-out source (calibrate.EP_EXPOSED_FRACTION,
+    calibrate.ROUTED_EXPERT_EFFICIENCY) the fold does not know."""
 
     left_out: str | None
     elementwise_passes: float
     fp8_speedup: float
     efficiencies: dict
     unfitted: tuple
+    without_own_figures: tuple = ()
 
 
 def sources():
@@ -111,7 +116,40 @@ def _figures(fold):
         stack.enter_context(validation.figure_set("FP8 sustained speedup", "any", fold.fp8_speedup))
         for accelerator, value in fold.efficiencies.items():
             stack.enter_context(validation.matmul_efficiency_set(accelerator, value))
+        stack.enter_context(_without_own_figures(fold.without_own_figures))
         yield
+
+
+@contextlib.contextmanager
+def _without_own_figures(accelerators):
+    """Within the block, calibrate.EP_EXPOSED_FRACTION and
+    calibrate.ROUTED_EXPERT_EFFICIENCY have no entry for `accelerators`."""
+    from .planner import calibrate
+
+    tables = (calibrate.EP_EXPOSED_FRACTION, calibrate.ROUTED_EXPERT_EFFICIENCY)
+    removed = [{name: table.pop(name) for name in accelerators if name in table} for table in tables]
+    try:
+        yield
+    finally:
+        for table, entries in zip(tables, removed, strict=True):
+            table.update(entries)
+
+
+# Figures of the book taken from the runs of a held-out source (the AMD seed's sweep fits MI355X's
+# routed-expert efficiency, and its profile gives the stack's expert-exchange overlap there): that
+# source's runs are priced without them (routed experts at η, exchanges exposed in full).
+HELD_OUT_OWN_FIGURES = {"scale-your-model-amd": ("MI355X",)}
+
+
+def held_out_fold(source):
+    """The Fold a held-out run of `source` is priced by: the book's own
+    figures (book_fold), less those taken from that source's runs
+    (HELD_OUT_OWN_FIGURES)."""
+    book = book_fold()
+    accelerators = HELD_OUT_OWN_FIGURES.get(source, ())
+    if not accelerators:
+        return book
+    return dataclasses.replace(book, left_out=source, without_own_figures=accelerators)
 
 
 PASSES_BRACKET = (1.0, 6.0)  # every fold's fit lies between 2.5 and 3.1; an edge is refused
@@ -190,14 +228,15 @@ def book_fold():
 def leave_one_source_out(tol=1e-3, held_out=True):
     """A TransferRow for every run of measured.VALIDATION_RUNS, each priced
     by the Fold without its source, then (with `held_out`) for every run of
-    HELD_OUT_RUNS, priced by the book's own figures."""
+    HELD_OUT_RUNS, priced by the book's own figures less any taken from its
+    own source (held_out_fold)."""
     out = []
     for source in sources():
         fold = fit_fold(source, tol)
         out += [_priced(r, fold, False) for r in measured.VALIDATION_RUNS if r.source == source]
     if held_out:
-        fold = book_fold()
-        out += [_priced(r, fold, True) for r in HELD_OUT_RUNS]
+        folds = {source: held_out_fold(source) for source in dict.fromkeys(r.source for r in HELD_OUT_RUNS)}
+        out += [_priced(r, folds[r.source], True) for r in HELD_OUT_RUNS]
     return out
 
 

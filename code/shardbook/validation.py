@@ -330,6 +330,27 @@ def fit_matmul_efficiency(accelerator, runs=None, low=0.2, high=1.0, tol=1e-4):
     return _golden(lambda value: _log_error_sq(name, runs, value), low, high, tol)
 
 
+def fit_routed_expert_efficiency(accelerator, runs, low=0.02, high=1.0, tol=1e-4):
+    """The planner.calibrate.ROUTED_EXPERT_EFFICIENCY of `accelerator` (an
+    entry it holds) in [low, high] minimising Σ log²(expected / measured
+    step) over `runs` (MoE runs on it), by golden-section search;
+    everything else at its calibrate.py value."""
+    name = hardware.get(accelerator).name
+    _validate.positive("low", low)
+    _check_tol(tol)
+    if not low < high <= 1:
+        raise ValueError(f"high: must lie above low ({low}) and at most 1, got {high}")
+    runs = list(runs)
+    if not runs or not all(isinstance(r, measured.PublishedRun) and r.accelerator == name for r in runs):
+        raise ValueError(f"runs: must be one or more measured.PublishedRun records on {name!r}")
+
+    def error(value):
+        with figure_set("routed expert efficiency", name, value):
+            return _sum_log_error_sq(runs)
+
+    return _golden(error, low, high, tol)
+
+
 @contextlib.contextmanager
 def elementwise_passes_set(value):
     """Within the block, calibrate.ELEMENTWISE_PASSES is `value` (a trial of

@@ -67,7 +67,7 @@ MATMUL_EFFICIENCY = {
         "measured.SUSTAINED prints 0.73 for H100, a sustained share of peak it does not define further",
     ),
     "H800": Figure(
-        0.30,
+        0.31,
         "fit",
         "validation.fit_matmul_efficiency on DeepSeek-V3 (the only H800 run: FP8 matmuls with 1x128 and 128x128 "
         "scaling tiles, over the BF16 peak, at the FP8 speedup H100's FP8 run fits)",
@@ -88,7 +88,7 @@ MATMUL_EFFICIENCY = {
         "measured.SUSTAINED's 0.67 is printed approximate (≈)",
     ),
     "TPU v6e": Figure(
-        0.64,
+        0.65,
         "fit",
         "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 2 70B, Llama 3.1 70B, Mixtral 8x22B)",
     ),
@@ -236,6 +236,106 @@ FP8_SUSTAINED_SPEEDUP = Figure(
 )
 
 
+# --- routed experts ---------------------------------------------------------------------
+# A routed expert's matmuls run as one grouped GEMM over the device's experts, each group the
+# rows routed to one expert. Few rows per group run far below the plateau a large matmul reaches
+# (each group pays its partly empty last tile and its weights' loads), so the planner prices the
+# routed experts' FLOPs at η × M / (M + M½), M the rows per expert per device per microbatch
+# (moe.grouped_gemm_factor; timing.math_s). M½ is fitted per family of kernels by
+# moe.fit_grouped_gemm_half_rows on the published tables in measured.GROUPED_GEMM_POINTS (each
+# shape scaled by its own plateau); tests/test_moe.py holds each to its fit within 1 %.
+GROUPED_GEMM_HALF_ROWS = {
+    "nvidia": Figure(
+        132.0,
+        "fit",
+        "moe.fit_grouped_gemm_half_rows on DeepGEMM's grouped FP8 kernels on H800 (deepgemm: DeepSeek-V3's "
+        "two expert shapes, 256 to 8,192 rows per group)",
+    ),
+    "amd": Figure(
+        269.0,
+        "fit",
+        "moe.fit_grouped_gemm_half_rows on Primus-Turbo's BF16 grouped GEMMs on MI300X (primus-turbo-grouped-gemm: "
+        "DeepSeek-V2-Lite's and Qwen3-30B-A3B's expert shapes, 8 groups of 512 to 16,384 rows)",
+    ),
+    "tpu": Figure(
+        132.0,
+        "assumed",
+        "not fitted: assumed; no published grouped-GEMM table for MaxText's TPU kernels (megablox): NVIDIA's fit taken",
+        True,
+    ),
+}
+
+# The share of the expert all-to-alls a stack leaves on the critical path where its scheduler
+# overlaps them with independent math (XLA's async collectives: the backward's exchanges behind
+# the experts' weight gradients, the forward's behind the shared experts), by accelerator; without
+# an entry the exchanges are exposed in full (EXPOSED_FRACTION["ep"]) unless DualPipe or
+# ideal_overlap hides them. MI355X: the AMD seed profiled MaxText's sweep with rocprofv3, and at
+# ep 8, where nearly all of the RCCL time is the expert exchanges (the dense weights' FSDP traffic
+# over ep is a tenth of it in the planner's count), 79.3 % of it overlapped other work: 0.207
+# exposed. A figure of the same source as the sweep the MI355X routed-expert efficiency is
+# fitted on; the leave-one-source-out table prices the sweep without it (shardbook.transfer).
+EP_EXPOSED_FRACTION = {
+    "MI355X": Figure(
+        0.207,
+        "scale-your-model-amd",
+        "1 − 0.793: RCCL time overlapped at fsdp 1 × ep 8 in the seed's rocprofv3 profile of MaxText on ROCm",
+        True,
+    ),
+}
+
+
+def ep_exposed_fraction(accelerator):
+    """EP_EXPOSED_FRACTION of `accelerator` (a preset's entry), or None where its stack is taken to
+    leave the expert exchanges exposed in full."""
+    entry = EP_EXPOSED_FRACTION.get(hardware.get(accelerator).name)
+    return entry.value if entry else None
+
+
+# The plateau a stack's grouped GEMMs reach, as a share of the accelerator's dense η, where it is
+# not η itself: DeepGEMM's grouped kernels on H800 reach its dense kernels' TFLOP/s at 4,096 rows
+# a group (deepgemm), so without an entry the share is 1. MI355X: fitted by
+# validation.fit_routed_expert_efficiency on the two endpoints of the AMD seed's MaxText sweep
+# (DeepSeek-V2-Lite on 8 MI355X, fsdp 8 and ep 8: measured.AMD_MI355X_RUNS), every other term at
+# its value (MI355X's assumed η among them); one source, one model: it carries whatever MaxText on
+# ROCm spent in those MoE layers beyond the planner's terms (the fsdp 8 run's exposed FSDP
+# traffic among them), and applies to routed experts only, so a dense plan there keeps the
+# assumed η. The leave-one-source-out table prices the sweep without it (shardbook.transfer).
+# tests/test_moe.py holds it to its fit.
+ROUTED_EXPERT_EFFICIENCY = {
+    "MI355X": Figure(
+        0.133,
+        "fit",
+        "validation.fit_routed_expert_efficiency on the AMD seed's sweep's two endpoints (fsdp 8, ep 8), with "
+        "the grouped-GEMM curve, the sorts and the stack's exchange overlap priced apart",
+    ),
+}
+
+
+def routed_expert_efficiency(accelerator):
+    """The share of η the routed experts' grouped GEMMs reach at their
+    plateau on `accelerator` (ROUTED_EXPERT_EFFICIENCY; 1 without an entry)."""
+    entry = ROUTED_EXPERT_EFFICIENCY.get(hardware.get(accelerator).name)
+    return entry.value if entry else 1.0
+
+
+def grouped_gemm_kernels(accelerator):
+    """The family of grouped-GEMM kernels `accelerator` runs (a key of
+    GROUPED_GEMM_HALF_ROWS): 'tpu' for a TPU, 'amd' for an Instinct part
+    (a preset or a file based on one whose name begins with MI), else
+    'nvidia'."""
+    acc = hardware.get(accelerator)
+    if acc.family == "tpu":
+        return "tpu"
+    own = FILE_CALIBRATIONS.get(acc.name)
+    name = own.based_on if own is not None and own.based_on else acc.name
+    return "amd" if name.startswith("MI") else "nvidia"
+
+
+def grouped_gemm_half_rows(accelerator):
+    """M½ of the grouped-GEMM curve for `accelerator`'s kernels (GROUPED_GEMM_HALF_ROWS)."""
+    return GROUPED_GEMM_HALF_ROWS[grouped_gemm_kernels(accelerator)].value
+
+
 # --- how far the expectation carries ---------------------------------------------------
 # The software stack that runs a plan brings its own kernels, overlap and memory habits: the
 # families of shardbook.transfer.STACK_FAMILIES, or "any" where the reader does not say.
@@ -273,7 +373,7 @@ STEP_BANDS = {
     "maxtext": Band(-0.05, 0.17, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
     "any": Band(-0.12, 0.12, 68, "every dense run"),
     "moe": Band(
-        -0.71, 0.02, 8, "every MoE run (Mixtral on v6e, DeepSeek-V3 on H800 and v5p, DeepSeek-V2-Lite on MI355X)"
+        -0.69, 0.03, 8, "every MoE run (Mixtral on v6e, DeepSeek-V3 on H800 and v5p, DeepSeek-V2-Lite on MI355X)"
     ),
 }
 
@@ -653,6 +753,9 @@ TABLES = (
     ("HBM capacity (B)", "HBM_CAPACITY_BYTES"),
     ("HBM efficiency", "HBM_EFFICIENCY"),
     ("elementwise passes", "ELEMENTWISE_PASSES"),
+    ("grouped GEMM half rows", "GROUPED_GEMM_HALF_ROWS"),
+    ("EP exposed fraction", "EP_EXPOSED_FRACTION"),
+    ("routed expert efficiency", "ROUTED_EXPERT_EFFICIENCY"),
 )
 
 

@@ -27,7 +27,12 @@ class Candidate:
     part of a step at the bound (math at peak, each scheme's collectives at
     line rate, the pipeline bubble), the bound's step time and MFU
     (`step_s`, `mfu`), the calibrated expectation (`expected_step_s`,
-    `expected_mfu`, with its terms in `expected_terms`), the options it was
+    `expected_mfu`, with its terms in `expected_terms`: each collective's
+    seconds, `math` (matmuls and elementwise work), `elementwise` (the
+    HBM-bound part of math), `bubble`, and two parts of math an MoE model
+    adds, `grouped_gemm` (what its routed experts' grouped GEMMs spend
+    beyond the sustained efficiency) and `permute` (the sorts of routed
+    rows that expert parallelism adds, inside `elementwise`)), the options it was
     priced under, and where each axis was placed on the machine."""
 
     fsdp: int
@@ -322,7 +327,12 @@ def evaluate(
         expected_step_s=expected_s,
         expected_mfu=ideal_s / expected_s,
         expected_terms=dict(
-            expected_terms, math=math_expected, elementwise=elementwise_s, bubble=math_expected * overhead
+            expected_terms,
+            math=math_expected,
+            elementwise=elementwise_s,
+            bubble=math_expected * overhead,
+            grouped_gemm=timing.grouped_gemm_s(lay, policy),  # parts of math: the routed experts' small groups
+            permute=timing.permute_s(lay, policy),  # and of elementwise: the sorts the exchanges add
         ),
         micro_batch_seqs=micro_batch_seqs,
         schedule=schedule,

@@ -346,6 +346,7 @@ def math_s(lay, recompute):
     balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0  # the deepest stage sets the pace
     speedup = calibrate.fp8_sustained_speedup(acc) if fp8 else 1
     expected = hardware_flops / (n * peak * speedup) * balance / calibrate.matmul_efficiency(acc)
+    expected += grouped_gemm_s(lay, recompute)
     hbm = calibrate.hbm_bytes_per_s(acc)
     if not hbm:
         return ideal, bound, expected, 0.0
@@ -367,12 +368,82 @@ def math_s(lay, recompute):
     least = (2 + redone) * kept * lay.deepest * lay.n_micro / achieved_hbm
     if lay.attention == "eager":  # the s² scores (softmax, dropout) go through HBM between kernels
         least += eager_scores_hbm_s(lay, recompute, achieved_hbm)
-    elementwise = calibrate.ELEMENTWISE_PASSES.value * least
+    elementwise = calibrate.ELEMENTWISE_PASSES.value * least + permute_s(lay, recompute)
     streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
     streaming = calibrate.WEIGHT_PASSES * streamed * lay.n_micro
     bound = max(bound, streaming / hbm)
     expected = max(expected + elementwise, streaming * balance / achieved_hbm)
     return ideal, bound, expected, elementwise
+
+
+# --- what routing adds to an MoE layer's math ------------------------------------------------
+
+
+def _routed_tokens(lay):
+    """Tokens one device routes per microbatch (its tp rank's share of its
+    tp group's tokens, as the dispatch sends them)."""
+    return lay.seq_len * lay.micro_batch_seqs / lay.mesh["cp"] / lay.mesh["tp"]
+
+
+def rows_per_expert(lay):
+    """Rows each local expert's group holds in one microbatch's grouped
+    GEMM (moe.rows_per_expert: tokens · k · ep · capacity factor / E); 0
+    for a dense model."""
+    check_layout(lay)
+    m = lay.model
+    if not m.is_moe:
+        return 0.0
+    return moe.rows_per_expert(_routed_tokens(lay), m.top_k, m.n_experts, lay.mesh["ep"], lay.capacity_factor)
+
+
+def grouped_gemm_s(lay, recompute):
+    """Seconds the routed experts' grouped GEMMs spend beyond what their
+    FLOPs take at the sustained matmul efficiency: the routed FLOPs
+    (6 · routed active parameters · capacity factor per token, 2 more where
+    the policy reruns the MoE block's forward) at η, times 1/(f·p) − 1 with
+    f moe.grouped_gemm_factor at rows_per_expert and the kernels' M½
+    (calibrate.GROUPED_GEMM_HALF_ROWS) and p the plateau's share of η
+    (calibrate.routed_expert_efficiency, 1 but where a stack's is fitted);
+    at the deepest stage's pace. 0 for a dense model.
+    Ref: deepgemm, primus-turbo-grouped-gemm."""
+    check_layout(lay)
+    m, acc, mesh = lay.model, lay.accelerator, lay.mesh
+    if not m.is_moe:
+        return 0.0
+    routed = models.routed_expert_param_count(m) * m.top_k / m.n_experts * lay.capacity_factor
+    flops = (6 + 2 * expert_exchange_reruns(recompute)) * routed * lay.global_tokens
+    speedup = calibrate.fp8_sustained_speedup(acc) if lay.precision == "fp8" else 1
+    balance = lay.deepest / (m.n_layers / mesh["pp"]) if mesh["pp"] > 1 else 1.0
+    at_eta = flops / (lay.n_devices * acc.bf16_dense_flops_per_s * speedup) * balance / calibrate.matmul_efficiency(acc)
+    factor = moe.grouped_gemm_factor(rows_per_expert(lay), calibrate.grouped_gemm_half_rows(acc))
+    return at_eta * (1 / (factor * calibrate.routed_expert_efficiency(acc)) - 1)
+
+
+def permute_s(lay, recompute):
+    """Seconds one device spends on the sorts of its routed rows that the
+    elementwise term does not already price, over the deepest stage's MoE
+    layers and every microbatch, at the achieved HBM bandwidth
+    (calibrate.HBM_EFFICIENCY). The first sort to the experts and its
+    unsort write and read the dispatched inputs and the expert outputs a
+    layer keeps (memory.activation_bytes_per_layer), which the elementwise
+    term already moves ELEMENTWISE_PASSES times; with expert parallelism
+    the rows that arrive are sorted again by local expert and unsorted
+    before they go back (moe.permute_bytes at ep less at ep = 1: the
+    forward's pair, its transpose in the backward, and the forward's again
+    where the policy reruns the MoE block). 0 for a dense model, without
+    ep, or without an HBM figure. Ref: maxtext."""
+    check_layout(lay)
+    m, acc, ep = lay.model, lay.accelerator, lay.mesh["ep"]
+    hbm = calibrate.hbm_bytes_per_s(acc)
+    if not m.is_moe or not hbm or ep == 1:
+        return 0.0
+    moe_layers = lay.deepest * (m.n_layers - m.n_dense_layers) / m.n_layers
+    reruns = expert_exchange_reruns(recompute)
+    tokens = _routed_tokens(lay)
+    per_layer = moe.permute_bytes(tokens, m.top_k, m.d_model, ep=ep, reruns=reruns) - moe.permute_bytes(
+        tokens, m.top_k, m.d_model, ep=1, reruns=reruns
+    )
+    return per_layer * moe_layers * lay.n_micro / (hbm * calibrate.HBM_EFFICIENCY.value)
 
 
 # --- one step's collectives ------------------------------------------------------------
@@ -572,7 +643,8 @@ def hidden_terms(lay, bound=False):
     unless the run reduces its gradients only after the backward
     (grad_reduce_overlap False; the `bound` hides it anyway, since some
     implementation overlaps it); tp with tp_comm_overlap (collective
-    matmul); tp and ep under ideal_overlap; ep under DualPipe."""
+    matmul); tp and ep under ideal_overlap; ep under DualPipe, and where
+    the accelerator's stack overlaps it (calibrate.EP_EXPOSED_FRACTION)."""
 
     check_layout(lay)
     hidden = {"fsdp", "cp", "pp"}
@@ -584,6 +656,8 @@ def hidden_terms(lay, bound=False):
         hidden.add("tp")
     if lay.schedule == "dualpipe" and lay.mesh["pp"] > 1:
         hidden.add("ep")
+    if calibrate.ep_exposed_fraction(lay.accelerator) is not None:
+        hidden.add("ep")  # the stack's scheduler overlaps the exchanges (calibrate.EP_EXPOSED_FRACTION)
     return hidden
 
 
@@ -679,8 +753,24 @@ def exposed_fractions(lay):
         "cp": calibrate.exposed_fraction("cp"),
         "pp": pp_exposed_fraction(lay),
         "tp": calibrate.exposed_fraction("tp_overlapped"),
-        "ep": calibrate.exposed_fraction("ep_overlapped"),
+        "ep": _ep_exposed_fraction(lay),
     }
+
+
+def _ep_exposed_fraction(lay):
+    """The exposed share of the expert exchanges where they hide: DualPipe's
+    or ideal_overlap's (EXPOSED_FRACTION['ep_overlapped']), else the stack's
+    on this accelerator (calibrate.EP_EXPOSED_FRACTION), the smaller of
+    those that apply."""
+    shares = (
+        [calibrate.exposed_fraction("ep_overlapped")]
+        if lay.ideal_overlap or (lay.schedule == "dualpipe" and lay.mesh["pp"] > 1)
+        else []
+    )
+    stack = calibrate.ep_exposed_fraction(lay.accelerator)
+    if stack is not None:
+        shares.append(stack)
+    return min(shares, default=calibrate.exposed_fraction("ep_overlapped"))
 
 
 _validate.guard_module(globals())
