@@ -20,18 +20,33 @@ from pathlib import Path
 # A figure wider than its column at a size that keeps its text readable
 # scrolls sideways inside a frame (see _framed; a very tall one, a compiler
 # graph wider than the desktop's column, also downwards, inside a window at
-# most 80 % of the screen high);
-# the frame is marked when it does (a cue that takes no room, so nothing
-# moves) and, only then, joins the tab order so that a keyboard scrolls it;
+# most 80 % of the screen high); so do a table and a code block wider than
+# the column (a phone; the planner's output everywhere), each put in the same
+# frame when the page is parsed (the frame has no margin, border or padding:
+# wrapping moves nothing).
+# The frame is marked when it scrolls (a cue that takes no room, so nothing
+# moves) and, only then, a figure's joins the tab order so that a keyboard
+# scrolls it (the theme makes tables and code that scroll focusable itself);
 # the edge's shade goes once the reader has scrolled to its end.
 FRAME_SOURCE = (
     'addEventListener("DOMContentLoaded", () => {\n'
+    "  // each table's and code block's scrolling box (itself or the nearest box around it that clips)\n"
+    '  document.querySelectorAll("main table, main pre").forEach(e => {\n'
+    "    let c = e;\n"
+    '    while (c.tagName !== "MAIN" && getComputedStyle(c).overflowX === "visible") c = c.parentElement;\n'
+    '    if (c.tagName === "MAIN" || c.closest(".shardbook-figure-frame")) return;\n'
+    '    const frame = document.createElement("div");\n'
+    '    frame.className = "shardbook-figure-frame shardbook-scroll-frame";\n'
+    '    c.before(frame); frame.append(c); c.classList.add("shardbook-figure-scroll");\n'
+    "  });\n"
     '  const frames = document.querySelectorAll(".shardbook-figure-scroll");\n'
     "  const mark = f => {\n"
     "    const over = f.scrollWidth - f.clientWidth, down = f.scrollHeight - f.clientHeight;\n"
-    '    f.parentNode.classList.toggle("shardbook-wide", over > 1);\n'
-    '    f.parentNode.classList.toggle("shardbook-tall", down > 1);\n'
-    '    f.parentNode.classList.toggle("shardbook-scrolled", f.scrollLeft >= over - 1);\n'
+    '    const c = f.parentNode.classList, figure = !c.contains("shardbook-scroll-frame");\n'
+    '    c.toggle("shardbook-wide", over > 1);\n'
+    '    c.toggle("shardbook-tall", figure && down > 1);\n'
+    '    c.toggle("shardbook-scrolled", f.scrollLeft >= over - 1);\n'
+    "    if (!figure) return;\n"
     '    if (over > 0 || down > 0) { f.tabIndex = 0; } else { f.removeAttribute("tabindex"); }\n'
     "  };\n"
     "  // a panned graph opens on its middle, where graphviz centres the graph's first nodes\n"
@@ -39,7 +54,14 @@ FRAME_SOURCE = (
     "    f.scrollLeft = (f.scrollWidth - f.clientWidth) / 2; } });\n"
     "  // a frame's width follows the column, which the theme's own styles and scripts may still change\n"
     "  const resized = new ResizeObserver(entries => entries.forEach(e => mark(e.target)));\n"
-    '  frames.forEach(f => { resized.observe(f); f.addEventListener("scroll", () => mark(f), {passive: true}); });\n'
+    '  const watch = f => { resized.observe(f); f.addEventListener("scroll", () => mark(f), {passive: true}); };\n'
+    "  frames.forEach(watch);\n"
+    "  // for a table a script draws later (the planner's result): put it in a frame and watch it\n"
+    "  window.shardbookFrame = c => {\n"
+    '    const frame = document.createElement("div");\n'
+    '    frame.className = "shardbook-figure-frame shardbook-scroll-frame";\n'
+    '    c.classList.add("shardbook-figure-scroll"); frame.append(c); watch(c); return frame;\n'
+    "  };\n"
     "});\n"
 )
 
@@ -340,8 +362,25 @@ def rewrite_pages(outdir):
 
 
 def write_mode_script(outdir):
-    """The colour-mode script (MODE_SOURCE) into the site's _static folder."""
+    """The colour-mode script (MODE_SOURCE) into the site's _static folder,
+    and the site's stylesheet there without its comments (every first visit
+    loads it; its source keeps them)."""
     (Path(outdir) / "_static" / MODE_JS).write_text(MODE_SOURCE)
+    sheet = Path(outdir) / "_static" / "shardbook.css"
+    if sheet.exists():
+        text = sheet.read_text()
+        bare = strip_css_comments(text)
+        if bare != text:
+            sheet.write_text(bare)
+
+
+_CSS_COMMENT = re.compile(r"/\*.*?\*/\s*", re.S)
+
+
+def strip_css_comments(css):
+    """`css` without its /* comments */ (none sits inside a string in the
+    site's stylesheet: a test checks that the rules are unchanged)."""
+    return _CSS_COMMENT.sub("", css)
 
 
 # While a long page streams in, a table near its top is painted before its last

@@ -91,7 +91,8 @@
       table.appendChild(row);
     });
     wrap.appendChild(table);
-    out.appendChild(wrap);
+    // in the figures' frame, with their cue when it scrolls sideways (pages.FRAME_SOURCE)
+    out.appendChild(window.shardbookFrame ? window.shardbookFrame(wrap) : wrap);
     (result.notes || []).forEach(function (n) { out.appendChild(el("p", { "class": "shardbook-planner-note" }, n)); });
     var hbm = result.top.length ? result.top[0].hbm_bytes : 0;
     var width = out.clientWidth;
