@@ -137,7 +137,8 @@ def test_the_measure_finds_a_cut_table_and_a_split_token(server, browser):  # no
       const article = document.querySelector('article.bd-article');
       article.innerHTML = `<div style="overflow-x:auto"><table><tr>${cells}</tr></table></div>`
         + `<pre style="overflow:hidden">${'x = term + '.repeat(40)}</pre>`
-        + `<table style="width:60px"><tr><td style="overflow-wrap:anywhere"><code>fsdp_tp_single_moe</code></td></tr></table>`;
+        + `<table style="width:60px;table-layout:fixed"><tr><td>`
+        + `<code style="white-space:normal;word-break:break-all">fsdp_tp_single_moe</code></td></tr></table>`;
     }""",
         cells,
     )

@@ -25,8 +25,8 @@ from pathlib import Path
 # frame when the page is parsed (the frame has no margin, border or padding:
 # wrapping moves nothing).
 # The frame is marked when it scrolls (a cue that takes no room, so nothing
-# moves) and, only then, a figure's joins the tab order so that a keyboard
-# scrolls it (the theme makes tables and code that scroll focusable itself);
+# moves) and, only then, what scrolls joins the tab order so that a keyboard
+# scrolls it (a table's or a code block's tab stop is otherwise the theme's);
 # the edge's shade goes once the reader has scrolled to its end.
 FRAME_SOURCE = (
     'addEventListener("DOMContentLoaded", () => {\n'
@@ -46,8 +46,7 @@ FRAME_SOURCE = (
     '    c.toggle("shardbook-wide", over > 1);\n'
     '    c.toggle("shardbook-tall", figure && down > 1);\n'
     '    c.toggle("shardbook-scrolled", f.scrollLeft >= over - 1);\n'
-    "    if (!figure) return;\n"
-    '    if (over > 0 || down > 0) { f.tabIndex = 0; } else { f.removeAttribute("tabindex"); }\n'
+    '    if (over > 0 || down > 0) { f.tabIndex = 0; } else if (figure) { f.removeAttribute("tabindex"); }\n'
     "  };\n"
     "  // a panned graph opens on its middle, where graphviz centres the graph's first nodes\n"
     '  frames.forEach(f => { if (f.parentNode.classList.contains("shardbook-figure-pan")) {\n'
@@ -324,7 +323,9 @@ def rewrite_pages(outdir):
     animated one with its final frame for no motion and print; the
     accessibility fixes of PAGE_FIXES; and, on a page with live values, the
     live button's box under the title, so that the page does not move when
-    shardbook-live.js enables it."""
+    shardbook-live.js enables it. Also the stylesheet without its comments
+    (bare_stylesheet)."""
+    bare_stylesheet(outdir)
     for page in outdir.rglob("*.html"):
         if "_static" in page.parts:
             continue
@@ -362,10 +363,14 @@ def rewrite_pages(outdir):
 
 
 def write_mode_script(outdir):
-    """The colour-mode script (MODE_SOURCE) into the site's _static folder,
-    and the site's stylesheet there without its comments (every first visit
-    loads it; its source keeps them)."""
+    """The colour-mode script (MODE_SOURCE) into the site's _static folder."""
     (Path(outdir) / "_static" / MODE_JS).write_text(MODE_SOURCE)
+
+
+def bare_stylesheet(outdir):
+    """The site's stylesheet in _static without its comments (every first
+    visit loads it; its source keeps them). After live_assets has copied the
+    static files, which rewrites it."""
     sheet = Path(outdir) / "_static" / "shardbook.css"
     if sheet.exists():
         text = sheet.read_text()
