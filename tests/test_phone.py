@@ -13,13 +13,13 @@ from test_site import CHAPTER_PAGES, _settle, server  # noqa: F401  (shared fixt
 WIDTHS = {"phone": (390, 844), "laptop": (1280, 900)}
 
 # For each table, code block and figure image in the article, folded cell
-# outputs opened as a reader opens them: the element that
-# clips it sideways (itself or an ancestor whose overflow is not visible), and
-# whether what it holds is wider than what it shows; if so, whether the frame
-# around it shows the cue. An element with no clipping box may not reach past
-# the window. A frame off screen may not have been measured yet (its
-# ResizeObserver waits for a rendering step): it is brought on screen and
-# checked again before it counts.
+# outputs opened as a reader opens them: the element that clips it sideways
+# (itself or an ancestor whose overflow is not visible), and whether what it
+# holds is wider than what it shows; if so, whether the frame around it shows
+# the cue where no box around it clips the cue's line. An element with no
+# clipping box may not reach past the window. A frame off screen may not have
+# been measured yet (its ResizeObserver waits for a rendering step): it is
+# brought on screen and checked again before it counts.
 MEASURE_JS = """async () => {
   document.querySelectorAll('main details').forEach(d => { d.open = true; });  // folded outputs too
   const article = document.querySelector('article.bd-article') || document.querySelector('main');
@@ -32,10 +32,19 @@ MEASURE_JS = """async () => {
     }
     return null;
   };
+  // the cue is set, and no box around the frame clips its line under the frame
   const cued = c => {
     const frame = c.closest('.shardbook-figure-frame');
-    return !!frame && frame.classList.contains('shardbook-wide')
-      && /scroll/.test(getComputedStyle(frame, '::after').content);
+    if (!frame || !frame.classList.contains('shardbook-wide')) return false;
+    const cue = getComputedStyle(frame, '::after');
+    if (!/scroll/.test(cue.content)) return false;
+    const line = parseFloat(cue.lineHeight) || 1.5 * parseFloat(cue.fontSize);
+    const bottom = frame.getBoundingClientRect().bottom;
+    for (let a = frame.parentElement; a && a !== article; a = a.parentElement) {
+      const s = getComputedStyle(a);
+      if (s.overflowY !== 'visible' && a.getBoundingClientRect().bottom - bottom < line - 1) return false;
+    }
+    return true;
   };
   const frames = () => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
   const elements = [...article.querySelectorAll('table, pre, figure img, figure svg')]
@@ -160,3 +169,22 @@ def test_the_measure_finds_a_cut_table_and_a_split_token(server, browser):  # no
     found = page.evaluate(MEASURE_JS)
     assert found["cut"] == [] and found["scrolled"] == 1, found
     page.close()
+
+
+def test_the_stylesheet_ships_its_rules_without_its_comments():
+    """Every first visit loads the site's stylesheet: it ships without its
+    comments (pages.bare_stylesheet), and with every rule of its source,
+    byte for byte (a comment never sits inside a rule's text here)."""
+    import re
+    from pathlib import Path
+
+    from shardbook.book import pages
+
+    source = (Path(pages.__file__).parent / "static" / "shardbook.css").read_text()
+    bare = pages.strip_css_comments(source)
+    assert "/*" not in bare and "*/" not in bare
+    assert len(bare) < 0.8 * len(source)
+    # the rules, as the source has them once its comments are gone however they are cut out
+    rules = re.sub(r"/\*.*?\*/", "", source, flags=re.S)
+    assert bare.split() == rules.split()
+    assert 'content: "\\2190  scroll sideways  \\2192"' in bare
