@@ -93,7 +93,10 @@ def test_intensity_and_the_roofline():
         (lambda: me.fit([(1, 1), (2, 1)]), "pairs: need at least 3"),
         (lambda: me.fit(8), "pairs: must be an iterable"),
         (lambda: me.points(8, 1), "data: must be a measurement"),
-        (lambda: me.load_measurement("x.json"), "name: no measurement .x.json. in data/; known: measured_tpu_v5e.json"),
+        (
+            lambda: me.load_measurement("x.json"),
+            "name: no measurement .x.json. in data/; known: measured_tpu_v5e.json, measured_tpu_v5e_moe.json",
+        ),
         (lambda: roofline.attainable_flops_per_s(0, 1, 1), "intensity_flops_per_byte"),
     ],
 )

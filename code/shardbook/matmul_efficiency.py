@@ -160,7 +160,7 @@ class Point(NamedTuple):
 def load_measurement(name="measured_tpu_v5e.json"):
     """The committed measurement `name` in DATA_DIR (a dict, as
     shardbook.programs.measure wrote it)."""
-    known = sorted(p.name for p in DATA_DIR.glob("*.json"))
+    known = sorted(p.name for p in DATA_DIR.glob("measured_*.json"))
     if name not in known:
         raise ValueError(f"name: no measurement {name!r} in {DATA_DIR.name}/; known: {', '.join(known)}")
     return json.loads((DATA_DIR / name).read_text())

@@ -284,10 +284,18 @@ EP_EXPOSED_FRACTION = {
 }
 
 
+def preset_name(accelerator):
+    """The preset whose per-accelerator figures `accelerator` takes: its
+    own name, or for an accelerator file the preset it is ``based_on``."""
+    acc = hardware.get(accelerator)
+    own = FILE_CALIBRATIONS.get(acc.name)
+    return own.based_on if own is not None and own.based_on else acc.name
+
+
 def ep_exposed_fraction(accelerator):
     """EP_EXPOSED_FRACTION of `accelerator` (a preset's entry), or None where its stack is taken to
     leave the expert exchanges exposed in full."""
-    entry = EP_EXPOSED_FRACTION.get(hardware.get(accelerator).name)
+    entry = EP_EXPOSED_FRACTION.get(preset_name(accelerator))
     return entry.value if entry else None
 
 
@@ -314,7 +322,7 @@ ROUTED_EXPERT_EFFICIENCY = {
 def routed_expert_efficiency(accelerator):
     """The share of η the routed experts' grouped GEMMs reach at their
     plateau on `accelerator` (ROUTED_EXPERT_EFFICIENCY; 1 without an entry)."""
-    entry = ROUTED_EXPERT_EFFICIENCY.get(hardware.get(accelerator).name)
+    entry = ROUTED_EXPERT_EFFICIENCY.get(preset_name(accelerator))
     return entry.value if entry else 1.0
 
 
@@ -326,9 +334,7 @@ def grouped_gemm_kernels(accelerator):
     acc = hardware.get(accelerator)
     if acc.family == "tpu":
         return "tpu"
-    own = FILE_CALIBRATIONS.get(acc.name)
-    name = own.based_on if own is not None and own.based_on else acc.name
-    return "amd" if name.startswith("MI") else "nvidia"
+    return "amd" if preset_name(acc).startswith("MI") else "nvidia"
 
 
 def grouped_gemm_half_rows(accelerator):

@@ -463,7 +463,7 @@ def whole_slice_fsdp(lay):
     outside check's (v5p 8x8x8) show; a group smaller than the slice, which
     the outside check's program reduce-scatters, is priced as before."""
     check_layout(lay)
-    if hardware.get(lay.accelerator).name not in ALL_REDUCE_GRADIENT_TPUS or lay.mesh["fsdp"] == 1:
+    if calibrate.preset_name(lay.accelerator) not in ALL_REDUCE_GRADIENT_TPUS or lay.mesh["fsdp"] == 1:
         return False
     where = lay.placement.get("fsdp")
     return lay.mesh["fsdp"] == math.prod(lay.mesh.values()) and (where is None or where.n_domains == 1)
