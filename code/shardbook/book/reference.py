@@ -21,7 +21,7 @@ from .. import LAYERS
 LAYER_TITLES = {
     "cost_model": "The cost model and presets",
     "programs": "JAX programs and compiler-output tools",
-    "book": "The book's machinery",
+    "book": "Book machinery",
 }
 # of layer 3, what the chapters and readers call; the rest is the build's own
 BOOK_MODULES_DOCUMENTED = ("ledger",)
@@ -49,7 +49,7 @@ PAGES = {
     ),
     "book": (
         "chapters/95_reference_book",
-        "The book's machinery",
+        "Book machinery",
         "the ledger, which the chapters call to show a computed value",
     ),
 }
