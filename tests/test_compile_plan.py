@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from test_planner_cli import _cli, _refused  # the command line as a reader runs it, and its one-line refusal
 
 from conftest import ROOT
 from shardbook import memory, models
@@ -123,18 +124,6 @@ def test_what_the_program_does_not_build_is_refused(change, message):
     plan.update(micro_batch_seqs=1, **change)
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         cp.check_plan(cp.Plan(**plan))
-
-
-def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True, timeout=120
-    )
-
-
-def _refused(result, message):
-    assert result.returncode == 2, result.stdout
-    assert result.stderr.startswith("error: " + message), result.stderr
-    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
 def test_compile_without_libtpu_says_how_to_get_it():
