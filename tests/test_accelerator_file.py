@@ -91,6 +91,7 @@ def test_bad_fields_get_one_line(change, message):
         accelerator_file.from_dict({**_h100_like(), **change})
 
 
+@pytest.mark.slow  # two default searches per preset: seconds of one core (make test runs them)
 @pytest.mark.parametrize("preset", [n for n in hardware.names() if hardware.get(n).scale_up_fabric == "torus"])
 def test_a_renamed_tpu_template_plans_as_its_preset_does(preset, tmp_path):
     # the README's route for a reader's own machine: the template, a name of its own, the

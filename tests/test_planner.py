@@ -263,6 +263,7 @@ def test_latency_makes_small_messages_cost():
     assert timing.collective_s(acc, "all_gather", 1, where, calibrated=True) == pytest.approx(7 * latency, rel=1e-3)
 
 
+@pytest.mark.slow  # a default search of 405B on 16,384 devices: seconds of one core (make test runs it)
 def test_cp_512_by_pp_16_no_longer_ranks_first():
     """W11: LLaMA-3 70B on 8,192 v5p at 4M tokens used to rank cp 512 × pp 16
     first (8 tokens per chip per microbatch, 1,024 microbatches, no latency).
