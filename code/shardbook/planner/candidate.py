@@ -285,20 +285,18 @@ def evaluate(
             fractions = timing.exposed_fractions(lay)
         step_s = timing.bound_step_s(math_s, bound_terms, hidden_bound, math_s * overhead)
         exposed = timing.exposed_s(math_expected, expected_terms, hidden, fractions)
-        hidden_s = sum(max(0.0, expected_terms[k] - v) for k, v in exposed.items())
-        contention_s = timing.contention_s(lay, math_expected, hidden_s)  # what the hidden traffic slows
-        expected_s = math_expected + math_expected * overhead + sum(exposed.values()) + contention_s
+        expected_s = math_expected + math_expected * overhead + sum(exposed.values())
         priced[policy] = (expected_s, ideal_s, math_s, math_expected, elementwise_s, bound_terms, expected_terms,
-                          step_s, exposed, contention_s)  # fmt: skip
+                          step_s, exposed)  # fmt: skip
     policy = fitting[0]
     for other in fitting[1:]:
         # the fastest that fits; a policy that reruns more is taken only when it is faster beyond rounding
         # (more math may hide more communication and tie the step exactly)
         if priced[other][0] < priced[policy][0] * (1 - 1e-9):
             policy = other
-    expected_s, ideal_s, math_s, math_expected, elementwise_s, bound_terms, expected_terms, step_s, exposed, contention_s = (
-        priced[policy]
-    )
+    expected_s, ideal_s, math_s, math_expected, elementwise_s, bound_terms, expected_terms, step_s, exposed = priced[
+        policy
+    ]
     breakdown, policy, fits, device = held[policy]
     state_keys = ("weights", "gradients", "master_weights", "optimizer_state")
     return Candidate(
@@ -333,7 +331,6 @@ def evaluate(
             math=math_expected,
             elementwise=elementwise_s,
             bubble=math_expected * overhead,
-            contention=contention_s,  # the math's slowdown under the hidden communication
             grouped_gemm=timing.grouped_gemm_s(lay, policy),  # parts of math: the routed experts' small groups
             permute=timing.permute_s(lay, policy),  # and of elementwise: the sorts the exchanges add
         ),

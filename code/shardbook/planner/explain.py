@@ -80,16 +80,14 @@ def _recording(into):
 
 def time_parts(cand, hidden, fractions):
     """The expected step of a Candidate by component: math (with the
-    elementwise work), bubble, the exposed part of each collective
+    elementwise work), bubble, and the exposed part of each collective
     term (a hidden term's larger of its exposed fraction (timing.exposed_fractions) and
-    what the math cannot cover), and contention, what the hidden terms
-    slow the math by (timing.contention_s). They sum to cand.expected_step_s."""
+    what the math cannot cover). They sum to cand.expected_step_s."""
     terms = cand.expected_terms
     parts = {"math": terms["math"], "bubble": terms["bubble"]}
     for name in COMM_TERMS:
         seconds = terms[name]
         parts[name] = max(fractions[name] * seconds, seconds - terms["math"]) if name in hidden else seconds
-    parts["contention"] = terms.get("contention", 0.0)  # the math's slowdown under the hidden traffic
     return parts
 
 

@@ -738,20 +738,6 @@ def pp_exposed_fraction(lay):
     return min(1.0, (pp - 1) / (lay.n_virtual * lay.n_micro))
 
 
-def contention_s(lay, math_s, hidden_s):
-    """Seconds the math loses to the communication hidden behind it: the
-    accelerator's overlap slowdown (calibrate.OVERLAP_SLOWDOWN: on a GPU
-    the collectives' kernels hold SMs and HBM bandwidth while the matmuls
-    run) of the math that overlaps it, taken as the `hidden_s` seconds of
-    every axis's hidden communication, at most `math_s`.
-    Ref: lee2025characterizing, deepseek2024v3."""
-    check_layout(lay)
-    _validate.positive("math_s", math_s)
-    if hidden_s < 0:
-        raise ValueError(f"hidden_s: must be at least 0, got {hidden_s!r}")
-    return calibrate.overlap_slowdown(lay.accelerator) * min(hidden_s, math_s)
-
-
 def _share(exposed_s, total_s):
     return min(1.0, exposed_s / total_s) if total_s > 0 else 0.0
 
