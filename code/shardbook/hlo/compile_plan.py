@@ -827,8 +827,9 @@ VALIDATION_ABOUT = (
 )
 
 
-def write_validation(out_path, plans=VALIDATION, log=print, workers=2, about=VALIDATION_ABOUT,
-                     command=VALIDATION_COMMAND, names=None):
+def write_validation(
+    out_path, plans=VALIDATION, log=print, workers=2, about=VALIDATION_ABOUT, command=VALIDATION_COMMAND, names=None
+):
     """Compile every plan of `plans` (in `workers` processes of this
     Python, started afresh) and write their results to `out_path` (JSON,
     through a temporary file renamed into place): the provenance (jax and

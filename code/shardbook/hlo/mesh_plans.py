@@ -72,16 +72,33 @@ def candidates():
     batch = BATCH_SEQS * SEQ_LEN
     best = explorer.explore(MODEL, "TPU v5p", V5P_CHIPS, batch, seq_len=SEQ_LEN, tp_comm_overlap=True)[0]
     v5p_mesh = {a: d for a, d in best.mesh.items() if d > 1}
-    v5p = Plan(MODEL, "TPU v5p", v5p_mesh, SEQ_LEN, BATCH_SEQS, best.micro_batch_seqs, best.recompute,
-               slices=best.placement[next(iter(v5p_mesh))].n_domains)
+    v5p = Plan(
+        MODEL,
+        "TPU v5p",
+        v5p_mesh,
+        SEQ_LEN,
+        BATCH_SEQS,
+        best.micro_batch_seqs,
+        best.recompute,
+        slices=best.placement[next(iter(v5p_mesh))].n_domains,
+    )
     # as the chapter: the pick with a sequence axis, its FSDP axis split into DP across the slices
-    with_cp = explorer.explore(MODEL, "TPU v5p", V5P_CHIPS, batch, axes=("dp", "fsdp", "tp", "cp"), seq_len=SEQ_LEN,
-                               tp_comm_overlap=True)[0]
+    with_cp = explorer.explore(
+        MODEL, "TPU v5p", V5P_CHIPS, batch, axes=("dp", "fsdp", "tp", "cp"), seq_len=SEQ_LEN, tp_comm_overlap=True
+    )[0]
     n_slices = with_cp.placement["fsdp"].n_domains
     dcn_mesh = {"dp": n_slices, "fsdp": with_cp.fsdp // n_slices, "tp": with_cp.tp, "cp": with_cp.cp}
     dcn = explorer.evaluate(MODEL, "TPU v5p", dcn_mesh, batch, seq_len=SEQ_LEN, tp_comm_overlap=True)
-    dcn_dp = Plan(MODEL, "TPU v5p", {"dp": n_slices, "fsdp": dcn.fsdp, "tp": dcn.tp * dcn.cp}, SEQ_LEN, BATCH_SEQS,
-                  dcn.micro_batch_seqs, dcn.recompute, slices=n_slices)
+    dcn_dp = Plan(
+        MODEL,
+        "TPU v5p",
+        {"dp": n_slices, "fsdp": dcn.fsdp, "tp": dcn.tp * dcn.cp},
+        SEQ_LEN,
+        BATCH_SEQS,
+        dcn.micro_batch_seqs,
+        dcn.recompute,
+        slices=n_slices,
+    )
 
     iw = hardware.get("Ironwood")
     c, w, f = iw.bf16_dense_flops_per_s, iw.collective_bytes_per_s, models.get(MODEL).d_ff
@@ -94,8 +111,15 @@ def candidates():
 
 def write(out_path, log=print, workers=2):
     """Compile PLANS into `out_path` (compile_plan.write_validation)."""
-    return write_validation(out_path, plans=tuple(PLANS.values()), log=log, workers=workers, about=ABOUT,
-                            command=MESH_COMMAND, names=list(PLANS))
+    return write_validation(
+        out_path,
+        plans=tuple(PLANS.values()),
+        log=log,
+        workers=workers,
+        about=ABOUT,
+        command=MESH_COMMAND,
+        names=list(PLANS),
+    )
 
 
 def load(path=None):
