@@ -227,10 +227,13 @@ $(TPU_STAMP): requirements-tpu.lock
 
 # It then compiles the planner's validation plans (shardbook.hlo.compile_plan.VALIDATION: LLaMA-3
 # 8B and 70B, Mixtral 8x7B at their real widths on v5p, v5e, v6e and Ironwood slices) into
-# code/shardbook/data/compiled_plans.json, two plans at a time; chapter 97 reads that file.
+# code/shardbook/data/compiled_plans.json, two plans at a time; chapter 97 reads that file. Then
+# chapter 7's v5p and Ironwood candidates (shardbook.hlo.mesh_plans: LLaMA-3 70B on two v5p slices
+# of 4,096 chips and on 1,024 Ironwood chips) into code/shardbook/data/compiled_mesh_plans.json.
 tpu-artifacts: $(TPU_STAMP) graphviz
 	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo capture-tpu --all --out hlo_artifacts
 	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo compile-plans --out code/shardbook/data/compiled_plans.json
+	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo compile-mesh-plans --out code/shardbook/data/compiled_mesh_plans.json
 	@PYTHONPATH=code $(VENV_TPU)/bin/python -m shardbook.hlo.tpu_model --out code/shardbook/data/one_model_tpu.json
 
 # On a host with a TPU: measure the chip (BF16 matmuls over the book's shapes,

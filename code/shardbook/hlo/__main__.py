@@ -56,6 +56,13 @@ def _compile_plans(args, parser):
     return 0
 
 
+def _compile_mesh_plans(args, parser):
+    from .mesh_plans import write
+
+    write(args.out, log=lambda line: print(line, flush=True), workers=args.workers)
+    return 0
+
+
 def _tpu_worker(args, parser):
     from .tpu_capture import compile_for_tpu
 
@@ -202,6 +209,13 @@ def _parser():
     )
     plans.add_argument("--out", default="code/shardbook/data/compiled_plans.json")
     plans.set_defaults(handler=_compile_plans)
+    mesh_plans = sub.add_parser(
+        "compile-mesh-plans",
+        help="with libtpu: compile chapter 7's v5p and Ironwood candidates (shardbook.hlo.mesh_plans) into one JSON file",
+    )
+    mesh_plans.add_argument("--out", default="code/shardbook/data/compiled_mesh_plans.json")
+    mesh_plans.add_argument("--workers", type=int, default=2, help="plans compiled at once (default 2)")
+    mesh_plans.set_defaults(handler=_compile_mesh_plans)
     cmp_ = sub.add_parser("compare", help="recapture into a temporary folder and diff the inventories")
     cmp_.add_argument("names", nargs="*")
     cmp_.add_argument("--artifacts", default="hlo_artifacts")

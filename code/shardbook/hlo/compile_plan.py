@@ -71,8 +71,10 @@ class Plan:
     name, the mesh {axis: degree} over dp, fsdp and tp (in planner
     devices: chips), the global batch in sequences of `seq_len` tokens,
     sequences per microbatch on each data-parallel rank, the recomputation
-    policy (none, selective, full), the state recipe (memory.STATE_RECIPES)
-    and the topology name (None: topology_for's)."""
+    policy (none, selective, full), the state recipe (memory.STATE_RECIPES),
+    the topology name of one slice (None: topology_for's) and the slices
+    over DCN (a multislice topology: the slices are the outermost factor
+    of the mesh's first axis above 1, as the planner places them)."""
 
     model: str
     accelerator: str
@@ -84,6 +86,7 @@ class Plan:
     state_recipe: str = "bf16_master"
     topology: str | None = None
     attention: str = "eager"
+    slices: int = 1
     extra: dict = field(default_factory=dict)
 
     @property
@@ -144,8 +147,16 @@ def check_plan(plan):
             "--compile: builds eager attention (the S×S probabilities kept in BF16, the planner's "
             "attention='eager'); add --attention eager"
         )
+    if plan.slices < 1 or plan.n_devices % plan.slices:
+        raise ValueError(f"--slices: {plan.slices} slices must divide the mesh's {plan.n_devices} devices")
     memory.state_recipe(plan.state_recipe)
     return plan
+
+
+def slice_topology(plan):
+    """The topology name of one of the plan's slices: its own, else
+    topology_for's for the chips of one slice."""
+    return plan.topology or topology_for(plan.accelerator, plan.n_devices // plan.slices)
 
 
 def topology_for(accelerator, n_devices):
@@ -191,9 +202,10 @@ def topology_chips(name):
 def compiler_mesh(plan, topology):
     """{axis: degree} of the compiler's mesh, in MESH_AXES order: the plan's,
     with the data axis (fsdp, else dp) doubled where a chip shows two
-    devices (Ironwood). A ValueError when it does not tile the topology's
-    devices exactly."""
+    devices (Ironwood). A ValueError when it does not tile the devices of
+    the plan's slices of `topology` exactly."""
     prefix, chips = topology_chips(topology)
+    chips *= plan.slices
     expected = TOPOLOGY_PREFIX[hardware.get(plan.accelerator).name]
     if prefix != expected:
         raise ValueError(f"--topology: {topology} is not a {plan.accelerator} topology (those start {expected}:)")
@@ -209,7 +221,8 @@ def compiler_mesh(plan, topology):
         )
     if math.prod(mesh.values()) != chips * per_chip:
         raise ValueError(
-            f"--mesh: {plan.n_devices} devices do not tile {topology} ({chips} chips, {chips * per_chip} devices); "
+            f"--mesh: {plan.n_devices} devices do not tile {'' if plan.slices == 1 else f'{plan.slices} × '}{topology} "
+            f"({chips} chips, {chips * per_chip} devices); "
             "the mesh must cover the topology's devices exactly"
         )
     return mesh
@@ -684,7 +697,7 @@ def compile_plan(plan):
     import time
 
     check_plan(plan)
-    topology = plan.topology or topology_for(plan.accelerator, plan.n_devices)
+    topology = slice_topology(plan)
     mesh_axes = compiler_mesh(plan, topology)
     check_libtpu()
     for key, value in TPU_ENV.items():
@@ -693,14 +706,17 @@ def compile_plan(plan):
     from jax.experimental import topologies
     from jax.sharding import Mesh
 
+    slices = {"num_slices": plan.slices} if plan.slices > 1 else {}
     try:
-        topo = topologies.get_topology_desc(platform="tpu", topology_name=topology)
+        topo = topologies.get_topology_desc(platform="tpu", topology_name=topology, **slices)
     except Exception as exc:  # libtpu's own words, first line
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ValueError(f"--topology: libtpu cannot describe {topology!r} ({first[:160]})") from None
     import numpy as np
 
-    devices = np.array(topo.devices).reshape(tuple(mesh_axes[a] for a in MESH_AXES))
+    # slice-major, so that the first axis above 1 crosses the slices (DCN) in its outermost factor
+    ordered = sorted(topo.devices, key=lambda d: getattr(d, "slice_index", 0) or 0)
+    devices = np.array(ordered).reshape(tuple(mesh_axes[a] for a in MESH_AXES))
     mesh = Mesh(devices, MESH_AXES)
     start = time.monotonic()
     jitted, args = build_step(plan, mesh)
@@ -731,7 +747,7 @@ def compile_plan(plan):
     per_chip = DEVICES_PER_CHIP[topology.split(":")[0]]
     return {
         "plan": plan_dict(plan),
-        "topology": topology,
+        "topology": topology if plan.slices == 1 else f"{plan.slices} × {topology}",
         "device_kind": topo.devices[0].device_kind,
         "compiler_devices": len(topo.devices),
         "compiler_mesh": mesh_axes,
@@ -745,10 +761,17 @@ def compile_plan(plan):
 
 
 def plan_dict(plan):
-    """The plan as JSON-ready data."""
+    """The plan as JSON-ready data (slices only where there are several)."""
     out = asdict(plan)
     out.pop("extra")
+    if out["slices"] == 1:
+        out.pop("slices")
     return out
+
+
+def plan_from_dict(data):
+    """The Plan a plan_dict() (or a committed entry's "plan") describes."""
+    return Plan(**{**data, "mesh": dict(data["mesh"])})
 
 
 def memory_totals(result):
@@ -798,12 +821,20 @@ VALIDATION_FILE = "code/shardbook/data/compiled_plans.json"
 VALIDATION_COMMAND = "make tpu-artifacts (python -m shardbook.hlo compile-plans --out " + VALIDATION_FILE + ")"
 
 
-def write_validation(out_path, plans=VALIDATION, log=print, workers=2):
+VALIDATION_ABOUT = (
+    "The TPU compiler's per-device memory (memory_analysis) and collectives per step for the "
+    "planner's validation plans, compiled ahead of time on a CPU host (not run on a TPU)"
+)
+
+
+def write_validation(
+    out_path, plans=VALIDATION, log=print, workers=2, about=VALIDATION_ABOUT, command=VALIDATION_COMMAND, names=None
+):
     """Compile every plan of `plans` (in `workers` processes of this
     Python, started afresh) and write their results to `out_path` (JSON,
     through a temporary file renamed into place): the provenance (jax and
     libtpu versions, the command) and one entry a plan, in the order of
-    `plans`, without the compile times (so that a recompile on the same
+    `plans` (with its name from `names` where given), without the compile times (so that a recompile on the same
     versions is byte identical); the times go to `log`."""
     import multiprocessing
     import tempfile
@@ -814,7 +845,7 @@ def write_validation(out_path, plans=VALIDATION, log=print, workers=2):
     check_libtpu()
     for plan in plans:  # refused plans are refused before anything compiles
         check_plan(plan)
-        compiler_mesh(plan, plan.topology or topology_for(plan.accelerator, plan.n_devices))
+        compiler_mesh(plan, slice_topology(plan))
     start = time.monotonic()
     results = [None] * len(plans)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
@@ -842,15 +873,16 @@ def write_validation(out_path, plans=VALIDATION, log=print, workers=2):
     if len(versions) != 1:
         raise RuntimeError(f"compile_plan: the plans were compiled by several versions: {sorted(versions)}")
     jax_version, libtpu_version = versions.pop()
-    for r in rows:
+    for i, r in enumerate(rows):
         del r["jax_version"], r["libtpu_version"]
+        if names is not None:
+            r["name"] = names[i]
     data = {
-        "about": "The TPU compiler's per-device memory (memory_analysis) and collectives per step for the "
-        "planner's validation plans, compiled ahead of time on a CPU host (not run on a TPU)",
+        "about": about,
         "jax_version": jax_version,
         "libtpu_version": libtpu_version,
         "environment": dict(TPU_ENV),
-        "command": VALIDATION_COMMAND,
+        "command": command,
         "plans": rows,
     }
     out_path = Path(out_path)
@@ -911,7 +943,7 @@ def comparison(result):
     the planner: the plan's label, topology, the compiler's peak and
     memory_analysis per chip, the planner's memory, their ratios, and the
     collective bytes of both."""
-    plan = Plan(**{**result["plan"], "mesh": dict(result["plan"]["mesh"])})
+    plan = plan_from_dict(result["plan"])
     totals = memory_totals(result)
     planner = planner_side(plan)
     comp_bytes = compiler_collective_bytes(result)
