@@ -78,6 +78,8 @@ def test_another_chip_of_the_family_scales_the_ridge():
 
 def test_intensity_and_the_roofline():
     assert me.intensity_flops_per_byte(8192, 8192, 8192) == pytest.approx(8192 / 3)
+    # FP8 operands, BF16 output: 2MKN / (MK + KN + 2MN)
+    assert me.intensity_flops_per_byte(4, 4, 4, 1, 2) == pytest.approx(2 * 64 / (16 + 16 + 32))
     assert me.intensity_flops_per_byte(4, 4, 4, bytes_per_element=4) == pytest.approx(2 * 64 / (4 * 48))
     assert roofline.attainable_flops_per_s(100, 197e12, 819e9) == pytest.approx(100 * 819e9)
     assert roofline.attainable_flops_per_s(1000, 197e12, 819e9) == 197e12
@@ -86,7 +88,9 @@ def test_intensity_and_the_roofline():
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: me.shape_factor("gpu", 1, 1, 1), "family: no measured matmul curve for 'gpu'; known: tpu"),
+        (lambda: me.shape_factor("gpu", 1, 1, 1), "family: no matmul curve for 'gpu'; known: nvidia, tpu"),
+        (lambda: me.intensity_flops_per_byte(1, 1, 1, 1, 0), "out_bytes_per_element"),
+        (lambda: me.deepgemm_points(0), "fp8_peak_flops_per_s"),
         (lambda: me.shape_factor("tpu", 0, 1, 1), "m:"),
         (lambda: me.shape_factor("tpu", 1, 1, 1, spec_ridge_flops_per_byte=-1), "spec_ridge_flops_per_byte"),
         (lambda: me.smoothed_roofline(1, 1, 0), "sharpness"),
@@ -111,3 +115,48 @@ def test_factor_is_finite_and_in_range_over_a_wide_grid():
         for n in (1, 128, 8192):
             f = me.shape_factor("tpu", m, 8192, n)
             assert 0 < f <= 1 and math.isfinite(f)
+
+
+# --- NVIDIA: no GPU was lent; the curve is fitted on DeepGEMM's published dense table ---------
+
+FP8_PEAK_H800 = float(hardware.get("H800").bf16_dense_flops_per_s) * 2  # calibrate.FP8_PEAK_RATIO["H800"]
+NVIDIA = me.CURVES["nvidia"]
+DEEPGEMM = me.deepgemm_points(FP8_PEAK_H800)
+
+
+def test_the_nvidia_curve_is_the_fit_of_deepgemms_dense_table():
+    from shardbook.planner import calibrate
+
+    assert calibrate.FP8_PEAK_RATIO["H800"].value == 2
+    assert len(DEEPGEMM) == 18 and not any(p.lower_bound for p in DEEPGEMM)
+    # the table's 4,096 x 7,168 x 16,384 product: 1,426 TFLOP/s of 1,979
+    deepest = next(p for p in DEEPGEMM if (p.m, p.k, p.n) == (4096, 16384, 7168))
+    assert deepest.efficiency == pytest.approx(1426 / 1979, rel=1e-3)
+    plateau, ridge, sharpness = me.fit((p.intensity, p.efficiency) for p in DEEPGEMM)
+    assert NVIDIA.plateau_efficiency == pytest.approx(plateau, abs=0.002)
+    assert NVIDIA.ridge_flops_per_byte == pytest.approx(ridge, rel=0.01)
+    assert NVIDIA.sharpness == pytest.approx(sharpness, abs=0.2)
+    assert NVIDIA.spec_ridge_flops_per_byte == pytest.approx(FP8_PEAK_H800 / calibrate.HBM_BYTES_PER_S["H800"].value)
+    errors = [
+        p.efficiency / (NVIDIA.plateau_efficiency * me.smoothed_roofline(p.intensity, NVIDIA.ridge_flops_per_byte, NVIDIA.sharpness)) - 1
+        for p in DEEPGEMM
+    ]
+    assert max(abs(e) for e in errors) <= NVIDIA.max_fit_error < max(abs(e) for e in errors) + 0.01
+    # a far softer knee than the TPU's: at three times the ridge a GPU product keeps about 90 % of its plateau
+    assert me.smoothed_roofline(3, 1, NVIDIA.sharpness) < 0.92 < 0.99 < me.smoothed_roofline(3, 1, CURVE.sharpness)
+
+
+def test_the_planners_curves_are_these_and_amds_is_assumed():
+    """calibrate.MATMUL_SHAPE_CURVE holds each fitted curve's ridge ratio; the
+    Instinct parts take NVIDIA's curve at their own spec ridge, marked assumed."""
+    from shardbook.planner import calibrate
+
+    for kernels, curve in (("tpu", "tpu"), ("nvidia", "nvidia")):
+        figure = calibrate.MATMUL_SHAPE_CURVE[kernels]
+        assert figure.value == me.CURVES[curve].ridge_ratio and figure.source != "assumed"
+    amd = calibrate.MATMUL_SHAPE_CURVE["amd"]
+    assert amd.source == "assumed" and amd.provisional and amd.value == NVIDIA.ridge_ratio
+    assert ("matmul shape curve (ridge / spec ridge)", "amd") in {(t, k) for t, k, _ in calibrate.assumed()}
+    assert calibrate.matmul_shape_curve("MI355X") == ("nvidia", amd.value)
+    assert calibrate.matmul_shape_curve("H100") == ("nvidia", NVIDIA.ridge_ratio)
+    assert calibrate.matmul_shape_curve("TPU v6e") == ("tpu", CURVE.ridge_ratio)

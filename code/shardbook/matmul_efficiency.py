@@ -1,11 +1,13 @@
 """How a matmul's shape changes the share of peak it sustains, per family.
 
 The planner holds one matmul efficiency per accelerator (fitted on published
-runs, planner.calibrate.MATMUL_EFFICIENCY). A product that tensor
-parallelism splits many ways, or one with few tokens per device, is thinner
-and can run further below peak. This module gives the factor, a curve
-measured on one chip of a family and scaled to the others by their spec
-ridge point.
+runs, planner.calibrate.MATMUL_EFFICIENCY) and multiplies it by this
+module's factor for each matmul it prices (planner.timing.matmul_shape_factor).
+A product that tensor parallelism splits many ways, or one with few tokens
+per device, is thinner and can run further below peak. The factor comes
+from a curve per family of kernels, measured on one chip (TPU) or fitted on
+a published table (NVIDIA: DeepGEMM on H800), and scaled to the family's
+other chips by their spec ridge point.
 
 The curve. For a product [M, K]·[K, N] with elements of s bytes, the
 arithmetic intensity is
@@ -32,7 +34,8 @@ shorter call reads slower than the chip ran it: a lower bound, not a
 point), η_max the geometric mean of η/(factor) at each (I₀, p) of a grid
 refined around its best cell. Ref: shardbook-tpu-v5e-measured (one TPU
 v5e chip, data/measured_tpu_v5e.json, written by ``make measure``);
-williams2009roofline for the roofline it smooths.
+deepgemm (the NVIDIA curve's table); williams2009roofline for the roofline
+it smooths.
 """
 
 import json
@@ -49,13 +52,16 @@ DATA_DIR = Path(__file__).resolve().parent / "data"
 FLOOR_MULTIPLE = 1.5
 
 
-def intensity_flops_per_byte(m, k, n, bytes_per_element=2):
+def intensity_flops_per_byte(m, k, n, bytes_per_element=2, out_bytes_per_element=None):
     """FLOPs of [M, K]·[K, N] per byte of HBM it must move at least (each
-    operand read once, the output written once): 2MKN / (s(MK + KN + MN))."""
+    operand read once, the output written once): 2MKN / (s(MK + KN) + s'MN),
+    s' the output's bytes per element (None: s; an FP8 product writes BF16)."""
     for name, value in (("m", m), ("k", k), ("n", n)):
         _validate.count(name, value)
     _validate.positive("bytes_per_element", bytes_per_element)
-    return 2 * m * k * n / (bytes_per_element * (m * k + k * n + m * n))
+    out = bytes_per_element if out_bytes_per_element is None else out_bytes_per_element
+    _validate.positive("out_bytes_per_element", out)
+    return 2 * m * k * n / (bytes_per_element * (m * k + k * n) + out * m * n)
 
 
 def smoothed_roofline(intensity, ridge_flops_per_byte, sharpness):
@@ -114,6 +120,16 @@ class MatmulCurve:
 # times larger than its inputs, and the chip writes HBM slower than it reads
 # (the data file's copy and sum streams: 641 against 735 GB/s), which one
 # intensity cannot see.
+#
+# NVIDIA: no GPU was lent to measure, so the curve is fitted on a published table, DeepGEMM's
+# dense FP8 GEMMs on H800 SXM5 (DEEPGEMM_DENSE: 18 shapes, M of 64, 128 and 4,096 rows), against
+# the FP8 peak (1,979 TFLOP/s: twice the BF16 preset, calibrate.FP8_PEAK_RATIO) over 3.35 TB/s
+# (calibrate.HBM_BYTES_PER_S), FP8 inputs and BF16 outputs. Its knee is far softer than the
+# TPU's (p 1.6 against 4.6) and its points scatter more: the 2,112-column products run 16 to
+# 28 % below the curve and the deepest (K = 16,384) 13 to 26 % above it, as the kernel's tiles
+# and waves over the 132 SMs happen to fit each shape, which one intensity cannot see. Applied
+# to BF16 products by their own intensity and the BF16 spec ridge (an FP8 product moves half
+# the input bytes against twice the peak, so the ratio carries over).
 CURVES = {
     "tpu": MatmulCurve(
         family="tpu",
@@ -125,19 +141,52 @@ CURVES = {
         max_fit_error=0.06,
         exceptions=("LLaMA-3 8B mlp_down, TP 32",),
         source="code/shardbook/data/measured_tpu_v5e.json",
-    )
+    ),
+    "nvidia": MatmulCurve(
+        family="nvidia",
+        measured_on="H800",
+        plateau_efficiency=0.654,
+        ridge_ratio=0.904,
+        spec_ridge_flops_per_byte=1979e12 / 3.35e12,
+        sharpness=1.6,
+        max_fit_error=0.28,
+        exceptions=(),
+        source="deepgemm (README.md at 55ab91f, 'Normal GEMMs for dense models')",
+    ),
 }
+
+# DeepGEMM's dense FP8 GEMMs on H800 SXM5 (NVCC 12.8), as its README prints them:
+# (M, N, K, TFLOP/s). Ref: deepgemm (README.md at 55ab91f, "Normal GEMMs for dense models").
+DEEPGEMM_DENSE = (
+    (64, 2112, 7168, 206), (64, 24576, 1536, 289), (64, 32768, 512, 219),
+    (64, 7168, 16384, 336), (64, 4096, 7168, 287), (64, 7168, 2048, 295),
+    (128, 2112, 7168, 352), (128, 24576, 1536, 535), (128, 32768, 512, 358),
+    (128, 7168, 16384, 645), (128, 4096, 7168, 533), (128, 7168, 2048, 510),
+    (4096, 2112, 7168, 1009), (4096, 24576, 1536, 1125), (4096, 32768, 512, 751),
+    (4096, 7168, 16384, 1426), (4096, 4096, 7168, 1265), (4096, 7168, 2048, 1168),
+)  # fmt: skip
+
+
+def deepgemm_points(fp8_peak_flops_per_s):
+    """DEEPGEMM_DENSE as Points (FP8 inputs, BF16 output), efficiency against
+    `fp8_peak_flops_per_s`; none is a lower bound."""
+    _validate.positive("fp8_peak_flops_per_s", fp8_peak_flops_per_s)
+    return [
+        Point(f"{m} x {n} x {k}", m, k, n, intensity_flops_per_byte(m, k, n, 1, 2), tflops * 1e12 / fp8_peak_flops_per_s, False)
+        for m, n, k, tflops in DEEPGEMM_DENSE
+    ]
 
 
 def shape_factor(family, m, k, n, spec_ridge_flops_per_byte=None, bytes_per_element=2):
     """Factor in (0, 1] by which a BF16 (by default) matmul [M, K]·[K, N]
     sustains less than the family's large matmuls, on a chip of `family`
+    (a key of CURVES: 'tpu', 'nvidia')
     whose spec peak FLOP/s over spec HBM bytes/s is
     `spec_ridge_flops_per_byte` (None: the measured chip's). Multiply the
     accelerator's fitted matmul efficiency by it. A ValueError for a family
-    without a measured curve, naming those with one."""
+    without a curve, naming those with one."""
     if family not in CURVES:
-        raise ValueError(f"family: no measured matmul curve for {family!r}; known: {', '.join(sorted(CURVES))}")
+        raise ValueError(f"family: no matmul curve for {family!r}; known: {', '.join(sorted(CURVES))}")
     return CURVES[family].factor(m, k, n, spec_ridge_flops_per_byte, bytes_per_element)
 
 

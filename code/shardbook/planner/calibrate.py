@@ -61,13 +61,13 @@ ASSUMED_NOTE = "not fitted: assumed"  # how an assumed figure's note begins
 # tests/test_validation.py holds each fitted value to its fit within 0.01.
 MATMUL_EFFICIENCY = {
     "H100": Figure(
-        0.50,
+        0.51,
         "fit",
         "fitted on the H100 calibration runs (Llama 3 8K; Megatron-Core 1.7B, 16B, 70B, 177B, 462B); "
         "measured.SUSTAINED prints 0.73 for H100, a sustained share of peak it does not define further",
     ),
     "H800": Figure(
-        0.31,
+        0.32,
         "fit",
         "validation.fit_matmul_efficiency on DeepSeek-V3 (the only H800 run: FP8 matmuls with 1x128 and 128x128 "
         "scaling tiles, over the BF16 peak, at the FP8 speedup H100's FP8 run fits)",
@@ -76,7 +76,7 @@ MATMUL_EFFICIENCY = {
     "GB200 NVL72": Figure(0.70, "parallelize-transformer", "printed approximate (≈)"),
     "GB300 NVL72": Figure(0.70, "parallelize-transformer", "printed approximate (≈)"),
     "TPU v5p": Figure(
-        0.72,
+        0.71,
         "fit",
         "validation.fit_matmul_efficiency on the v5p calibration runs (MaxText's v5p table: 32B v5p-128, "
         "128B v5p-256, 256B v5p-1024, 1024B v5p-2048)",
@@ -88,13 +88,13 @@ MATMUL_EFFICIENCY = {
         "measured.SUSTAINED's 0.67 is printed approximate (≈)",
     ),
     "TPU v6e": Figure(
-        0.65,
+        0.64,
         "fit",
         "validation.fit_matmul_efficiency on the v6e calibration runs (MaxText Llama 2 70B, Llama 3.1 70B, Mixtral 8x22B)",
     ),
     "Ironwood": Figure(0.70, "assumed", "not fitted: assumed; no Ironwood run in the calibration set", True),
     "A100": Figure(
-        0.68,
+        0.69,
         "fit",
         "validation.fit_matmul_efficiency on the A100 calibration runs (SC21 GPT 1.7B, 7.5B, 39.1B, 145.6B, "
         "529.6B; Korthikanti et al.'s full-recomputation runs of 22B, 175B, 530B, 1T), with their eager "
@@ -139,6 +139,43 @@ def single_run_caveat(accelerator):
 
 
 DEFAULT_MATMUL_EFFICIENCY = Figure(0.65, "assumed", "not fitted: assumed; any accelerator without its own entry", True)
+
+# --- the shape of a matmul ---------------------------------------------------------------
+# η belongs to an accelerator; each matmul the planner prices runs at η times
+# matmul_efficiency.shape_factor for its shape (timing.matmul_shape_factor): the smoothed
+# roofline of the accelerator's family of kernels (the key: grouped_gemm_kernels), its ridge
+# this figure times the accelerator's own spec ridge (BF16 peak over HBM_BYTES_PER_S), its
+# sharpness the curve's (matmul_efficiency.CURVES). tests/test_matmul_efficiency.py holds the
+# fitted ones to their curves.
+MATMUL_SHAPE_CURVE = {
+    "tpu": Figure(
+        1.015,
+        "shardbook-tpu-v5e-measured",
+        "ridge / spec ridge of matmul_efficiency.CURVES['tpu'], fitted by matmul_efficiency.fit on one TPU v5e "
+        "chip's BF16 matmuls (make measure: 55 shapes timed clear of the dispatch floor); sharpness 4.6",
+    ),
+    "nvidia": Figure(
+        0.904,
+        "deepgemm",
+        "ridge / spec ridge of matmul_efficiency.CURVES['nvidia'], fitted by matmul_efficiency.fit on DeepGEMM's "
+        "dense FP8 GEMMs on H800 (18 shapes; no NVIDIA GPU was lent to measure); sharpness 1.6",
+    ),
+    "amd": Figure(
+        0.904,
+        "assumed",
+        "not fitted: assumed; NVIDIA's curve (DeepGEMM on H800) at each Instinct part's own spec ridge: no dense "
+        "GEMM table by shape was found for MI300X or MI355X",
+        True,
+    ),
+}
+MATMUL_SHAPE_CURVE_OF = {"tpu": "tpu", "nvidia": "nvidia", "amd": "nvidia"}  # kernels -> matmul_efficiency.CURVES
+
+
+def matmul_shape_curve(accelerator):
+    """(key of matmul_efficiency.CURVES, ridge / spec ridge) that prices the
+    shape of `accelerator`'s matmuls (MATMUL_SHAPE_CURVE)."""
+    kernels = grouped_gemm_kernels(accelerator)
+    return MATMUL_SHAPE_CURVE_OF[kernels], MATMUL_SHAPE_CURVE[kernels].value
 
 # --- achieved bandwidth -----------------------------------------------------------
 # Achieved / line rate on the scale-up fabric (what a large collective reaches).
@@ -311,7 +348,7 @@ def ep_exposed_fraction(accelerator):
 # tests/test_moe.py holds it to its fit.
 ROUTED_EXPERT_EFFICIENCY = {
     "MI355X": Figure(
-        0.133,
+        0.134,
         "fit",
         "validation.fit_routed_expert_efficiency on the AMD seed's sweep's two endpoints (fsdp 8, ep 8), with "
         "the grouped-GEMM curve, the sorts and the stack's exchange overlap priced apart",
@@ -374,10 +411,10 @@ class Band:
 # family's band where the family has five dense runs or more, else "any"; an MoE plan takes "moe"
 # (MoE runs of every stack: too few in any one).
 STEP_BANDS = {
-    "megatron": Band(-0.09, 0.06, 29, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge"),
-    "pytorch": Band(-0.16, 0.17, 22, "the dense runs of Meta's Llama 3 stack and MosaicML's llm-foundry (MPT)"),
-    "maxtext": Band(-0.05, 0.17, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
-    "any": Band(-0.12, 0.12, 68, "every dense run"),
+    "megatron": Band(-0.08, 0.06, 29, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge"),
+    "pytorch": Band(-0.16, 0.16, 22, "the dense runs of Meta's Llama 3 stack and MosaicML's llm-foundry (MPT)"),
+    "maxtext": Band(-0.05, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
+    "any": Band(-0.11, 0.12, 68, "every dense run"),
     "moe": Band(
         -0.69, 0.03, 8, "every MoE run (Mixtral on v6e, DeepSeek-V3 on H800 and v5p, DeepSeek-V2-Lite on MI355X)"
     ),
@@ -425,7 +462,7 @@ HBM_BYTES_PER_S = {
 # (narayanan2021megatron Table 1: 44 % of peak at 1.7B, 52 % at 1T;
 # megatron-lm-readme: 41 % MFU at 1.7B, 47-48 % for the largest).
 ELEMENTWISE_PASSES = Figure(
-    2.99,
+    2.97,
     "fit",
     "validation.fit_elementwise_passes on the whole calibration set (every accelerator's η refitted at each trial)",
 )
@@ -747,6 +784,7 @@ def assumed():
 TABLES = (
     ("matmul efficiency", "MATMUL_EFFICIENCY"),
     ("matmul efficiency (default)", "DEFAULT_MATMUL_EFFICIENCY"),
+    ("matmul shape curve (ridge / spec ridge)", "MATMUL_SHAPE_CURVE"),
     ("scale-up efficiency", "SCALE_UP_EFFICIENCY"),
     ("scale-up efficiency (default)", "DEFAULT_SCALE_UP_EFFICIENCY"),
     ("scale-out efficiency", "SCALE_OUT_EFFICIENCY"),

@@ -32,7 +32,7 @@ import dataclasses
 import functools
 import math
 
-from .. import _validate, collectives, fabric, hardware, memory, models, moe, training
+from .. import _validate, collectives, fabric, hardware, matmul_efficiency, memory, models, moe, training
 from ..hardware import Sourced
 from . import calibrate, memory_plan
 from .placement import Placement
@@ -326,7 +326,9 @@ def math_s(lay, recompute):
     reruns (memory_plan.recomputed_forward_fraction); with eager attention
     its s² scores too (eager_scores_hbm_s); at the achieved HBM bandwidth).
     The elementwise bytes grow with s·b·h per layer and the matmul FLOPs
-    with s·b·h², so narrow models spend more of their step here. An MoE
+    with s·b·h², so narrow models spend more of their step here. The
+    sustained efficiency is the accelerator's η times the shape factor of
+    its matmuls (matmul_shape_factor). An MoE
     model that drops tokens computes its experts' whole capacity
     (capacity_factor)."""
 
@@ -345,7 +347,8 @@ def math_s(lay, recompute):
     bound = hardware_flops / (n * peak * (calibrate.fp8_peak_ratio(acc) if fp8 else 1))
     balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0  # the deepest stage sets the pace
     speedup = calibrate.fp8_sustained_speedup(acc) if fp8 else 1
-    expected = hardware_flops / (n * peak * speedup) * balance / calibrate.matmul_efficiency(acc)
+    eta = calibrate.matmul_efficiency(acc) * matmul_shape_factor(lay)
+    expected = hardware_flops / (n * peak * speedup) * balance / eta
     expected += grouped_gemm_s(lay, recompute)
     hbm = calibrate.hbm_bytes_per_s(acc)
     if not hbm:
@@ -374,6 +377,93 @@ def math_s(lay, recompute):
     bound = max(bound, streaming / hbm)
     expected = max(expected + elementwise, streaming * balance / achieved_hbm)
     return ideal, bound, expected, elementwise
+
+
+# --- the shape of each matmul ---------------------------------------------------------------
+
+
+def matmul_shapes(lay):
+    """[(name, M, K, N, FLOPs per token)] of the weight matmuls one device
+    runs, with their shapes after the layout's splits: M the rows of one
+    microbatch (its tp group's tokens, seq_len · micro_batch_seqs / cp,
+    which sequence parallelism gathers before each column-parallel matmul),
+    K and N the weight's dimensions on this device (the column-parallel
+    ones' N and the row-parallel ones' K over tp; K and V replicated where
+    tp exceeds the KV heads; MLA's down projections whole). FLOPs per token
+    are the model's (6 · the weight's parameters, over every layer), by
+    which the shapes are weighted. Per layer: QKV (MLA: its down and up
+    projections), the attention output, the MLP's up and gate and its down
+    (a dense layer's width; in an MoE layer the shared experts', as one
+    product of their summed width); the output logits (vocabulary over tp).
+    The routed experts are not here: their grouped GEMMs are priced by
+    rows per expert (grouped_gemm_s)."""
+    check_layout(lay)
+    m, tp = lay.model, lay.mesh["tp"]
+    rows = max(1, round(lay.seq_len * lay.micro_batch_seqs / lay.mesh["cp"]))
+    d, per_layer = m.d_model, []
+
+    def add(name, k, n, k_split=1, n_split=1, layers=1):
+        per_layer.append((name, rows, max(1, round(k / k_split)), max(1, round(n / n_split)), 6 * k * n * layers))
+
+    if m.mla is None:
+        kv_split = tp if m.n_kv_heads >= tp else m.n_kv_heads  # replicated when tp exceeds the KV heads
+        q, kv = m.n_heads * m.head_dim, 2 * m.n_kv_heads * m.head_dim
+        per_layer.append(("attn_qkv", rows, d, max(1, round(q / tp + kv / kv_split)), 6 * d * (q + kv) * m.n_layers))
+        add("attn_out", q, d, k_split=tp, layers=m.n_layers)
+    else:
+        a = m.mla
+        qk_head = a.qk_nope_head_dim + a.qk_rope_head_dim
+        if a.q_lora_rank:
+            add("attn_q_down", d, a.q_lora_rank, layers=m.n_layers)
+            add("attn_q_up", a.q_lora_rank, m.n_heads * qk_head, n_split=tp, layers=m.n_layers)
+        else:
+            add("attn_q", d, m.n_heads * qk_head, n_split=tp, layers=m.n_layers)
+        add("attn_kv_down", d, a.kv_lora_rank + a.qk_rope_head_dim, layers=m.n_layers)
+        add("attn_kv_up", a.kv_lora_rank, m.n_heads * (a.qk_nope_head_dim + a.v_head_dim), n_split=tp, layers=m.n_layers)
+        add("attn_out", m.n_heads * a.v_head_dim, d, k_split=tp, layers=m.n_layers)
+    up = 2 if m.gated_mlp else 1  # gate and up: two products of the same shape
+    mlps = [(m.d_ff_dense, m.n_dense_layers), (m.n_shared_experts * m.d_ff, m.n_layers - m.n_dense_layers)]
+    if not m.is_moe:
+        mlps = [(m.d_ff, m.n_layers)]
+    for width, layers in mlps:
+        if width and layers:
+            add("mlp_up", d, width, n_split=tp, layers=up * layers)
+            add("mlp_down", width, d, k_split=tp, layers=layers)
+    add("logits", d, m.vocab_size, n_split=tp)
+    return per_layer
+
+
+def matmul_shape_factor(lay):
+    """The factor in (0, 1] by which the shapes of a layout's matmuls lower
+    the accelerator's η: the FLOP-weighted harmonic mean of
+    matmul_efficiency's smoothed roofline at each product of matmul_shapes
+    (BF16 operands, its ridge the curve's ratio (calibrate.matmul_shape_curve)
+    times the accelerator's BF16 peak over its spec HBM bandwidth), every
+    other FLOP of the step (the attention core, the routed experts, the
+    embedding lookup the model count includes) at 1. FP8 products take the
+    same factor: half the bytes against twice the peak. 1 without an HBM
+    figure."""
+    check_layout(lay)
+    acc = lay.accelerator
+    hbm = calibrate.hbm_bytes_per_s(acc)
+    if not hbm:
+        return 1.0
+    curve, ratio = calibrate.matmul_shape_curve(acc)
+    ridge = ratio * float(acc.bf16_dense_flops_per_s) / hbm
+    shapes = tuple((k, mm, n, f) for _, mm, k, n, f in matmul_shapes(lay))
+    total = training.model_flops_per_token(lay.model, lay.seq_len, causal=True)
+    return _harmonic_factor(shapes, total, ridge, matmul_efficiency.CURVES[curve].sharpness)
+
+
+@functools.lru_cache(maxsize=4096)
+def _harmonic_factor(shapes, total_flops, ridge, sharpness):
+    """total / (Σ F_i / f_i + the rest at 1) over `shapes` ((K, M, N, F_i) each)."""
+    shaped = sum(f for *_, f in shapes)
+    slowed = sum(
+        f / matmul_efficiency.smoothed_roofline(matmul_efficiency.intensity_flops_per_byte(mm, k, n), ridge, sharpness)
+        for k, mm, n, f in shapes
+    )
+    return total_flops / (total_flops - shaped + slowed)
 
 
 # --- what routing adds to an MoE layer's math ------------------------------------------------

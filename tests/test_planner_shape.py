@@ -1,0 +1,84 @@
+"""The planner prices each matmul at the accelerator's η times the shape
+factor of its family's curve (planner.timing.matmul_shape_factor,
+shardbook.matmul_efficiency): the expected values here are computed from
+matmul_efficiency and the model's dimensions, not through timing's code."""
+
+import inspect
+
+import pytest
+
+from shardbook import hardware, models, planner, training
+from shardbook import matmul_efficiency as me
+from shardbook.planner import calibrate, layout, timing
+
+SEQ = 4096
+H100_RIDGE = float(hardware.get("H100").bf16_dense_flops_per_s) / 3.35e12  # BF16 peak over 3.35 TB/s
+
+
+def _layout(model, accelerator, mesh, seq_len=SEQ, micro_batch_seqs=1):
+    n = 1
+    for degree in mesh.values():
+        n *= degree
+    takes = inspect.signature(layout.layout).parameters  # evaluate's defaults for the rest
+    options = {
+        name: p.default
+        for name, p in inspect.signature(planner.evaluate).parameters.items()
+        if p.kind is p.KEYWORD_ONLY and name in takes
+    }
+    options.update(seq_len=seq_len, micro_batch_seqs=micro_batch_seqs, recompute="none")
+    return layout.layout(model, accelerator, mesh, 8 * n * seq_len * micro_batch_seqs, **options)
+
+
+def _expected_factor(tp, rows=SEQ):
+    """LLaMA-3 70B's weight matmuls at tensor parallelism `tp`, by hand: the
+    FLOP-weighted harmonic mean of the NVIDIA curve's factor, the rest at 1."""
+    m = models.get("LLaMA-3 70B")
+    d, ff, q, kv = m.d_model, m.d_ff, m.n_heads * m.head_dim, 2 * m.n_kv_heads * m.head_dim
+    kv_local = kv / tp if tp <= m.n_kv_heads else 2 * m.head_dim  # one K and one V head a rank beyond 8
+    shapes = [  # (M, K, N on the device, FLOPs per token over the model)
+        (rows, d, q / tp + kv_local, 6 * d * (q + kv) * m.n_layers),
+        (rows, q / tp, d, 6 * q * d * m.n_layers),
+        (rows, d, ff / tp, 6 * d * ff * 2 * m.n_layers),  # gate and up
+        (rows, ff / tp, d, 6 * ff * d * m.n_layers),
+        (rows, d, m.vocab_size / tp, 6 * d * m.vocab_size),
+    ]
+    total = training.model_flops_per_token(m, SEQ, causal=True)
+    slowed = sum(f / me.shape_factor("nvidia", mm, round(k), round(n), H100_RIDGE) for mm, k, n, f in shapes)
+    return total / (total - sum(f for *_, f in shapes) + slowed)
+
+
+def test_the_shapes_are_the_devices_after_the_tp_split():
+    shapes = {name: (mm, k, n) for name, mm, k, n, _ in timing.matmul_shapes(_layout("LLaMA-3 70B", "H100", {"tp": 8}))}
+    assert shapes["mlp_up"] == (4096, 8192, 3584) and shapes["mlp_down"] == (4096, 3584, 8192)
+    assert shapes["attn_qkv"] == (4096, 8192, 1024 + 256) and shapes["attn_out"] == (4096, 1024, 8192)
+    wide = {name: (mm, k, n) for name, mm, k, n, _ in timing.matmul_shapes(_layout("LLaMA-3 70B", "H100", {"tp": 32}))}
+    assert wide["mlp_up"] == (4096, 8192, 896) and wide["attn_qkv"] == (4096, 8192, 256 + 256)
+    # context parallelism and the microbatch set the rows
+    cp = {n: mm for n, mm, *_ in timing.matmul_shapes(_layout("LLaMA-3 70B", "H100", {"tp": 8, "cp": 2}, micro_batch_seqs=2))}
+    assert cp["mlp_up"] == 4096
+
+
+def test_a_matmul_split_32_ways_costs_more_per_flop_than_split_8_by_the_curves_factor():
+    """The planner's time per FLOP of the math at tp 32 over tp 8 is the ratio of the
+    shape factors, and the 70B MLP's own product keeps less of the plateau at 32 ways."""
+    assert me.shape_factor("nvidia", 4096, 8192, 896, H100_RIDGE) < me.shape_factor("nvidia", 4096, 8192, 3584, H100_RIDGE) < 1
+    per_flop = {}
+    for tp in (8, 32):
+        lay = _layout("LLaMA-3 70B", "H100", {"tp": tp})
+        assert timing.matmul_shape_factor(lay) == pytest.approx(_expected_factor(tp), rel=1e-9)
+        _, _, expected, elementwise = timing.math_s(lay, "none")
+        flops = training.hardware_flops_per_token("LLaMA-3 70B", SEQ, "none", causal=True) * lay.global_tokens / lay.n_devices
+        per_flop[tp] = (expected - elementwise) / flops
+    assert per_flop[32] / per_flop[8] == pytest.approx(_expected_factor(8) / _expected_factor(32), rel=1e-9)
+    assert per_flop[32] / per_flop[8] > 1.05  # the GPU curve's soft knee makes the split cost
+    eta = calibrate.matmul_efficiency("H100")
+    peak = float(hardware.get("H100").bf16_dense_flops_per_s)
+    assert per_flop[8] == pytest.approx(1 / (peak * eta * _expected_factor(8)), rel=1e-9)
+
+
+def test_on_the_tpu_curve_a_split_costs_little_and_few_tokens_cost_much():
+    """The TPU's sharp knee: the 70B MLP split 32 ways keeps over 98 % of the layer's
+    plateau on v5e (its measured products ran at the plateau); 256 tokens a device do not."""
+    split = timing.matmul_shape_factor(_layout("LLaMA-3 70B", "TPU v5e", {"tp": 32}, seq_len=8192))
+    few = timing.matmul_shape_factor(_layout("LLaMA-3 70B", "TPU v5e", {"tp": 8}, seq_len=256))
+    assert 0.98 < split < 1 and few < 0.9
