@@ -176,6 +176,36 @@ def test_pipeline_flops_show_the_bubble(records):
     assert compiled_ratio > 1 + 0.9 * pipeline.bubble_overhead(p, m)
 
 
+def test_separate_weights_reduce_the_input_gradient_once_per_weight():
+    """Chapter 8's weight layout: with Q, K, V and gate, up as separate
+    column-split weights, the CPU backend's compiled backward all-reduces the
+    input's gradient once per weight (5 tensors of the input's shape a layer);
+    fused as Megatron's QKV and gate/up weights, twice."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from shardbook.hlo import inventory
+
+    mesh = Mesh(jax.devices()[:8], ("tp",))
+    tokens, d, f = 64, 128, 256
+
+    def layer(x, *weights):  # attention's projections, then the MLP's, each feeding a nonlinearity
+        return sum(jnp.sum(jnp.tanh(x @ w)) for w in weights)
+
+    def reduced_inputs(widths):
+        x = jax.ShapeDtypeStruct((tokens, d), jnp.float32, sharding=NamedSharding(mesh, P()))
+        ws = [jax.ShapeDtypeStruct((d, w), jnp.float32, sharding=NamedSharding(mesh, P(None, "tp"))) for w in widths]
+        text = jax.jit(jax.grad(layer), out_shardings=NamedSharding(mesh, P())).lower(x, *ws).compile().as_text()
+        entries = inventory.inventory(text)
+        assert {e["kind"] for e in entries} == {"all_reduce"}
+        return sum(e["result_shape"] == [tokens, d] for e in entries)
+
+    assert reduced_inputs([f, f, f, f, f]) == 5  # q, k, v, gate, up
+    assert reduced_inputs([3 * f, 2 * f]) == 2  # qkv, gate/up
+
+
 def test_parameter_count_is_the_cost_models():
     for config in (model.DENSE, model.MOE):
         assert model.param_count(model.init_params(config)) == models.param_count(config.as_model())
