@@ -215,7 +215,10 @@ def test_each_collective_matmul_hop_is_in_flight_over_one_dot():
     dots = schedule.matmuls_in_flight(_text("collective_matmul"))
     assert len(dots) == 7 and all(len(d) == 1 for d in dots)
     assert len({d[0] for d in dots}) == 7
-    calls = {d[0]: re.search(rf"%{re.escape(d[0])} = .* calls=%([\w.\-]+)", _text("collective_matmul")).group(1) for d in dots}
+    calls = {
+        d[0]: re.search(rf"%{re.escape(d[0])} = .* calls=%([\w.\-]+)", _text("collective_matmul")).group(1)
+        for d in dots
+    }
     for called in calls.values():  # each one multiplies: its fused computation is a convolution
         body = re.search(rf"^%{re.escape(called)} \(.*?^\}}", _text("collective_matmul"), re.M | re.S).group(0)
         assert " convolution(" in body
