@@ -213,6 +213,29 @@ def test_the_compilers_arguments_are_the_planners_state(committed):
         assert arguments > state + tokens
 
 
+def test_how_fsdp_is_reduced_and_gathered_on_each_tpu(committed):
+    """Chapter 97: on v5p, v5e and v6e no FSDP plan keeps a reduce-scatter,
+    whether FSDP spans the slice or shares it with tp; FSDP alone over a whole
+    v5p torus has no all-gather either (all-reduces and two all-to-alls), while
+    v5e keeps its all-gathers; Ironwood keeps reduce-scatters; and on the older
+    chips collective permutes appear exactly in the plans with a tp axis."""
+    plans = committed["plans"]
+    older = [e for e in plans if not e["topology"].startswith("tpu7x")]
+    fsdp = [e for e in plans if e["plan"]["mesh"].get("fsdp", 1) > 1]
+    assert all("reduce_scatter" not in e["collectives"] for e in fsdp if e in older)
+    assert any(e["plan"]["mesh"].get("tp", 1) > 1 for e in fsdp if e in older)
+    assert all("reduce_scatter" in e["collectives"] for e in fsdp if e not in older)
+    whole = [
+        e for e in fsdp if list(e["plan"]["mesh"]) == ["fsdp"] and e["plan"]["mesh"]["fsdp"] == e["compiler_devices"]
+    ]
+    v5p = [e for e in whole if e["topology"].startswith("v5p")]
+    v5e = [e for e in whole if e["topology"].startswith("v5e")]
+    assert len(v5p) == 3 and all(e["collectives"]["all_to_all"]["count"] == 2 for e in v5p)
+    assert all(set(e["collectives"]) == {"all_reduce", "all_to_all"} for e in v5p)
+    assert v5e and all("all_gather" in e["collectives"] for e in v5e)
+    assert all(("collective_permute" in e["collectives"]) == (e["plan"]["mesh"].get("tp", 1) > 1) for e in older)
+
+
 def test_the_planner_command_line_reaches_the_compiler_only_when_asked():
     # the browser loads shardbook.planner.cli; the compile module (the JAX layer) is imported by
     # --compile alone, so importing the command line, or running it without --compile, leaves it out

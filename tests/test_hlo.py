@@ -597,3 +597,20 @@ def test_a_scheme_that_fails_to_train_is_named_in_one_line(monkeypatch, tmp_path
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == "shardbook.programs.runs: training scheme tp failed: FloatingPointError: loss is nan at step 3"
     assert runs.FAILED_LINE.search(last).group(1) == "tp"
+
+
+@pytest.mark.parametrize("name", ["dp_matmul", "fsdp_matmul", "tp_matmul"])
+def test_the_cpu_backend_computes_float16_dots_in_float32(name):
+    """Chapter 2: the partitioned dot is f16, and the CPU backend's later
+    passes (the compiled program, which the captures stop before) compute it
+    in f32 from converted operands; meta.json's backend note says so."""
+    from shardbook.programs import fixtures
+
+    fx = fixtures.get(name)
+    mesh = fixtures.mesh_for(fx)
+    compiled = fixtures.jitted(fx, mesh).lower(*fixtures.abstract_args(fx, mesh)).compile().as_text()
+    assert fx.dtype == "float16" and re.findall(r"= (\w+)\[[^\]]*\][^=]*? dot\(", _text(name)) == ["f16"]
+    optimized = re.findall(r"= (\w+)\[[^\]]*\][^=]*? dot\(", compiled)
+    assert optimized and set(optimized) == {"f32"}
+    assert re.search(r"= f32\[[^\]]*\][^=]*? convert\(", compiled)
+    assert any("computed in f32" in note for note in _meta(name)["backend_notes"])

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT, assert_clean_files
 from shardbook import hlo
-from shardbook.hlo import inventory, tpu_capture, tpu_rules
+from shardbook.hlo import inventory, schedule, tpu_capture, tpu_rules
 from shardbook.hlo import predict as predict_module
 from shardbook.programs import registry
 from shardbook.units import BYTES_PER_ELEMENT
@@ -156,6 +156,11 @@ def test_expert_on_batch_gathers_once_on_tpu():
     assert gather["kind"] == "all_gather" and gather["group_size"] == 8
     assert gather["replica_groups"] == [[0, 4, 1, 5, 2, 6, 3, 7]]
     assert gather["bytes_sent_per_rank"] == sum(e["bytes_sent_per_rank"] for e in cpu)
+    # the gathered blocks are ordered by a copy that changes a bitcast view's layout; no transpose
+    text = _text("moe_dispatch_expert_on_batch")
+    view = re.search(r"%([\w.\-]+) = bf16\[[0-9,]+\]\{([0-9,]+)[^}]*\} bitcast\(%all-gather[\w.]*\)", text)
+    copied = re.search(rf"= bf16\[[0-9,]+\]\{{([0-9,]+)[^}}]*\}} copy\(%{re.escape(view.group(1))}\)", text)
+    assert copied.group(1) != view.group(2) and " transpose(" not in text
     whole_w = math.prod(registry.get("moe_dispatch_expert_on_batch").shapes["w"]) * 2
     temps = {n: _meta(n)["memory_analysis"]["temp_size_in_bytes"] for n in hlo.FIXTURE_NAMES}
     assert temps["moe_dispatch_expert_on_batch"] >= whole_w
@@ -201,6 +206,77 @@ def test_asynchronous_pairs(name):
         assert f" {op}-start(" not in text
     cpu_text = (ARTIFACTS / name / "after_partitioning.txt").read_text()
     assert inventory.async_pairs(cpu_text) == [] and "-start(" not in cpu_text
+
+
+def test_each_collective_matmul_hop_is_in_flight_over_one_dot():
+    """collective_matmul on the TPU: between each hop's start and its done
+    the scheduled program runs exactly one of the dot fusions, a different
+    one each time (chapter 4: the latency-hiding scheduler's placement)."""
+    dots = schedule.matmuls_in_flight(_text("collective_matmul"))
+    assert len(dots) == 7 and all(len(d) == 1 for d in dots)
+    assert len({d[0] for d in dots}) == 7
+    calls = {
+        d[0]: re.search(rf"%{re.escape(d[0])} = .* calls=%([\w.\-]+)", _text("collective_matmul")).group(1)
+        for d in dots
+    }
+    for called in calls.values():  # each one multiplies: its fused computation is a convolution
+        body = re.search(rf"^%{re.escape(called)} \(.*?^\}}", _text("collective_matmul"), re.M | re.S).group(0)
+        assert " convolution(" in body
+
+
+def test_ring_attention_hides_only_its_later_hops_on_tpu():
+    """context_ring on the TPU: of its 14 start/done pairs the first 6 have
+    no matmul between start and done, each of the other 8 has one (chapter 4)."""
+    dots = schedule.matmuls_in_flight(_text("context_ring"))
+    assert [len(d) for d in dots] == [0] * 6 + [1] * 8
+
+
+def test_the_pipeline_send_has_nothing_in_flight_on_tpu():
+    """pipeline_stages on the TPU: the one send's start is followed at once by its done (chapter 6)."""
+    (pair,) = schedule.in_flight(_text("pipeline_stages"))
+    assert pair["kind"] == "collective_permute" and pair["between"] == []
+
+
+@pytest.mark.parametrize("name", hlo.FIXTURE_NAMES)
+def test_in_flight_finds_the_pairs_async_pairs_lists(name):
+    pairs = schedule.in_flight(_text(name))
+    assert [[p["kind"], p["start"], p["done"]] for p in pairs] == _meta(name)["async_pairs"]
+
+
+def test_in_flight_reads_only_a_scheduled_module():
+    text = (ARTIFACTS / "collective_matmul" / "after_partitioning.txt").read_text()
+    with pytest.raises(ValueError, match="not scheduled"):
+        schedule.in_flight(text)
+
+
+def test_in_flight_on_a_small_program():
+    text = """HloModule m, is_scheduled=true
+
+%mul (a: f32[2,2], b: f32[2,2]) -> f32[2,2] {
+  %a = f32[2,2]{1,0} parameter(0)
+  %b = f32[2,2]{1,0} parameter(1)
+  ROOT %d = f32[2,2]{1,0} dot(%a, %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+
+ENTRY %main (x: f32[2,2]) -> f32[2,2] {
+  %x = f32[2,2]{1,0} parameter(0)
+  %s = (f32[2,2]{1,0}, f32[2,2]{1,0}, u32[]{:S(2)}, u32[]{:S(2)}) collective-permute-start(%x), source_target_pairs={{0,1},{1,0}}
+  %n = f32[2,2]{1,0} negate(%x)
+  %f = f32[2,2]{1,0} fusion(%x, %n), kind=kOutput, calls=%mul
+  %t = f32[2,2]{1,0} collective-permute-done(%s)
+  %s2 = (f32[2,2]{1,0}, f32[2,2]{1,0}, u32[]{:S(2)}, u32[]{:S(2)}) collective-permute-start(%t), source_target_pairs={{0,1},{1,0}}
+  %t2 = f32[2,2]{1,0} collective-permute-done(%s2)
+  ROOT %r = f32[2,2]{1,0} add(%t2, %f)
+}
+"""
+    pairs = schedule.in_flight(text)
+    assert [(p["start"], p["done"], p["between"]) for p in pairs] == [
+        ("s", "t", [("n", "negate"), ("f", "fusion")]),
+        ("s2", "t2", []),
+    ]
+    assert schedule.matmuls_in_flight(text) == [["f"], []]
+    with pytest.raises(ValueError, match="collective-permute-start s2 has no done"):
+        schedule.in_flight(text.replace("  %t2 = f32[2,2]{1,0} collective-permute-done(%s2)\n", ""))
 
 
 def test_async_pairs_reads_a_start_without_its_done_as_an_error():

@@ -176,6 +176,70 @@ def test_pipeline_flops_show_the_bubble(records):
     assert compiled_ratio > 1 + 0.9 * pipeline.bubble_overhead(p, m)
 
 
+def test_separate_weights_reduce_the_input_gradient_once_per_weight():
+    """Chapter 8's weight layout: with Q, K, V and gate, up as separate
+    column-split weights, the CPU backend's compiled backward all-reduces the
+    input's gradient once per weight (5 tensors of the input's shape a layer);
+    fused as Megatron's QKV and gate/up weights, twice."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    from shardbook.hlo import inventory
+
+    mesh = Mesh(jax.devices()[:8], ("tp",))
+    tokens, d, f = 64, 128, 256
+
+    def layer(x, *weights):  # attention's projections, then the MLP's, each feeding a nonlinearity
+        return sum(jnp.sum(jnp.tanh(x @ w)) for w in weights)
+
+    def reduced_inputs(widths):
+        x = jax.ShapeDtypeStruct((tokens, d), jnp.float32, sharding=NamedSharding(mesh, P()))
+        ws = [jax.ShapeDtypeStruct((d, w), jnp.float32, sharding=NamedSharding(mesh, P(None, "tp"))) for w in widths]
+        text = jax.jit(jax.grad(layer), out_shardings=NamedSharding(mesh, P())).lower(x, *ws).compile().as_text()
+        entries = inventory.inventory(text)
+        assert {e["kind"] for e in entries} == {"all_reduce"}
+        return sum(e["result_shape"] == [tokens, d] for e in entries)
+
+    assert reduced_inputs([f, f, f, f, f]) == 5  # q, k, v, gate, up
+    assert reduced_inputs([3 * f, 2 * f]) == 2  # qkv, gate/up
+
+
+def _dots(jaxpr):
+    """dot_general equations of a jaxpr, those of its sub-jaxprs (remat, pjit) included."""
+    n = 0
+    for eqn in jaxpr.eqns:
+        n += eqn.primitive.name == "dot_general"
+        for value in eqn.params.values():
+            for sub in value if isinstance(value, (tuple, list)) else (value,):
+                sub = getattr(sub, "jaxpr", sub)
+                if hasattr(sub, "eqns"):
+                    n += _dots(sub)
+    return n
+
+
+def test_nothing_saveable_reruns_only_what_the_backward_reads():
+    """Chapter 97: under JAX's nothing_saveable the backward recomputes the
+    matmul whose output it reads (x @ w1, under tanh) and not the one whose
+    output goes straight into the residual (h @ w2): one dot more than
+    without checkpointing, not two."""
+    import jax
+    import jax.numpy as jnp
+
+    def block(x, w1, w2):
+        return x + jnp.tanh(x @ w1) @ w2
+
+    def grad_dots(f):
+        loss = lambda x, w1, w2: jnp.sum(f(x, w1, w2) ** 2)  # noqa: E731
+        args = (jnp.ones((4, 8)), jnp.ones((8, 16)), jnp.ones((16, 8)))
+        return _dots(jax.make_jaxpr(jax.grad(loss, argnums=(0, 1, 2)))(*args).jaxpr)
+
+    kept = grad_dots(block)
+    assert kept == 6  # 2 forward, 4 backward
+    assert grad_dots(jax.checkpoint(block, policy=jax.checkpoint_policies.nothing_saveable)) == kept + 1
+
+
 def test_parameter_count_is_the_cost_models():
     for config in (model.DENSE, model.MOE):
         assert model.param_count(model.init_params(config)) == models.param_count(config.as_model())

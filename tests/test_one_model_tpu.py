@@ -61,6 +61,20 @@ def test_dp_tp_and_pp_send_the_cpu_programs_bytes_and_the_others_do_not():
 def test_context_parallel_gradients_are_reduced_in_one_stage():
     assert _tpu("cp")["all_reduce"] == _tpu("dp")["all_reduce"] < _predicted("cp")["all_reduce"]
     assert _tpu("cp")["collective_permute"] < _predicted("cp")["collective_permute"]
+    # once over all eight devices: every all-reduce of the step has one group of 8
+    assert STEPS["cp"]["collectives"]["all_reduce"]["group_sizes"] == [8]
+
+
+def test_the_scheduler_puts_a_matmul_inside_some_permutes_and_not_others():
+    """What the TPU programs run while a send is in flight (chapter 8):
+    under cp and pp part of the pairs have a matmul between start and done,
+    part have none; fsdp_tp's one pair has none."""
+    over = {n: STEPS[n]["async_pairs_over_a_matmul"] for n in SHARDED}
+    assert over["fsdp_tp"] == {"collective_permute": 0}
+    for name in ("cp", "pp"):
+        pairs = STEPS[name]["async_pairs"]["collective_permute"]
+        assert 0 < over[name]["collective_permute"] < pairs, name
+    assert all(over[n] == {} for n in SHARDED if n not in ("fsdp_tp", "cp", "pp"))
 
 
 def test_the_expert_step_has_no_all_to_all_on_the_tpu():
@@ -84,6 +98,8 @@ def test_summarize_counts_a_committed_tpu_program_as_its_capture_does():
         counts[entry["kind"]] = counts.get(entry["kind"], 0) + 1
     assert {k: v["count"] for k, v in summary["collectives"].items()} == counts
     assert sum(summary["async_pairs"].values()) == len(meta["async_pairs"])
+    assert summary["async_pairs_over_a_matmul"] == {"collective_permute": 7}  # each hop over one dot
+    assert summary["collectives"]["collective_permute"]["group_sizes"] == [8]
     assert summary["memory_analysis"] == {"temp_size_in_bytes": 1}
 
 

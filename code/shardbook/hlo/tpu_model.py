@@ -6,9 +6,12 @@ devices) with libtpu on a CPU host, as shardbook.hlo.tpu_capture does for
 the fixtures, and what chapter 8 sets beside its CPU runs is kept in one
 committed file, `code/shardbook/data/one_model_tpu.json` (a package data
 file, so that a downloaded chapter has it too): per scheme, the collectives
-by kind (count and bytes each device sends, from inventory.inventory), the
+by kind (count, bytes each device sends and group sizes, from
+inventory.inventory), the
 collective instructions (a combined all-reduce of several tensors is one),
-the asynchronous start/done pairs by kind, and memory_analysis(). The
+the asynchronous start/done pairs by kind and how many of them have a
+matmul scheduled between start and done (shardbook.hlo.schedule), and
+memory_analysis(). The
 programs themselves (about a megabyte of text each) are not kept.
 
     make tpu-artifacts       # with the fixtures; or alone, in .venv-tpu:
@@ -32,24 +35,32 @@ TPU_ENV = {"TPU_SKIP_MDS_QUERY": "1", "JAX_PLATFORMS": "cpu"}
 
 def summarize(text, memory):
     """What the chapter reads of one compiled step: collectives by kind
-    ({kind: {"count", "bytes_per_rank"}}), the number of collective
-    instructions, the asynchronous pairs by kind, and the memory analysis
-    ({name: bytes})."""
+    ({kind: {"count", "bytes_per_rank", "group_sizes"}}), the number of collective
+    instructions, the asynchronous pairs by kind, how many of them have a
+    matmul between start and done, and the memory analysis ({name: bytes})."""
     from .inventory import async_pairs, inventory
+    from .schedule import in_flight, matmuls_in_flight
 
     by_kind = {}
     entries = inventory(text)
     for e in entries:
-        kind = by_kind.setdefault(e["kind"], {"count": 0, "bytes_per_rank": 0})
+        kind = by_kind.setdefault(e["kind"], {"count": 0, "bytes_per_rank": 0, "group_sizes": []})
         kind["count"] += 1
         kind["bytes_per_rank"] += int(e["bytes_sent_per_rank"])
+        # the distinct group sizes (a permute's: its number of pairs)
+        kind["group_sizes"] = sorted({*kind["group_sizes"], e["group_size"]})
     pairs = {}
     for kind, _start, _done in async_pairs(text):
         pairs[kind] = pairs.get(kind, 0) + 1
+    # how many of those pairs have a matmul scheduled between their start and their done
+    over_matmul = {kind: 0 for kind in pairs}
+    for pair, dots in zip(in_flight(text), matmuls_in_flight(text), strict=True):
+        over_matmul[pair["kind"]] += bool(dots)
     return {
         "collectives": dict(sorted(by_kind.items())),
         "collective_instructions": len({e["name"].split("#")[0] for e in entries}),
         "async_pairs": dict(sorted(pairs.items())),
+        "async_pairs_over_a_matmul": dict(sorted(over_matmul.items())),
         "memory_analysis": dict(sorted(memory.items())),
     }
 

@@ -94,7 +94,7 @@ EXPECTED_DIFFERENCES = {
             ("expert", "fsdp"),
             "Where the rule gathers the weights twice (over fsdp, then over expert), the TPU compiler "
             "gathers each device's block once over all 8 devices, ordered expert-major, and puts the "
-            "blocks in place with a transpose: one collective, the same bytes per device.",
+            "blocks in place with a layout-changing copy: one collective, the same bytes per device.",
         ),
     ),
 }
