@@ -750,7 +750,7 @@ def test_the_command_line_says_what_it_adapted_and_why_a_mesh_is_missing():
 def test_a_flag_for_one_input_may_stand_between_the_others():
     # MODEL first, then --accelerator-file, then N_DEVICES and BATCH was refused as unrecognized
     path = "tests/data/accelerators/my-h100.toml"
-    # two axes: a search well inside its time budget on a loaded machine, so both print every mesh
+    # two axes keep it quick (the search's budget counts candidates, so a busy machine prints the same table)
     after = _cli("LLaMA-3 70B", "--accelerator-file", path, "256", "4M", "--top", "2", "--axes", "fsdp,tp")
     before = _cli("--accelerator-file", path, "LLaMA-3 70B", "256", "4M", "--top", "2", "--axes", "fsdp,tp")
     assert after.returncode == 0 and before.returncode == 0, after.stderr
@@ -936,3 +936,27 @@ def test_the_search_says_what_it_left_out():
     ranked.proven = True
     assert "none of them can beat it" in cli.search_line(ranked)
     assert cli.search_line(search.Ranked([])) == ""
+
+
+def test_the_search_budget_is_work_so_a_busy_machine_prints_the_same_table(monkeypatch, capsys):
+    # the budget counts candidates priced, never seconds: a clock that races (a loaded machine, as a
+    # clock-bound search would see it) changes nothing, neither the rows nor the line on what was left out
+    argv = ["LLaMA-3 70B", "H100", "64", "4M", "--budget", "800", "--top", "30"]
+    assert cli.main(argv) == 0
+    calm = capsys.readouterr().out
+    assert "Left out: " in calm  # the budget binds: some meshes kept their base rows
+    ticks = iter(range(10**9))
+    for name in ("monotonic", "perf_counter"):
+        monkeypatch.setattr(time, name, lambda: next(ticks) * 10.0)  # ten seconds between any two readings
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out == calm
+
+
+def test_the_budget_and_its_unit_are_in_the_help_and_a_bad_one_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--budget BUDGET the work the search may do, in candidates priced: one candidate is one mesh" in text
+    assert f"(default {search.SEARCH_BUDGET_CANDIDATES:,}, about 7 s of one idle core;" in text
+    assert cli.main(["LLaMA-3 70B", "H100", "64", "4M", "--budget", "0"]) == 2
+    assert capsys.readouterr().err == "error: --budget: must be a whole number >= 1, got '0'\n"

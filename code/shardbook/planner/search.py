@@ -20,7 +20,6 @@ than pricing each again.
 """
 
 import math
-import time
 
 from .. import _validate, hardware, models, pipeline
 from . import calibrate, memory_plan, timing
@@ -30,11 +29,16 @@ from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, d
 
 MAX_MESHES = 100_000
 MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
-# The time the command line and the planner page give a search (explore's `budget_s`) before
-# refusing it with a line that says how to narrow it: with Python's start and the enumeration
-# it answers within 10 s (a six-axis search of DeepSeek-V3 on 2**30 devices ran 99 s in the
-# fourth audit, with no output). A chapter's search runs to its end (budget_s None).
-SEARCH_BUDGET_S = 7.0
+# The work the command line and the planner page give a search (explore's `budget_candidates`):
+# candidates priced, one an evaluate call (a mesh under one schedule, virtual-stage count, weight
+# handling, precision and microbatch size, the recomputation policies that fit priced inside it).
+# A count, not seconds, so that the same inputs give the same table however busy the machine is:
+# an idle core of the 2-core machine prices 930 to 1,550 a second (December 2026: Mixtral 8x7B
+# on 64 H100 to LLaMA-3 70B on 64 H100), so 8,000 take about the 7 s the search had before, and
+# a search past it is refused with a line that says how to narrow it (a six-axis search of
+# DeepSeek-V3 on 2**30 devices ran 99 s in the fourth audit, with no output). A chapter's search
+# runs to its end (None).
+SEARCH_BUDGET_CANDIDATES = 8_000
 # The axes a search spans unless it is told otherwise: every scheme a team picks its mesh from
 # (Meta's Llama 3: dp × tp × pp; DeepSeek-V3: dp × ep × pp); cp only when named.
 SEARCH_AXES = ("dp", "fsdp", "tp", "ep", "pp")
@@ -48,8 +52,19 @@ AUTO_PRECISION = "auto"
 
 
 class SearchTooLong(ValueError):
-    """A search that ran past its budget_s: the message says how far it got
-    and how to narrow it."""
+    """A search whose base pass would price more candidates than its
+    budget_candidates: the message says how far it got and how to narrow it."""
+
+
+class _Work:
+    """The candidates a search has priced (evaluate calls) against its
+    budget (None: no limit)."""
+
+    def __init__(self, budget_candidates=None):
+        self.budget_candidates, self.priced = budget_candidates, 0
+
+    def spent(self):
+        return self.budget_candidates is not None and self.priced >= self.budget_candidates
 
 
 def _check_axes(axes):
@@ -268,14 +283,14 @@ def _dominated(opts, done):
     return False
 
 
-def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants=None):
+def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, work=None):
     """({microbatch size: [Candidate of each variant priced]}, the first
     Unusable met): each size of MICRO_BATCH_CHOICES (or the one given),
     smallest first, up to the first that leaves a data-parallel rank no
     whole microbatch, every variant of _variants (ZB-H1 before 1F1B, weights
     gathered again before kept, so that _dominated can skip); variants
     whose memory cannot be counted or whose schedule cannot run are left
-    out."""
+    out. `work`, a _Work, counts each evaluate call."""
     variants = sorted(
         _variants(model, accelerator, mesh, options) if variants is None else variants,
         key=lambda o: (o["schedule"] == "1f1b", o["keep_gathered_weights"]),
@@ -287,6 +302,8 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
         for opts in variants:
             if _dominated(opts, done):
                 continue
+            if work is not None:
+                work.priced += 1
             try:
                 cand = evaluate(
                     model, accelerator, mesh, global_tokens, n_devices=n_devices, **dict(opts, micro_batch_seqs=micro)
@@ -305,12 +322,13 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
     return out, error
 
 
-def _best_of(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, tried=None):
+def _best_of(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, tried=None, work=None):
     """The mesh's best Candidate over its variants (or those given) and
-    microbatch sizes; `tried`, a list, receives every Candidate priced."""
+    microbatch sizes; `tried`, a list, receives every Candidate priced;
+    `work`, a _Work, counts the evaluate calls."""
     if not _variants(model, accelerator, mesh, options):
         raise TooFewSequences("schedule: cannot run on this mesh")
-    priced, error = _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants)
+    priced, error = _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants, work)
     tried = [] if tried is None else tried
     tried += [c for cands in priced.values() for c in cands]
     if tried:
@@ -322,6 +340,8 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options, varian
     if global_tokens / seq_len / ranks >= 1:
         # each rank has a sequence, yet no size the search tries runs: the smallest says why
         first = dict(_variants(model, accelerator, mesh, options)[0], micro_batch_seqs=MICRO_BATCH_CHOICES[0])
+        if work is not None:
+            work.priced += 1
         evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **first)
     raise TooFewSequences(
         f"batch: {global_tokens / seq_len:g} sequences of {seq_len} over {ranks} data-parallel ranks "
@@ -374,8 +394,9 @@ def chosen_options(candidate):
 
 
 class Ranked(list):
-    """explore's answer, a list of Candidates ranked by rank_key, with what
-    the search left out under its time budget: `unrefined`, the meshes
+    """explore's answer, a list of Candidates ranked by rank_key, with the
+    work it took, `priced` (candidates priced: evaluate calls), and what
+    the search left out under its budget: `unrefined`, the meshes
     priced only under their base variants (ZB-H1, or 1F1B where it cannot
     run, with FSDP's weights gathered again) because the budget ran out
     before their other variants were priced; `proven`, whether the first
@@ -385,6 +406,7 @@ class Ranked(list):
 
     unrefined = 0
     proven = True
+    priced = 0
 
 
 def _base(variants):
@@ -398,34 +420,34 @@ def _base(variants):
     return base or variants
 
 
-def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_s=None):
+def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_candidates=None):
     """A Ranked list with a Candidate for every mesh over `axes` that leaves
     each data-parallel rank at least one microbatch. Every mesh is priced
-    first under its base variants (_base; SearchTooLong if that alone runs
-    past `budget_s` seconds, None: no limit), then the meshes whose floor
-    (the least math of their base candidates) is lowest are priced under
-    every variant (in the order of _promise, skipping those whose floor is
-    at or above the best expected step found: no variant of theirs can be
-    faster) until none is left (the first row is the best of the whole
-    search) or the budget is spent (the Ranked list
-    says how many meshes kept their base rows and whether the first row is
-    proven the best)."""
-    start = time.monotonic()
+    first under its base variants (_base; SearchTooLong if that alone would
+    price more than `budget_candidates` candidates, evaluate calls; None: no
+    limit), then the meshes whose floor (the least math of their base
+    candidates) is lowest are priced under every variant (in the order of
+    _promise, skipping those whose floor is at or above the best expected
+    step found: no variant of theirs can be faster) until none is left (the
+    first row is the best of the whole search) or the budget is spent (the
+    Ranked list says how many candidates were priced, how many meshes kept
+    their base rows and whether the first row is proven the best). The
+    budget counts work, not seconds: the same inputs give the same list."""
     meshes = factorizations(n_devices, model, axes, options.get("seq_len", 4096), options.get("uneven_pipeline"))
     meshes = [dict(zip(TUPLE_AXES, m, strict=True)) if isinstance(m, tuple) else m for m in meshes]
-    budget_s = math.inf if budget_s is None else budget_s
+    work = _Work(budget_candidates)
     rows = {}
     with timing.shared_costs():
         for done, mesh in enumerate(meshes):
-            if time.monotonic() - start > budget_s:
+            if work.spent():
                 raise SearchTooLong(
                     f"search: {len(meshes):,} meshes of {n_devices:,} devices over {','.join(axes)}; {done:,} priced "
-                    f"in {budget_s:g} s, the time a search is given; narrow it: fewer axes (--axes, default "
-                    f"{','.join(SEARCH_AXES)}), one mesh (--mesh), fix the schedule (--schedule) or the microbatch "
-                    "(--micro-batch), or fewer devices"
+                    f"before the {budget_candidates:,} candidates a search is given were spent; narrow it: fewer "
+                    f"axes (--axes, default {','.join(SEARCH_AXES)}), one mesh (--mesh), fix the schedule "
+                    "(--schedule) or the microbatch (--micro-batch), or fewer devices (or raise --budget)"
                 )
             try:
-                rows[done] = _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options)
+                rows[done] = _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options, work)
             except memory_plan.Unusable:
                 pass
         found = Ranked(best for _, best, _ in rows.values())
@@ -436,17 +458,18 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_
         runs = [c for c in found if c.fits and batch_divides(c)]
         best_s = min((c.expected_step_s for c in runs), default=math.inf)
         for i in order:
-            if time.monotonic() - start > budget_s:
+            if work.spent():
                 break
             if rows[i][0] >= best_s:
                 continue  # no variant of this mesh can beat the best
-            cand = _best_of(model, accelerator, meshes[i], global_tokens, n_devices, options)
+            cand = _best_of(model, accelerator, meshes[i], global_tokens, n_devices, options, work=work)
             rows[i] = (rows[i][0], cand, True)
             if cand.fits and batch_divides(cand):
                 best_s = min(best_s, cand.expected_step_s)
         found = Ranked(best for _, best, _ in rows.values())
         found.unrefined = sum(1 for _, _, complete in rows.values() if not complete)
         found.proven = all(complete or floor >= best_s for floor, _, complete in rows.values())
+        found.priced = work.priced
     return found
 
 
@@ -463,7 +486,7 @@ def _promise(cand):
     return (0, cand.expected_step_s - removable)
 
 
-def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options):
+def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options, work=None):
     """(floor, best Candidate, whether every variant was priced) for one
     mesh priced under its _base variants: the floor is the least expected
     math of their fitting candidates (inf when none fits: no variant holds
@@ -474,7 +497,7 @@ def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options)
     base = _base(variants)
     complete = len(base) == len(variants)
     tried = []
-    best = _best_of(model, accelerator, mesh, global_tokens, n_devices, options, base, tried)
+    best = _best_of(model, accelerator, mesh, global_tokens, n_devices, options, base, tried, work)
     floor = min((c.expected_terms["math"] for c in tried if c.fits), default=math.inf)
     return (0.0 if complete else floor), best, complete
 
@@ -490,7 +513,7 @@ def rank_key(candidate):
     return (not runs, not candidate.fits, candidate.expected_step_s, candidate.step_s)
 
 
-def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, budget_s=None, **options):
+def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, budget_candidates=None, **options):
     """Every usable mesh over `axes` (default SEARCH_AXES), those that run
     first (they fit and divide the batch), then those that fit, then the
     rest, each group by expected step time (the bound beside it). What is
@@ -500,12 +523,15 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, b
     recomputation, `recompute` None, is the fastest that fits), and
     precision 'auto' tries FP8 where the accelerator has it; other options
     as evaluate. Meshes that leave a data-parallel rank less than one
-    microbatch are left out. `budget_s`: seconds the search may take (the
-    command line and the planner page give SEARCH_BUDGET_S), else
-    SearchTooLong, a ValueError that says how to narrow it; None, no
-    limit."""
-    if budget_s is not None:
-        _validate.positive("budget_s", budget_s)
+    microbatch are left out. `budget_candidates`: the candidates (evaluate
+    calls) the search may price (the command line and the planner page give
+    SEARCH_BUDGET_CANDIDATES): past it the meshes not yet refined keep
+    their base rows (the list's `unrefined` and `proven` say so), and a
+    base pass past it is SearchTooLong, a ValueError that says how to
+    narrow it; None, no limit. Work, not seconds: the same inputs give the
+    same list on an idle machine or a busy one."""
+    if budget_candidates is not None:
+        _validate.count("budget_candidates", budget_candidates)
     models.get(model), hardware.get(accelerator)  # unknown presets fail here, by name
     _validate.positive("global_tokens", global_tokens)
     options = _searched(options)
@@ -534,9 +560,9 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, b
         check_slices(accelerator, _validate.count("n_devices", n_devices), options["slices"])
     if options.get("routing_node_limit") is not None:
         _validate.count("routing_node_limit", options["routing_node_limit"])
-    found = _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_s)
+    found = _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_candidates)
     ranked = Ranked(sorted(found, key=rank_key))
-    ranked.unrefined, ranked.proven = found.unrefined, found.proven
+    ranked.unrefined, ranked.proven, ranked.priced = found.unrefined, found.proven, found.priced
     return ranked
 
 
