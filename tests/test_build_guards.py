@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 
+@pytest.mark.slow  # builds a small Sphinx project: seconds of one core (make test runs it)
 def test_undefined_glue_key_fails_the_build(tmp_path):
     (tmp_path / "conf.py").write_text(
         textwrap.dedent("""

@@ -570,7 +570,8 @@ def test_the_readme_command_prices_llama3s_mesh_as_the_validation_appendix_does(
     "args,message",
     [
         # over the four axes the search spanned before it took dp too (as many meshes as the audit priced)
-        (("1000000000000", "1e15", "--axes", "fsdp,tp,ep,pp"), None),
+        # a search of a trillion devices to its end: seconds of one core (make test runs it)
+        pytest.param(("1000000000000", "1e15", "--axes", "fsdp,tp,ep,pp"), None, marks=pytest.mark.slow),
         (("9007199254740992", "1e18", "--axes", "fsdp,tp,ep,pp"), None),
         (("64", "524288", "--axes", ""), "error: --axes: name axes separated by commas"),
         (("64", "524288", "--axes", ","), "error: --axes: name axes separated by commas"),
@@ -726,6 +727,7 @@ def test_a_mesh_that_does_not_fit_shows_its_least_memory():
     assert f"the smallest need, {least.label}, holds {least.memory_bytes_per_device / 1e9:,.1f} GB" in note
 
 
+@pytest.mark.slow  # six default searches by the command line: seconds of one core (make test runs it)
 def test_the_command_line_says_what_it_adapted_and_why_a_mesh_is_missing():
     adapted = _cli("LLaMA-3 70B", "H100", "64", "4M", "--schedule", "interleaved", "--n-virtual", "3", "--top", "3")
     assert adapted.returncode == 0, adapted.stderr
@@ -896,6 +898,7 @@ def test_tp_across_nvlink_domains_is_priced_over_the_nics():
     assert listed[0]["tp_across_domains"] == 2
 
 
+@pytest.mark.slow  # prices every variant of every mesh on purpose: seconds of one core (make test runs it)
 def test_skipping_dominated_variants_and_the_staged_search_change_no_row(monkeypatch):
     # ZB-H1 before 1F1B, weights regathered before kept, and the floors that stop the refinement must leave
     # every mesh's row what pricing every variant of every mesh gives
