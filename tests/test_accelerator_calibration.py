@@ -284,6 +284,7 @@ def test_the_command_line_refuses_in_one_line(tmp_path, lines, message):
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # default searches by the command line, one per file: seconds of one core (make test runs it)
 def test_the_header_says_where_each_figure_came_from(tmp_path, capsys):
     path = _toml(
         tmp_path / "mine.toml",

@@ -407,6 +407,7 @@ def test_rank_of_run_ranks_by_expected_time_among_fitting_meshes():
     assert result.own.expected_step_s == pytest.approx(result.best.expected_step_s * (1 + result.slower_by))
 
 
+@pytest.mark.slow  # default searches and every microbatch of several meshes: seconds of one core (make test runs it)
 def test_explore_ranks_fitting_candidates_by_expected_time_and_searches_the_microbatch():
     found = explorer.explore("LLaMA-3 70B", "H100", 256, 4 * 2**20)
     keys = [(not c.fits, c.expected_step_s) for c in found]

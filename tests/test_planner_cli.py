@@ -264,6 +264,7 @@ def test_bad_files_are_one_line(tmp_path):
     _refused(_cli("LLaMA-3 8B", str(missing), "64", "4M"), f"{missing}: missing field 'hbm_bytes'")
 
 
+@pytest.mark.slow  # default searches through the page and the command line: seconds of one core (make test runs it)
 def test_the_page_runs_the_same_planner_and_refuses_in_one_sentence():
     config = (CONFIGS / "mixtral-8x7b-v0.1.json").read_text()
     form = {"model": "LLaMA-3 8B", "config": config, "accelerator": "H100", "n_devices": "64",
