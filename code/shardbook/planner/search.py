@@ -23,8 +23,9 @@ import math
 
 from .. import _validate, hardware, models, pipeline
 from . import calibrate, memory_plan, timing
-from .candidate import Candidate, TooFewSequences, evaluate
+from .candidate import Candidate, TooFewSequences, evaluate, evaluate_plan
 from .layout import PRECISIONS, check_options
+from .options import PlanOptions
 from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, divisors, normalize_mesh
 
 MAX_MESHES = 100_000
@@ -210,14 +211,14 @@ def _gathers_weights(mesh, options):
     )
 
 
-def _variants(model, accelerator, mesh, options):
+def _variants(m, acc, mesh, options):
     """The option sets the search prices `mesh` under (each with its
     microbatch size searched or given): its schedules (_schedules), FSDP's
     weights kept gathered and gathered again where the mesh gathers any
     (unless keep_gathered_weights is given), BF16 and, with precision
     'auto', FP8 where the accelerator has it; uneven_pipeline None becomes
-    True where pp does not divide the layers."""
-    m = models.get(model)
+    True where pp does not divide the layers. `m` and `acc`: the model and
+    the accelerator, resolved where the search was entered."""
     pp = mesh.get("pp", 1)
     uneven = options.get("uneven_pipeline")
     if uneven is None:
@@ -226,7 +227,7 @@ def _variants(model, accelerator, mesh, options):
     keeps = (keep,) if keep is not None else ((False, True) if _gathers_weights(mesh, options) else (False,))
     precision = options.get("precision", "bf16")
     if precision == AUTO_PRECISION:
-        precisions = ("bf16", "fp8") if calibrate.fp8_peak_ratio(hardware.get(accelerator)) > 1 else ("bf16",)
+        precisions = ("bf16", "fp8") if calibrate.fp8_peak_ratio(acc) > 1 else ("bf16",)
     else:
         precisions = (precision,)
     return [
@@ -305,9 +306,8 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
             if work is not None:
                 work.priced += 1
             try:
-                cand = evaluate(
-                    model, accelerator, mesh, global_tokens, n_devices=n_devices, **dict(opts, micro_batch_seqs=micro)
-                )
+                priced_under = PlanOptions.of(opts, micro_batch_seqs=micro)
+                cand = evaluate_plan(model, accelerator, mesh, global_tokens, priced_under, n_devices)
             except TooFewSequences as unusable:
                 too_few, error = True, error or unusable
                 break  # the same for every variant: the batch over the data-parallel ranks
@@ -342,7 +342,7 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options, varian
         first = dict(_variants(model, accelerator, mesh, options)[0], micro_batch_seqs=MICRO_BATCH_CHOICES[0])
         if work is not None:
             work.priced += 1
-        evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **first)
+        evaluate_plan(model, accelerator, mesh, global_tokens, PlanOptions.of(first), n_devices)
     raise TooFewSequences(
         f"batch: {global_tokens / seq_len:g} sequences of {seq_len} over {ranks} data-parallel ranks "
         "(dp × fsdp × ep) leave less than one sequence per rank"
@@ -361,6 +361,7 @@ def candidates_by_micro_batch(model, accelerator, mesh, global_tokens, *, n_devi
     each the best of the mesh's variants at that size (schedule, weights
     kept gathered or not, precision, as explore searches them unless given):
     what `best_for_mesh` chooses among."""
+    model, accelerator = models.get(model), hardware.get(accelerator)  # resolved once, here
     with timing.shared_costs():
         return _by_micro_batch(model, accelerator, normalize_mesh(mesh), global_tokens, n_devices, _searched(options))
 
@@ -372,6 +373,7 @@ def best_for_mesh(model, accelerator, mesh, global_tokens, *, n_devices, **optio
     variant that fits and divides the batch (the smallest microbatch on a
     tie). The command line's --mesh and --explain price a mesh this way, so
     that they show the row the table showed."""
+    model, accelerator = models.get(model), hardware.get(accelerator)  # resolved once, here
     with timing.shared_costs():
         return _best_of(model, accelerator, normalize_mesh(mesh), global_tokens, n_devices, _searched(options))
 
@@ -532,7 +534,7 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, b
     same list on an idle machine or a busy one."""
     if budget_candidates is not None:
         _validate.count("budget_candidates", budget_candidates)
-    models.get(model), hardware.get(accelerator)  # unknown presets fail here, by name
+    model, accelerator = models.get(model), hardware.get(accelerator)  # unknown presets fail here, by name, once
     _validate.positive("global_tokens", global_tokens)
     options = _searched(options)
     _check_axes(axes)
@@ -712,7 +714,8 @@ def rank_of_run(run, axes=None):
     options = {"schedule": "1f1b", "n_virtual": 1, "keep_gathered_weights": False, **run_options(run)}
     if axes is None:
         axes = tuple(a for a in AXES if a in TUPLE_AXES or a in run.mesh)
-    found = _usable(run.model, run.accelerator, run.n_devices, run.global_tokens, axes, options)
+    model, accelerator = models.get(run.model), hardware.get(run.accelerator)  # resolved once, here
+    found = _usable(model, accelerator, run.n_devices, run.global_tokens, axes, options)
     target = normalize_mesh(run.mesh)
     own = next((c for c in found if c.mesh == target), None)
     fitting = [c for c in found if c.fits]
