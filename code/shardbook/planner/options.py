@@ -74,6 +74,10 @@ class PlanOptions:
             raise TypeError(f"options: unknown option {unknown[0]!r}; the options are evaluate's keywords")
         return cls(**merged)
 
+    def replace(self, **changes):
+        """A copy with `changes` (dataclasses.replace)."""
+        return dataclasses.replace(self, **changes)
+
     def as_dict(self):
         """The options as evaluate's keywords."""
         return {name: getattr(self, name) for name in NAMES_IN_ORDER}

@@ -147,8 +147,10 @@ SEARCHED_OPTIONS = ("micro_batch_seqs", "schedule", "n_virtual", "uneven_pipelin
 
 
 def _searched(options):
-    """`options` with every SEARCHED_OPTIONS the caller left out set to None (searched)."""
-    return {**dict.fromkeys(SEARCHED_OPTIONS), **options}
+    """A PlanOptions of `options` (evaluate's keywords) with every
+    SEARCHED_OPTIONS the caller left out set to None (searched): built once
+    where the search is entered and carried to each evaluate_plan."""
+    return PlanOptions.of({**dict.fromkeys(SEARCHED_OPTIONS), **options})
 
 
 def virtual_stage_choices(model, pp, uneven_pipeline=False):
@@ -204,11 +206,7 @@ def _schedules(model, pp, uneven, schedule, n_virtual):
 def _gathers_weights(mesh, options):
     """Whether a mesh gathers weights before it computes (FSDP, dense weights
     sharded over ep, ZeRO-3), so that keeping them gathered changes its step."""
-    return (
-        mesh.get("fsdp", 1) > 1
-        or (mesh.get("ep", 1) > 1 and options.get("dense_over_ep", True))
-        or options.get("zero", 0) == 3
-    )
+    return mesh.get("fsdp", 1) > 1 or (mesh.get("ep", 1) > 1 and options.dense_over_ep) or options.zero == 3
 
 
 def _variants(m, acc, mesh, options):
@@ -220,19 +218,19 @@ def _variants(m, acc, mesh, options):
     True where pp does not divide the layers. `m` and `acc`: the model and
     the accelerator, resolved where the search was entered."""
     pp = mesh.get("pp", 1)
-    uneven = options.get("uneven_pipeline")
+    uneven = options.uneven_pipeline
     if uneven is None:
         uneven = bool(m.n_layers % pp)
-    keep = options.get("keep_gathered_weights")
+    keep = options.keep_gathered_weights
     keeps = (keep,) if keep is not None else ((False, True) if _gathers_weights(mesh, options) else (False,))
-    precision = options.get("precision", "bf16")
+    precision = options.precision
     if precision == AUTO_PRECISION:
         precisions = ("bf16", "fp8") if calibrate.fp8_peak_ratio(acc) > 1 else ("bf16",)
     else:
         precisions = (precision,)
     return [
-        dict(options, uneven_pipeline=uneven, schedule=s, n_virtual=v, keep_gathered_weights=k, precision=p)
-        for s, v in _schedules(m, pp, uneven, options.get("schedule"), options.get("n_virtual"))
+        options.replace(uneven_pipeline=uneven, schedule=s, n_virtual=v, keep_gathered_weights=k, precision=p)
+        for s, v in _schedules(m, pp, uneven, options.schedule, options.n_virtual)
         for k in keeps
         for p in precisions
     ]
@@ -272,13 +270,13 @@ def _dominated(opts, done):
     cover (keeping them then shortens nothing, and holds more)."""
     if not SKIP_DOMINATED:
         return False
-    s, v, keep, p = opts["schedule"], opts["n_virtual"], opts["keep_gathered_weights"], opts["precision"]
+    s, v, keep, p = opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision
     if s == "1f1b" and ("zero_bubble", 1, keep, p) in done:
         return True
     regathered = done.get((s, v, False, p))
     if keep and regathered is not None:
         terms, exposed = regathered.expected_terms, regathered.expected_exposed_s
-        axes = ("fsdp", "dp") if opts.get("zero", 0) == 3 else ("fsdp",)
+        axes = ("fsdp", "dp") if opts.zero == 3 else ("fsdp",)
         # exposed is max(fraction · t, t − math): kept weights shorten t, which helps only where t − math sets it
         return all(terms[a] - terms["math"] < exposed[a] * (1 - 1e-9) or not exposed[a] for a in axes)
     return False
@@ -294,9 +292,9 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
     out. `work`, a _Work, counts each evaluate call."""
     variants = sorted(
         _variants(model, accelerator, mesh, options) if variants is None else variants,
-        key=lambda o: (o["schedule"] == "1f1b", o["keep_gathered_weights"]),
+        key=lambda o: (o.schedule == "1f1b", o.keep_gathered_weights),
     )
-    given = options.get("micro_batch_seqs")
+    given = options.micro_batch_seqs
     out, error = {}, None
     for micro in MICRO_BATCH_CHOICES if given is None else (given,):
         done, too_few = {}, False
@@ -306,15 +304,16 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
             if work is not None:
                 work.priced += 1
             try:
-                priced_under = PlanOptions.of(opts, micro_batch_seqs=micro)
-                cand = evaluate_plan(model, accelerator, mesh, global_tokens, priced_under, n_devices)
+                cand = evaluate_plan(
+                    model, accelerator, mesh, global_tokens, opts.replace(micro_batch_seqs=micro), n_devices
+                )
             except TooFewSequences as unusable:
                 too_few, error = True, error or unusable
                 break  # the same for every variant: the batch over the data-parallel ranks
             except memory_plan.Unusable as unusable:
                 error = error or unusable
                 continue
-            done[(opts["schedule"], opts["n_virtual"], opts["keep_gathered_weights"], opts["precision"])] = cand
+            done[(opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision)] = cand
         if too_few:
             break
         if done:
@@ -333,16 +332,16 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options, varian
     tried += [c for cands in priced.values() for c in cands]
     if tried:
         return min(tried, key=_mesh_key)  # min keeps the first (smallest size, first variant) on a tie
-    if options.get("micro_batch_seqs") is not None:
+    if options.micro_batch_seqs is not None:
         raise error
     ranks = mesh.get("dp", 1) * mesh.get("fsdp", 1) * mesh.get("ep", 1)
-    seq_len = options.get("seq_len", 4096)  # evaluate's default, as _usable reads it
+    seq_len = options.seq_len
     if global_tokens / seq_len / ranks >= 1:
         # each rank has a sequence, yet no size the search tries runs: the smallest says why
-        first = dict(_variants(model, accelerator, mesh, options)[0], micro_batch_seqs=MICRO_BATCH_CHOICES[0])
+        first = _variants(model, accelerator, mesh, options)[0].replace(micro_batch_seqs=MICRO_BATCH_CHOICES[0])
         if work is not None:
             work.priced += 1
-        evaluate_plan(model, accelerator, mesh, global_tokens, PlanOptions.of(first), n_devices)
+        evaluate_plan(model, accelerator, mesh, global_tokens, first, n_devices)
     raise TooFewSequences(
         f"batch: {global_tokens / seq_len:g} sequences of {seq_len} over {ranks} data-parallel ranks "
         "(dp × fsdp × ep) leave less than one sequence per rank"
@@ -417,8 +416,8 @@ def _base(variants):
     interleaving holds p + (p − 1)/v and DualPipe p + 1 with two stages'
     weights), weights gathered again rather than kept; every variant if
     none is of that kind."""
-    base = [o for o in variants if o["schedule"] in ("1f1b", "zero_bubble", "gpipe")]
-    base = [o for o in base if not o["keep_gathered_weights"]] or base
+    base = [o for o in variants if o.schedule in ("1f1b", "zero_bubble", "gpipe")]
+    base = [o for o in base if not o.keep_gathered_weights] or base
     return base or variants
 
 
@@ -435,7 +434,7 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_
     Ranked list says how many candidates were priced, how many meshes kept
     their base rows and whether the first row is proven the best). The
     budget counts work, not seconds: the same inputs give the same list."""
-    meshes = factorizations(n_devices, model, axes, options.get("seq_len", 4096), options.get("uneven_pipeline"))
+    meshes = factorizations(n_devices, model, axes, options.seq_len, options.uneven_pipeline)
     meshes = [dict(zip(TUPLE_AXES, m, strict=True)) if isinstance(m, tuple) else m for m in meshes]
     work = _Work(budget_candidates)
     rows = {}
@@ -538,30 +537,30 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, b
     _validate.positive("global_tokens", global_tokens)
     options = _searched(options)
     _check_axes(axes)
-    schedule, n_virtual = options["schedule"], options["n_virtual"]
+    schedule, n_virtual = options.schedule, options.n_virtual
     if n_virtual is not None:
         _validate.count("n_virtual", n_virtual)
     if schedule is None:
         schedule = "interleaved" if (n_virtual or 1) > 1 else "1f1b"
-    if options["micro_batch_seqs"] is not None:
-        _validate.count("micro_batch_seqs", options["micro_batch_seqs"])
+    if options.micro_batch_seqs is not None:
+        _validate.count("micro_batch_seqs", options.micro_batch_seqs)
     for name in ("uneven_pipeline", "keep_gathered_weights"):
-        if options[name] is not None:
-            _validate.boolean(name, options[name])
+        if getattr(options, name) is not None:
+            _validate.boolean(name, getattr(options, name))
     check_options(
         schedule,
         n_virtual or 1,
-        options.get("recompute"),
-        options.get("attention", "flash"),
-        options.get("state_recipe", memory_plan.DEFAULT_STATE_RECIPE),
-        options.get("zero", 0),
+        options.recompute,
+        options.attention,
+        options.state_recipe,
+        options.zero,
         1,
     )
-    _validate.choice("precision", options.get("precision", "bf16"), (*PRECISIONS, AUTO_PRECISION))
-    if options.get("slices") is not None:
-        check_slices(accelerator, _validate.count("n_devices", n_devices), options["slices"])
-    if options.get("routing_node_limit") is not None:
-        _validate.count("routing_node_limit", options["routing_node_limit"])
+    _validate.choice("precision", options.precision, (*PRECISIONS, AUTO_PRECISION))
+    if options.slices is not None:
+        check_slices(accelerator, _validate.count("n_devices", n_devices), options.slices)
+    if options.routing_node_limit is not None:
+        _validate.count("routing_node_limit", options.routing_node_limit)
     found = _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_candidates)
     ranked = Ranked(sorted(found, key=rank_key))
     ranked.unrefined, ranked.proven, ranked.priced = found.unrefined, found.proven, found.priced
@@ -715,7 +714,7 @@ def rank_of_run(run, axes=None):
     if axes is None:
         axes = tuple(a for a in AXES if a in TUPLE_AXES or a in run.mesh)
     model, accelerator = models.get(run.model), hardware.get(run.accelerator)  # resolved once, here
-    found = _usable(model, accelerator, run.n_devices, run.global_tokens, axes, options)
+    found = _usable(model, accelerator, run.n_devices, run.global_tokens, axes, PlanOptions.of(options))
     target = normalize_mesh(run.mesh)
     own = next((c for c in found if c.mesh == target), None)
     fitting = [c for c in found if c.fits]
