@@ -50,6 +50,7 @@ def _as_dict(acc):
     return data
 
 
+@pytest.mark.slow  # two default searches, the file's and the preset's: seconds of one core (make test runs it)
 def test_based_on_a_preset_gives_exactly_the_presets_numbers():
     acc = accelerator_file.from_dict(_h100_file("H100 by file", {"based_on": "H100"}))
     assert dataclasses.replace(acc, name="H100") == hardware.get("H100")  # the same hardware fields
@@ -283,6 +284,7 @@ def test_the_command_line_refuses_in_one_line(tmp_path, lines, message):
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow  # default searches by the command line, one per file: seconds of one core (make test runs it)
 def test_the_header_says_where_each_figure_came_from(tmp_path, capsys):
     path = _toml(
         tmp_path / "mine.toml",
@@ -299,6 +301,7 @@ def test_the_header_says_where_each_figure_came_from(tmp_path, capsys):
     )
 
 
+@pytest.mark.slow  # two default searches through the page: seconds of one core (make test runs it)
 def test_the_page_reads_a_pasted_calibration():
     text = EXAMPLE.read_text()
     form = {"model": "LLaMA-3 8B", "config": "", "accelerator": "H100", "accelerator_file": text,

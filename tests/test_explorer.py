@@ -143,6 +143,7 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True)
 
 
+@pytest.mark.slow  # default searches by the command line: seconds of one core (make test runs it)
 def test_command_line_prints_a_ranked_table_with_the_assumptions():
     result = _cli("LLaMA-3 70B", "TPU v5p", "64", "524288")
     assert result.returncode == 0, result.stderr

@@ -242,6 +242,7 @@ def _manager(root):
     return lab.ChapterContentsManager(root_dir=str(root))
 
 
+@pytest.mark.slow  # a round trip of every chapter through jupytext: seconds of one core (make test runs it)
 def test_saving_a_chapter_without_edits_leaves_it_byte_identical(tmp_path):
     """What JupyterLab does when one opens a chapter and saves it unchanged
     (the contents API's GET, then PUT of the same model, through `make

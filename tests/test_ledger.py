@@ -60,6 +60,7 @@ def _execute_chapter(stem, planted_source, tmp_path):
     return expected.collect(out)
 
 
+@pytest.mark.slow  # runs the ledger's check in a subprocess over a copied tree: seconds of one core (make test runs it)
 def test_planted_constant_change_fails_the_check_and_names_the_value(tmp_path):
     # Slow the MI355X xGMI link by 10 % inside the chapter's kernel, as a
     # mistaken edit of the preset would, and run the chapter again.

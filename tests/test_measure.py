@@ -133,6 +133,7 @@ def _no_tpu_env():
     return env
 
 
+@pytest.mark.slow  # starts Python with JAX in a subprocess: seconds of one core (make test runs it)
 def test_measure_refuses_without_a_tpu_in_one_line(tmp_path):
     out = tmp_path / "m.json"
     done = subprocess.run(
@@ -160,6 +161,7 @@ def test_measure_refuses_a_bad_repeat_count_in_one_line(tmp_path):
     assert done.stderr.strip().splitlines() == ["measure: --repeats must be a positive integer, got 0"]
 
 
+@pytest.mark.slow  # runs make and Python with JAX in a subprocess: seconds of one core (make test runs it)
 def test_make_measure_exits_2_with_one_line_without_a_tpu(tmp_path):
     """`make measure` unsets JAX_PLATFORMS (a TPU host must not be pinned to
     its CPU): here JAX finds only the CPU. make adds its own 'Error 2' line."""

@@ -407,6 +407,7 @@ def test_rank_of_run_ranks_by_expected_time_among_fitting_meshes():
     assert result.own.expected_step_s == pytest.approx(result.best.expected_step_s * (1 + result.slower_by))
 
 
+@pytest.mark.slow  # default searches and every microbatch of several meshes: seconds of one core (make test runs it)
 def test_explore_ranks_fitting_candidates_by_expected_time_and_searches_the_microbatch():
     found = explorer.explore("LLaMA-3 70B", "H100", 256, 4 * 2**20)
     keys = [(not c.fits, c.expected_step_s) for c in found]
@@ -570,7 +571,8 @@ def test_the_readme_command_prices_llama3s_mesh_as_the_validation_appendix_does(
     "args,message",
     [
         # over the four axes the search spanned before it took dp too (as many meshes as the audit priced)
-        (("1000000000000", "1e15", "--axes", "fsdp,tp,ep,pp"), None),
+        # a search of a trillion devices to its end: seconds of one core (make test runs it)
+        pytest.param(("1000000000000", "1e15", "--axes", "fsdp,tp,ep,pp"), None, marks=pytest.mark.slow),
         (("9007199254740992", "1e18", "--axes", "fsdp,tp,ep,pp"), None),
         (("64", "524288", "--axes", ""), "error: --axes: name axes separated by commas"),
         (("64", "524288", "--axes", ","), "error: --axes: name axes separated by commas"),
@@ -726,6 +728,7 @@ def test_a_mesh_that_does_not_fit_shows_its_least_memory():
     assert f"the smallest need, {least.label}, holds {least.memory_bytes_per_device / 1e9:,.1f} GB" in note
 
 
+@pytest.mark.slow  # six default searches by the command line: seconds of one core (make test runs it)
 def test_the_command_line_says_what_it_adapted_and_why_a_mesh_is_missing():
     adapted = _cli("LLaMA-3 70B", "H100", "64", "4M", "--schedule", "interleaved", "--n-virtual", "3", "--top", "3")
     assert adapted.returncode == 0, adapted.stderr
@@ -750,7 +753,7 @@ def test_the_command_line_says_what_it_adapted_and_why_a_mesh_is_missing():
 def test_a_flag_for_one_input_may_stand_between_the_others():
     # MODEL first, then --accelerator-file, then N_DEVICES and BATCH was refused as unrecognized
     path = "tests/data/accelerators/my-h100.toml"
-    # two axes: a search well inside its time budget on a loaded machine, so both print every mesh
+    # two axes keep it quick (the search's budget counts candidates, so a busy machine prints the same table)
     after = _cli("LLaMA-3 70B", "--accelerator-file", path, "256", "4M", "--top", "2", "--axes", "fsdp,tp")
     before = _cli("--accelerator-file", path, "LLaMA-3 70B", "256", "4M", "--top", "2", "--axes", "fsdp,tp")
     assert after.returncode == 0 and before.returncode == 0, after.stderr
@@ -896,6 +899,7 @@ def test_tp_across_nvlink_domains_is_priced_over_the_nics():
     assert listed[0]["tp_across_domains"] == 2
 
 
+@pytest.mark.slow  # prices every variant of every mesh on purpose: seconds of one core (make test runs it)
 def test_skipping_dominated_variants_and_the_staged_search_change_no_row(monkeypatch):
     # ZB-H1 before 1F1B, weights regathered before kept, and the floors that stop the refinement must leave
     # every mesh's row what pricing every variant of every mesh gives
@@ -936,3 +940,27 @@ def test_the_search_says_what_it_left_out():
     ranked.proven = True
     assert "none of them can beat it" in cli.search_line(ranked)
     assert cli.search_line(search.Ranked([])) == ""
+
+
+def test_the_search_budget_is_work_so_a_busy_machine_prints_the_same_table(monkeypatch, capsys):
+    # the budget counts candidates priced, never seconds: a clock that races (a loaded machine, as a
+    # clock-bound search would see it) changes nothing, neither the rows nor the line on what was left out
+    argv = ["LLaMA-3 70B", "H100", "64", "4M", "--budget", "800", "--top", "30"]
+    assert cli.main(argv) == 0
+    calm = capsys.readouterr().out
+    assert "Left out: " in calm  # the budget binds: some meshes kept their base rows
+    ticks = iter(range(10**9))
+    for name in ("monotonic", "perf_counter"):
+        monkeypatch.setattr(time, name, lambda: next(ticks) * 10.0)  # ten seconds between any two readings
+    assert cli.main(argv) == 0
+    assert capsys.readouterr().out == calm
+
+
+def test_the_budget_and_its_unit_are_in_the_help_and_a_bad_one_is_refused(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--budget BUDGET the work the search may do, in candidates priced: one candidate is one mesh" in text
+    assert f"(default {search.SEARCH_BUDGET_CANDIDATES:,}, about 7 s of one idle core;" in text
+    assert cli.main(["LLaMA-3 70B", "H100", "64", "4M", "--budget", "0"]) == 2
+    assert capsys.readouterr().err == "error: --budget: must be a whole number >= 1, got '0'\n"

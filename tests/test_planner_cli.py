@@ -59,6 +59,7 @@ def test_batch_in_tokens_with_suffixes_or_in_sequences():
         inputs.batch_tokens(4096, tokens="1000000")
 
 
+@pytest.mark.slow  # default searches by the command line, once per way of naming the config: seconds of one core (make test runs it)
 def test_a_config_in_the_model_position_or_with_config_gives_the_same_table():
     path = str(CONFIGS / "qwen3-30b-a3b.json")
     # the schedule and the weights fixed, so that no part of the search depends on the time it is given
@@ -196,9 +197,10 @@ def test_explain_breaks_one_mesh_down_and_json_carries_it():
         (("LLaMA-3 8B", "H100", "64", "4M", "--slices", "2"), "slices: only a TPU job is cut into slices"),
         (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "3"), "slices: must divide the 64 chips of the job"),
         (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "-2"), "slices: must be a whole number >= 1"),
-        (
+        pytest.param(  # two default searches of 70B on 256 H100 to say why: seconds of one core (make test runs it)
             ("LLaMA-3 70B", "H100", "256", "4M", "--seq-len", "8192", "--micro-batch", "1000"),
             "micro_batch: microbatches of 1,000 sequences leave some data-parallel rank",
+            marks=pytest.mark.slow,
         ),
         (("LLaMA-3 70b", "H100", "64", "4M"), "model: unknown preset 'LLaMA-3 70b'; did you mean 'LLaMA-3 70B'"),
         (("llama3 8b", "H100", "64", "4M"), "model: unknown preset 'llama3 8b'; did you mean 'LLaMA-3 8B'?"),
@@ -208,6 +210,7 @@ def test_bad_sizes_are_one_line(args, message):
     _refused(_cli(*args), message)
 
 
+@pytest.mark.slow  # default searches by the command line beside --mesh and --explain: seconds of one core (make test runs it)
 def test_a_mesh_explained_is_the_row_the_table_ranked():
     # --mesh without --micro-batch prices the mesh at the microbatch the search picks for it, so
     # --explain on a row of the table shows that row (it had taken one sequence per microbatch:
@@ -261,6 +264,7 @@ def test_bad_files_are_one_line(tmp_path):
     _refused(_cli("LLaMA-3 8B", str(missing), "64", "4M"), f"{missing}: missing field 'hbm_bytes'")
 
 
+@pytest.mark.slow  # default searches through the page and the command line: seconds of one core (make test runs it)
 def test_the_page_runs_the_same_planner_and_refuses_in_one_sentence():
     config = (CONFIGS / "mixtral-8x7b-v0.1.json").read_text()
     form = {"model": "LLaMA-3 8B", "config": config, "accelerator": "H100", "n_devices": "64",
@@ -303,6 +307,7 @@ def _lines(capsys, *args):
     return capsys.readouterr().out.splitlines()
 
 
+@pytest.mark.slow  # default searches by the command line under several options: seconds of one core (make test runs it)
 def test_the_header_names_the_options_given_and_those_that_change_nothing(capsys):
     # the header and the assumptions were byte-identical to a default run's whatever was asked
     lines = _lines(capsys, "LLaMA-3 8B", "H100", "8", "1M", "--precision", "fp8", "--zero", "1",
@@ -406,6 +411,7 @@ def test_h800_plans_carry_the_single_run_caveat(capsys):
     assert calibrate.single_run_caveat("H100") == "" == inputs.accelerator_note("TPU v5p")
 
 
+@pytest.mark.slow  # two default searches, the renamed template's and the preset's: seconds of one core (make test runs it)
 def test_the_template_says_how_to_keep_the_presets_calibration(tmp_path, capsys):
     template = accelerator_file.to_toml("H100")
     assert template.startswith("# A template: give the accelerator a name of its own")

@@ -246,6 +246,7 @@ def test_planner_functions_give_finite_results_or_a_value_error(name, function, 
     test_finite_inputs_give_finite_results_or_a_value_error.hypothesis.inner_test(name, function, data)
 
 
+@pytest.mark.slow  # searches a trillion devices on purpose (that it ends): seconds of one core (make test runs it)
 def test_reported_cases_explorer_and_fabric():
     import time
 

@@ -229,6 +229,7 @@ def test_bad_planner_options_are_one_line(args, message):
     assert result.stderr == message + "\n"
 
 
+@pytest.mark.slow  # two default searches of 70B on 512 H100 by the command line: seconds of one core (make test runs it)
 def test_the_command_line_prints_the_band_the_reserve_and_what_to_decide_with():
     result = _cli("LLaMA-3 70B", "H100", "512", "4M", "--seq-len", "8192", "--top", "5", "--stack", "megatron")
     assert result.returncode == 0, result.stderr
@@ -266,6 +267,7 @@ def test_the_amd_sweep_is_recorded_as_the_seed_prints_it():
         assert run.global_tokens / (run.step_s * 8) == pytest.approx(tokens, rel=1e-3)
 
 
+@pytest.mark.slow  # a sweep spends a whole search's budget, then two more searches: seconds of one core (make test runs it)
 def test_a_sweep_prints_the_best_fitting_mesh_at_each_value():
     result = _cli("LLaMA-3 8B", "H100", "64", "4M", "--sweep", "seq=2048,4096,1000000")
     assert result.returncode == 0, result.stderr

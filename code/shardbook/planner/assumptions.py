@@ -47,10 +47,11 @@ ASSUMPTIONS = f"""\
   even pipeline; GPipe, which 1F1B never trails, only when named), an
   uneven pipeline where pp does not divide the layers, FSDP's weights kept
   gathered or not, FP8 with precision 'auto', and the fastest of none,
-  selective and full recomputation that fits; under a time budget every
-  mesh is priced under its base variants (ZB-H1 or 1F1B, weights gathered
-  again) and as many as the budget allows under all, which the output
-  says;
+  selective and full recomputation that fits; under a budget of
+  candidates priced (a count, so the same inputs give the same table)
+  every mesh is priced under its base variants (ZB-H1 or 1F1B, weights
+  gathered again) and as many as the budget allows under all, which the
+  output says;
 - math: model FLOPs 6·N_active + 6·L·H·Q·s per token (the causal half of
   the attention scores, as MaxText counts them), plus what the
   recomputation policy runs again (a flash kernel's recomputation inside

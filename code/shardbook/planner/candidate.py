@@ -10,12 +10,13 @@ dubey2024llama3, deepseek2024v3, maxtext.
 import math
 from dataclasses import dataclass, field
 
-from .. import _validate
+from .. import _validate, hardware, models
 from . import calibrate, memory_plan, timing
-from .layout import TooFewSequences, layout
+from .layout import TooFewSequences, layout_plan
+from .options import PlanOptions
 from .placement import DEFAULT_ORDER
 
-__all__ = ["Candidate", "TooFewSequences", "evaluate"]
+__all__ = ["Candidate", "PlanOptions", "TooFewSequences", "evaluate", "evaluate_plan"]
 
 
 @dataclass(frozen=True)
@@ -235,11 +236,7 @@ def evaluate(
       'deepseek', or 'any'); it sets the band `expected_step_range_s`
       puts around the expectation, nothing else.
     """
-    lay = layout(
-        model,
-        accelerator,
-        mesh,
-        global_tokens,
+    options = PlanOptions(
         seq_len=seq_len,
         micro_batch_seqs=micro_batch_seqs,
         recompute=recompute,
@@ -250,21 +247,34 @@ def evaluate(
         attention=attention,
         state_recipe=state_recipe,
         zero=zero,
-        n_devices=n_devices,
         uneven_pipeline=uneven_pipeline,
         keep_gathered_weights=keep_gathered_weights,
         ideal_overlap=ideal_overlap,
+        grad_reduce_overlap=grad_reduce_overlap,
         dense_over_ep=dense_over_ep,
         routing_node_limit=routing_node_limit,
         fp8_dispatch=fp8_dispatch,
         precision=precision,
         tp_comm_overlap=tp_comm_overlap,
-        grad_reduce_overlap=grad_reduce_overlap,
         capacity_factor=capacity_factor,
         loss_logits=loss_logits,
         slices=slices,
+        stack=stack,
         reserve_bytes=reserve_bytes,
     )
+    return evaluate_plan(models.get(model), hardware.get(accelerator), mesh, global_tokens, options, n_devices)
+
+
+def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
+    """`evaluate` for model `m` (a models.Model) and accelerator `acc` (a
+    hardware.Accelerator), resolved once by the caller, under `options`, a
+    PlanOptions with every field concrete: what the search calls, so that
+    neither the names nor the keywords are looked up again per candidate."""
+    lay = layout_plan(m, acc, mesh, global_tokens, options, n_devices)
+    recompute, n_virtual, micro_batch_seqs = options.recompute, options.n_virtual, options.micro_batch_seqs
+    schedule, state_recipe, attention = options.schedule, options.state_recipe, options.attention
+    precision, stack = options.precision, options.stack
+    uneven_pipeline, keep_gathered_weights = options.uneven_pipeline, options.keep_gathered_weights
     acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 
     # memory: what the device that holds the most keeps, under each policy that may be chosen

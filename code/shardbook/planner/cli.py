@@ -19,7 +19,7 @@ from .. import _validate, hardware, models
 from . import calibrate, inputs, memory_plan
 from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
-from .search import SEARCH_AXES, SEARCHED_SCHEDULES, batch_divides
+from .search import SEARCH_AXES, SEARCH_BUDGET_CANDIDATES, SEARCHED_SCHEDULES, batch_divides
 
 TIE_MARK = "tie"
 FRAGILE_HIDDEN_TO_MATH = 0.7  # a row that hides more than this share of its math in communication
@@ -154,9 +154,10 @@ def tp_across_domains(cand):
 
 
 def search_line(found):
-    """'' or one line saying what the search left out under its time budget
-    (search.Ranked: meshes priced only under their base variants, and
-    whether the first row is proven the best of every variant)."""
+    """'' or one line saying what the search left out under its budget of
+    candidates priced (search.Ranked: meshes priced only under their base
+    variants, and whether the first row is proven the best of every
+    variant)."""
     unrefined = getattr(found, "unrefined", 0)
     if not unrefined:
         return ""
@@ -168,9 +169,10 @@ def search_line(found):
         )
     return (
         f"Left out: {unrefined:,} meshes were priced only under their base variants (ZB-H1 or 1F1B, weights "
-        "gathered again) before the search's time ran out, and some of their other variants might beat the first "
-        "row; fix the schedule (--schedule), the weights (--keep-gathered-weights or --no-keep-gathered-weights) "
-        "or fewer --axes to search them all"
+        f"gathered again) when the search had priced the {getattr(found, 'priced', 0):,} candidates it was given, "
+        "and some of their other variants might beat the first row; fix the schedule (--schedule), the weights "
+        "(--keep-gathered-weights or --no-keep-gathered-weights), fewer --axes or a larger --budget to search "
+        "them all"
     )
 
 
@@ -472,6 +474,14 @@ def _parser():
     parser.add_argument(
         "--topology", default=None, help="with --compile: the libtpu topology (default: from the devices)"
     )
+    parser.add_argument(
+        "--budget",
+        default=str(SEARCH_BUDGET_CANDIDATES),
+        help="the work the search may do, in candidates priced: one candidate is one mesh under one schedule, "
+        "virtual-stage count, weight handling, precision and microbatch size, with its recomputation policies "
+        f"(default {SEARCH_BUDGET_CANDIDATES:,}, about 7 s of one idle core; a count, not seconds, so the same "
+        "command prints the same table on a busy machine)",
+    )
     parser.add_argument("--assumptions", action="store_true", help="print the planner's assumptions under the result")
     parser.add_argument(
         "--sweep",
@@ -679,16 +689,16 @@ def parse_sweep(text):
     return key, items
 
 
-def sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options):
+def sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options, budget_candidates=None):
     """One row a value: (batch tokens, seq_len, best fitting Candidate or
     None, meshes searched, why none was found or ''), the other of batch and
-    sequence length held. The sweep shares one search's time
-    (search.SEARCH_BUDGET_S): past it, SearchTooLong."""
-    import time
+    sequence length held. The sweep shares one search's work
+    (`budget_candidates`, candidates priced; default SEARCH_BUDGET_CANDIDATES):
+    past it, SearchTooLong."""
+    from .search import SearchTooLong, explore
 
-    from .search import SEARCH_BUDGET_S, SearchTooLong, explore
-
-    rows, start = [], time.monotonic()
+    budget = SEARCH_BUDGET_CANDIDATES if budget_candidates is None else budget_candidates
+    rows, spent = [], 0
     for text in values:
         opts = dict(options)
         if key == "seq":
@@ -696,21 +706,21 @@ def sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options
         batch = tokens if key == "seq" else None
         try:
             batch = inputs.batch_tokens(opts["seq_len"], tokens if key == "seq" else text)
-            # the whole sweep shares one search's time, so that it answers as one search does
-            left = SEARCH_BUDGET_S - (time.monotonic() - start)
-            if left <= 0:
+            # the whole sweep shares one search's work, so that it answers as one search does;
+            # each value gets an equal share of what is left, so that the first does not spend it all refining
+            share = (budget - spent) // (len(values) - len(rows))
+            if share < 1:
                 raise SearchTooLong(
-                    f"--sweep: its searches ran past {SEARCH_BUDGET_S:g} s, the time a search is given, after "
+                    f"--sweep: its searches priced the {budget:,} candidates a search is given after "
                     f"{len(rows)} of {len(values)} values; sweep fewer values or narrow the search (--axes, fewer devices)"
                 )
-            # each value gets an equal share of what is left, so that the first does not spend it all refining
-            share = left / (len(values) - len(rows))
-            found = explore(model, accelerator, n_devices, batch, axes=axes, budget_s=share, **opts)
+            found = explore(model, accelerator, n_devices, batch, axes=axes, budget_candidates=share, **opts)
         except SearchTooLong:
             raise
         except (ValueError, TypeError) as error:
             rows.append((batch, opts["seq_len"], None, 0, str(error).splitlines()[0]))
             continue
+        spent += found.priced
         fitting = [c for c in found if c.fits]
         rows.append(
             (batch, opts["seq_len"], fitting[0] if fitting else None, len(found), "" if fitting else "none fits")
@@ -763,7 +773,7 @@ def main(argv=None):
     print the ranked meshes (or one, with --mesh; its breakdown with
     --explain); bad input is one line on stderr and exit code 2."""
     from .candidate import TooFewSequences
-    from .search import SEARCH_BUDGET_S, explore
+    from .search import explore
 
     # intermixed: MODEL, N_DEVICES and BATCH may stand on either side of a flag that stands for another
     args = _parser().parse_intermixed_args(_negative_sizes(sys.argv[1:] if argv is None else list(argv)))
@@ -771,6 +781,7 @@ def main(argv=None):
         model, accelerator, n_devices, tokens = _positionals(args)
         seq_len = inputs.parse_count("seq_len", args.seq_len)
         _validate.count("--top", args.top)
+        budget = inputs.parse_count("--budget", args.budget, unit="candidates")
         if tokens < n_devices:
             raise ValueError(f"tokens: {tokens:g} is below one token per device ({n_devices} devices)")
         _check_flag_combinations(args)
@@ -807,7 +818,7 @@ def main(argv=None):
         explained = refused = None
         if args.sweep is not None:
             key, values = parse_sweep(args.sweep)
-            rows = sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options)
+            rows = sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options, budget)
             print(f"{model.name} on {n_devices} × {accelerator.name}: the best fitting mesh at each {key}")
             print()
             print(format_sweep(rows))
@@ -817,11 +828,11 @@ def main(argv=None):
         if args.mesh is not None:
             found, explained = _one_mesh(args, model, accelerator, tokens, n_devices, options)
         else:
-            found = explore(model, accelerator, n_devices, tokens, axes=axes, budget_s=SEARCH_BUDGET_S, **options)
+            found = explore(model, accelerator, n_devices, tokens, axes=axes, budget_candidates=budget, **options)
             if not found:
                 raise ValueError(
                     inputs.no_mesh_reason(
-                        model, accelerator, n_devices, tokens, seq_len, axes, dict(options, budget_s=SEARCH_BUDGET_S)
+                        model, accelerator, n_devices, tokens, seq_len, axes, dict(options, budget_candidates=budget)
                     )
                 )
             if target is not None and all(c.mesh != target for c in found):

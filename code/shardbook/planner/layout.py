@@ -9,10 +9,11 @@ import math
 
 from .. import _validate, hardware, memory, models, pipeline
 from . import calibrate, memory_plan
+from .options import PlanOptions
 from .placement import DEFAULT_ORDER, check_mesh, normalize_mesh, place
 from .shape import Layout, check_layout
 
-__all__ = ["Layout", "TooFewSequences", "check_layout", "check_options", "layout", "stage_chunk_layers"]
+__all__ = ["Layout", "TooFewSequences", "check_layout", "check_options", "layout", "layout_plan", "stage_chunk_layers"]
 
 PRECISIONS = ("bf16", "fp8")
 
@@ -99,21 +100,67 @@ def layout(
 ):
     """The Layout of a step, or a ValueError naming the argument and the
     rule (TooFewSequences when a data-parallel rank gets less than one
-    microbatch)."""
-    m, acc = models.get(model), hardware.get(accelerator)
+    microbatch). The keywords' boundary: `model` and `accelerator` (presets'
+    names or objects) are resolved here, the keywords become a PlanOptions,
+    and layout_plan builds the step."""
+    options = PlanOptions(
+        seq_len=seq_len,
+        micro_batch_seqs=micro_batch_seqs,
+        recompute=recompute,
+        order=order,
+        schedule=schedule,
+        n_virtual=n_virtual,
+        sequence_parallel=sequence_parallel,
+        attention=attention,
+        state_recipe=state_recipe,
+        zero=zero,
+        uneven_pipeline=uneven_pipeline,
+        keep_gathered_weights=keep_gathered_weights,
+        ideal_overlap=ideal_overlap,
+        grad_reduce_overlap=grad_reduce_overlap,
+        dense_over_ep=dense_over_ep,
+        routing_node_limit=routing_node_limit,
+        fp8_dispatch=fp8_dispatch,
+        precision=precision,
+        tp_comm_overlap=tp_comm_overlap,
+        capacity_factor=capacity_factor,
+        loss_logits=loss_logits,
+        slices=slices,
+        reserve_bytes=reserve_bytes,
+    )
+    return layout_plan(models.get(model), hardware.get(accelerator), mesh, global_tokens, options, n_devices)
+
+
+def _check_resolved(m, acc, options):
+    """TypeError unless the model, the accelerator and the options are the objects layout_plan takes."""
+    if not isinstance(m, models.Model):
+        raise TypeError(f"m: must be a models.Model (layout resolves a name), got {type(m).__name__}")
+    if not isinstance(acc, hardware.Accelerator):
+        raise TypeError(f"acc: must be a hardware.Accelerator (layout resolves a name), got {type(acc).__name__}")
+    if not isinstance(options, PlanOptions):
+        raise TypeError(f"options: must be a PlanOptions, got {type(options).__name__}")
+
+
+def layout_plan(m, acc, mesh, global_tokens, options, n_devices=None):
+    """The Layout of a step of model `m` (a models.Model) on accelerator
+    `acc` (a hardware.Accelerator), both resolved by the caller, under
+    `options` (a PlanOptions with every field concrete), or a ValueError as
+    `layout` says."""
+    _check_resolved(m, acc, options)
+    seq_len, micro_batch_seqs, recompute = options.seq_len, options.micro_batch_seqs, options.recompute
+    order, schedule, n_virtual = options.order, options.schedule, options.n_virtual
+    sequence_parallel, attention, state_recipe = options.sequence_parallel, options.attention, options.state_recipe
+    zero, uneven_pipeline, keep_gathered_weights = options.zero, options.uneven_pipeline, options.keep_gathered_weights
+    ideal_overlap, grad_reduce_overlap = options.ideal_overlap, options.grad_reduce_overlap
+    dense_over_ep, routing_node_limit, fp8_dispatch = (
+        options.dense_over_ep,
+        options.routing_node_limit,
+        options.fp8_dispatch,
+    )
+    precision, tp_comm_overlap, capacity_factor = options.precision, options.tp_comm_overlap, options.capacity_factor
+    loss_logits, slices, reserve_bytes = options.loss_logits, options.slices, options.reserve_bytes
     mesh = normalize_mesh(mesh)
-    flags = {
-        "sequence_parallel": sequence_parallel,
-        "uneven_pipeline": uneven_pipeline,
-        "keep_gathered_weights": keep_gathered_weights,
-        "ideal_overlap": ideal_overlap,
-        "grad_reduce_overlap": grad_reduce_overlap,
-        "dense_over_ep": dense_over_ep,
-        "fp8_dispatch": fp8_dispatch,
-        "tp_comm_overlap": tp_comm_overlap,
-    }
-    for name, value in flags.items():
-        _validate.boolean(name, value)
+    options.check_flags()
     _validate.positive("global_tokens", global_tokens)
     _validate.count("seq_len", seq_len)
     _validate.count("micro_batch_seqs", micro_batch_seqs)

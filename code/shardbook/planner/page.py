@@ -11,7 +11,7 @@ import json
 from .. import _validate, accelerator_file, hardware, models
 from . import calibrate, cli, inputs, memory_plan
 from .explain import explain
-from .search import AUTO_PRECISION, SEARCH_AXES, SEARCH_BUDGET_S, chosen_options, explore
+from .search import AUTO_PRECISION, SEARCH_AXES, SEARCH_BUDGET_CANDIDATES, chosen_options, explore
 
 TOP = 5  # candidates drawn on the page
 # What the page's fields may hold, checked before anything parses them: a config.json or an
@@ -73,10 +73,13 @@ def _plan(form):
     tokens = inputs.batch_tokens(seq_len, None if seqs else form.get("batch"), seqs)
     axes = SEARCH_AXES
     options = dict(_options(form, accelerator), seq_len=seq_len)
-    # the tab stays responsive: a search is bounded
-    found = explore(model, accelerator, n_devices, tokens, axes=axes, budget_s=SEARCH_BUDGET_S, **options)
+    # the tab stays responsive: a search is bounded, by the command line's count of candidates, so that
+    # the page shows the table the command prints
+    found = explore(
+        model, accelerator, n_devices, tokens, axes=axes, budget_candidates=SEARCH_BUDGET_CANDIDATES, **options
+    )
     if not found:
-        bounded = dict(options, budget_s=SEARCH_BUDGET_S)
+        bounded = dict(options, budget_candidates=SEARCH_BUDGET_CANDIDATES)
         raise ValueError(inputs.no_mesh_reason(model, accelerator, n_devices, tokens, seq_len, axes, bounded))
     ties = {id(c) for c in cli.tied(found)}
     top = []

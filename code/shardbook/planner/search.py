@@ -20,21 +20,26 @@ than pricing each again.
 """
 
 import math
-import time
 
 from .. import _validate, hardware, models, pipeline
 from . import calibrate, memory_plan, timing
-from .candidate import Candidate, TooFewSequences, evaluate
+from .candidate import Candidate, TooFewSequences, evaluate, evaluate_plan
 from .layout import PRECISIONS, check_options
+from .options import PlanOptions
 from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, divisors, normalize_mesh
 
 MAX_MESHES = 100_000
 MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
-# The time the command line and the planner page give a search (explore's `budget_s`) before
-# refusing it with a line that says how to narrow it: with Python's start and the enumeration
-# it answers within 10 s (a six-axis search of DeepSeek-V3 on 2**30 devices ran 99 s in the
-# fourth audit, with no output). A chapter's search runs to its end (budget_s None).
-SEARCH_BUDGET_S = 7.0
+# The work the command line and the planner page give a search (explore's `budget_candidates`):
+# candidates priced, one an evaluate call (a mesh under one schedule, virtual-stage count, weight
+# handling, precision and microbatch size, the recomputation policies that fit priced inside it).
+# A count, not seconds, so that the same inputs give the same table however busy the machine is:
+# an idle core of the 2-core machine prices 930 to 1,550 a second (December 2026: Mixtral 8x7B
+# on 64 H100 to LLaMA-3 70B on 64 H100), so 8,000 take about the 7 s the search had before, and
+# a search past it is refused with a line that says how to narrow it (a six-axis search of
+# DeepSeek-V3 on 2**30 devices ran 99 s in the fourth audit, with no output). A chapter's search
+# runs to its end (None).
+SEARCH_BUDGET_CANDIDATES = 8_000
 # The axes a search spans unless it is told otherwise: every scheme a team picks its mesh from
 # (Meta's Llama 3: dp × tp × pp; DeepSeek-V3: dp × ep × pp); cp only when named.
 SEARCH_AXES = ("dp", "fsdp", "tp", "ep", "pp")
@@ -48,8 +53,19 @@ AUTO_PRECISION = "auto"
 
 
 class SearchTooLong(ValueError):
-    """A search that ran past its budget_s: the message says how far it got
-    and how to narrow it."""
+    """A search whose base pass would price more candidates than its
+    budget_candidates: the message says how far it got and how to narrow it."""
+
+
+class _Work:
+    """The candidates a search has priced (evaluate calls) against its
+    budget (None: no limit)."""
+
+    def __init__(self, budget_candidates=None):
+        self.budget_candidates, self.priced = budget_candidates, 0
+
+    def spent(self):
+        return self.budget_candidates is not None and self.priced >= self.budget_candidates
 
 
 def _check_axes(axes):
@@ -131,8 +147,10 @@ SEARCHED_OPTIONS = ("micro_batch_seqs", "schedule", "n_virtual", "uneven_pipelin
 
 
 def _searched(options):
-    """`options` with every SEARCHED_OPTIONS the caller left out set to None (searched)."""
-    return {**dict.fromkeys(SEARCHED_OPTIONS), **options}
+    """A PlanOptions of `options` (evaluate's keywords) with every
+    SEARCHED_OPTIONS the caller left out set to None (searched): built once
+    where the search is entered and carried to each evaluate_plan."""
+    return PlanOptions.of({**dict.fromkeys(SEARCHED_OPTIONS), **options})
 
 
 def virtual_stage_choices(model, pp, uneven_pipeline=False):
@@ -188,35 +206,31 @@ def _schedules(model, pp, uneven, schedule, n_virtual):
 def _gathers_weights(mesh, options):
     """Whether a mesh gathers weights before it computes (FSDP, dense weights
     sharded over ep, ZeRO-3), so that keeping them gathered changes its step."""
-    return (
-        mesh.get("fsdp", 1) > 1
-        or (mesh.get("ep", 1) > 1 and options.get("dense_over_ep", True))
-        or options.get("zero", 0) == 3
-    )
+    return mesh.get("fsdp", 1) > 1 or (mesh.get("ep", 1) > 1 and options.dense_over_ep) or options.zero == 3
 
 
-def _variants(model, accelerator, mesh, options):
+def _variants(m, acc, mesh, options):
     """The option sets the search prices `mesh` under (each with its
     microbatch size searched or given): its schedules (_schedules), FSDP's
     weights kept gathered and gathered again where the mesh gathers any
     (unless keep_gathered_weights is given), BF16 and, with precision
     'auto', FP8 where the accelerator has it; uneven_pipeline None becomes
-    True where pp does not divide the layers."""
-    m = models.get(model)
+    True where pp does not divide the layers. `m` and `acc`: the model and
+    the accelerator, resolved where the search was entered."""
     pp = mesh.get("pp", 1)
-    uneven = options.get("uneven_pipeline")
+    uneven = options.uneven_pipeline
     if uneven is None:
         uneven = bool(m.n_layers % pp)
-    keep = options.get("keep_gathered_weights")
+    keep = options.keep_gathered_weights
     keeps = (keep,) if keep is not None else ((False, True) if _gathers_weights(mesh, options) else (False,))
-    precision = options.get("precision", "bf16")
+    precision = options.precision
     if precision == AUTO_PRECISION:
-        precisions = ("bf16", "fp8") if calibrate.fp8_peak_ratio(hardware.get(accelerator)) > 1 else ("bf16",)
+        precisions = ("bf16", "fp8") if calibrate.fp8_peak_ratio(acc) > 1 else ("bf16",)
     else:
         precisions = (precision,)
     return [
-        dict(options, uneven_pipeline=uneven, schedule=s, n_virtual=v, keep_gathered_weights=k, precision=p)
-        for s, v in _schedules(m, pp, uneven, options.get("schedule"), options.get("n_virtual"))
+        options.replace(uneven_pipeline=uneven, schedule=s, n_virtual=v, keep_gathered_weights=k, precision=p)
+        for s, v in _schedules(m, pp, uneven, options.schedule, options.n_virtual)
         for k in keeps
         for p in precisions
     ]
@@ -256,40 +270,42 @@ def _dominated(opts, done):
     cover (keeping them then shortens nothing, and holds more)."""
     if not SKIP_DOMINATED:
         return False
-    s, v, keep, p = opts["schedule"], opts["n_virtual"], opts["keep_gathered_weights"], opts["precision"]
+    s, v, keep, p = opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision
     if s == "1f1b" and ("zero_bubble", 1, keep, p) in done:
         return True
     regathered = done.get((s, v, False, p))
     if keep and regathered is not None:
         terms, exposed = regathered.expected_terms, regathered.expected_exposed_s
-        axes = ("fsdp", "dp") if opts.get("zero", 0) == 3 else ("fsdp",)
+        axes = ("fsdp", "dp") if opts.zero == 3 else ("fsdp",)
         # exposed is max(fraction · t, t − math): kept weights shorten t, which helps only where t − math sets it
         return all(terms[a] - terms["math"] < exposed[a] * (1 - 1e-9) or not exposed[a] for a in axes)
     return False
 
 
-def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants=None):
+def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, work=None):
     """({microbatch size: [Candidate of each variant priced]}, the first
     Unusable met): each size of MICRO_BATCH_CHOICES (or the one given),
     smallest first, up to the first that leaves a data-parallel rank no
     whole microbatch, every variant of _variants (ZB-H1 before 1F1B, weights
     gathered again before kept, so that _dominated can skip); variants
     whose memory cannot be counted or whose schedule cannot run are left
-    out."""
+    out. `work`, a _Work, counts each evaluate call."""
     variants = sorted(
         _variants(model, accelerator, mesh, options) if variants is None else variants,
-        key=lambda o: (o["schedule"] == "1f1b", o["keep_gathered_weights"]),
+        key=lambda o: (o.schedule == "1f1b", o.keep_gathered_weights),
     )
-    given = options.get("micro_batch_seqs")
+    given = options.micro_batch_seqs
     out, error = {}, None
     for micro in MICRO_BATCH_CHOICES if given is None else (given,):
         done, too_few = {}, False
         for opts in variants:
             if _dominated(opts, done):
                 continue
+            if work is not None:
+                work.priced += 1
             try:
-                cand = evaluate(
-                    model, accelerator, mesh, global_tokens, n_devices=n_devices, **dict(opts, micro_batch_seqs=micro)
+                cand = evaluate_plan(
+                    model, accelerator, mesh, global_tokens, opts.replace(micro_batch_seqs=micro), n_devices
                 )
             except TooFewSequences as unusable:
                 too_few, error = True, error or unusable
@@ -297,7 +313,7 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
             except memory_plan.Unusable as unusable:
                 error = error or unusable
                 continue
-            done[(opts["schedule"], opts["n_virtual"], opts["keep_gathered_weights"], opts["precision"])] = cand
+            done[(opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision)] = cand
         if too_few:
             break
         if done:
@@ -305,24 +321,27 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
     return out, error
 
 
-def _best_of(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, tried=None):
+def _best_of(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, tried=None, work=None):
     """The mesh's best Candidate over its variants (or those given) and
-    microbatch sizes; `tried`, a list, receives every Candidate priced."""
+    microbatch sizes; `tried`, a list, receives every Candidate priced;
+    `work`, a _Work, counts the evaluate calls."""
     if not _variants(model, accelerator, mesh, options):
         raise TooFewSequences("schedule: cannot run on this mesh")
-    priced, error = _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants)
+    priced, error = _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants, work)
     tried = [] if tried is None else tried
     tried += [c for cands in priced.values() for c in cands]
     if tried:
         return min(tried, key=_mesh_key)  # min keeps the first (smallest size, first variant) on a tie
-    if options.get("micro_batch_seqs") is not None:
+    if options.micro_batch_seqs is not None:
         raise error
     ranks = mesh.get("dp", 1) * mesh.get("fsdp", 1) * mesh.get("ep", 1)
-    seq_len = options.get("seq_len", 4096)  # evaluate's default, as _usable reads it
+    seq_len = options.seq_len
     if global_tokens / seq_len / ranks >= 1:
         # each rank has a sequence, yet no size the search tries runs: the smallest says why
-        first = dict(_variants(model, accelerator, mesh, options)[0], micro_batch_seqs=MICRO_BATCH_CHOICES[0])
-        evaluate(model, accelerator, mesh, global_tokens, n_devices=n_devices, **first)
+        first = _variants(model, accelerator, mesh, options)[0].replace(micro_batch_seqs=MICRO_BATCH_CHOICES[0])
+        if work is not None:
+            work.priced += 1
+        evaluate_plan(model, accelerator, mesh, global_tokens, first, n_devices)
     raise TooFewSequences(
         f"batch: {global_tokens / seq_len:g} sequences of {seq_len} over {ranks} data-parallel ranks "
         "(dp × fsdp × ep) leave less than one sequence per rank"
@@ -341,6 +360,7 @@ def candidates_by_micro_batch(model, accelerator, mesh, global_tokens, *, n_devi
     each the best of the mesh's variants at that size (schedule, weights
     kept gathered or not, precision, as explore searches them unless given):
     what `best_for_mesh` chooses among."""
+    model, accelerator = models.get(model), hardware.get(accelerator)  # resolved once, here
     with timing.shared_costs():
         return _by_micro_batch(model, accelerator, normalize_mesh(mesh), global_tokens, n_devices, _searched(options))
 
@@ -352,6 +372,7 @@ def best_for_mesh(model, accelerator, mesh, global_tokens, *, n_devices, **optio
     variant that fits and divides the batch (the smallest microbatch on a
     tie). The command line's --mesh and --explain price a mesh this way, so
     that they show the row the table showed."""
+    model, accelerator = models.get(model), hardware.get(accelerator)  # resolved once, here
     with timing.shared_costs():
         return _best_of(model, accelerator, normalize_mesh(mesh), global_tokens, n_devices, _searched(options))
 
@@ -374,8 +395,9 @@ def chosen_options(candidate):
 
 
 class Ranked(list):
-    """explore's answer, a list of Candidates ranked by rank_key, with what
-    the search left out under its time budget: `unrefined`, the meshes
+    """explore's answer, a list of Candidates ranked by rank_key, with the
+    work it took, `priced` (candidates priced: evaluate calls), and what
+    the search left out under its budget: `unrefined`, the meshes
     priced only under their base variants (ZB-H1, or 1F1B where it cannot
     run, with FSDP's weights gathered again) because the budget ran out
     before their other variants were priced; `proven`, whether the first
@@ -385,6 +407,7 @@ class Ranked(list):
 
     unrefined = 0
     proven = True
+    priced = 0
 
 
 def _base(variants):
@@ -393,39 +416,39 @@ def _base(variants):
     interleaving holds p + (p − 1)/v and DualPipe p + 1 with two stages'
     weights), weights gathered again rather than kept; every variant if
     none is of that kind."""
-    base = [o for o in variants if o["schedule"] in ("1f1b", "zero_bubble", "gpipe")]
-    base = [o for o in base if not o["keep_gathered_weights"]] or base
+    base = [o for o in variants if o.schedule in ("1f1b", "zero_bubble", "gpipe")]
+    base = [o for o in base if not o.keep_gathered_weights] or base
     return base or variants
 
 
-def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_s=None):
+def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_candidates=None):
     """A Ranked list with a Candidate for every mesh over `axes` that leaves
     each data-parallel rank at least one microbatch. Every mesh is priced
-    first under its base variants (_base; SearchTooLong if that alone runs
-    past `budget_s` seconds, None: no limit), then the meshes whose floor
-    (the least math of their base candidates) is lowest are priced under
-    every variant (in the order of _promise, skipping those whose floor is
-    at or above the best expected step found: no variant of theirs can be
-    faster) until none is left (the first row is the best of the whole
-    search) or the budget is spent (the Ranked list
-    says how many meshes kept their base rows and whether the first row is
-    proven the best)."""
-    start = time.monotonic()
-    meshes = factorizations(n_devices, model, axes, options.get("seq_len", 4096), options.get("uneven_pipeline"))
+    first under its base variants (_base; SearchTooLong if that alone would
+    price more than `budget_candidates` candidates, evaluate calls; None: no
+    limit), then the meshes whose floor (the least math of their base
+    candidates) is lowest are priced under every variant (in the order of
+    _promise, skipping those whose floor is at or above the best expected
+    step found: no variant of theirs can be faster) until none is left (the
+    first row is the best of the whole search) or the budget is spent (the
+    Ranked list says how many candidates were priced, how many meshes kept
+    their base rows and whether the first row is proven the best). The
+    budget counts work, not seconds: the same inputs give the same list."""
+    meshes = factorizations(n_devices, model, axes, options.seq_len, options.uneven_pipeline)
     meshes = [dict(zip(TUPLE_AXES, m, strict=True)) if isinstance(m, tuple) else m for m in meshes]
-    budget_s = math.inf if budget_s is None else budget_s
+    work = _Work(budget_candidates)
     rows = {}
     with timing.shared_costs():
         for done, mesh in enumerate(meshes):
-            if time.monotonic() - start > budget_s:
+            if work.spent():
                 raise SearchTooLong(
                     f"search: {len(meshes):,} meshes of {n_devices:,} devices over {','.join(axes)}; {done:,} priced "
-                    f"in {budget_s:g} s, the time a search is given; narrow it: fewer axes (--axes, default "
-                    f"{','.join(SEARCH_AXES)}), one mesh (--mesh), fix the schedule (--schedule) or the microbatch "
-                    "(--micro-batch), or fewer devices"
+                    f"before the {budget_candidates:,} candidates a search is given were spent; narrow it: fewer "
+                    f"axes (--axes, default {','.join(SEARCH_AXES)}), one mesh (--mesh), fix the schedule "
+                    "(--schedule) or the microbatch (--micro-batch), or fewer devices (or raise --budget)"
                 )
             try:
-                rows[done] = _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options)
+                rows[done] = _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options, work)
             except memory_plan.Unusable:
                 pass
         found = Ranked(best for _, best, _ in rows.values())
@@ -436,17 +459,18 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_
         runs = [c for c in found if c.fits and batch_divides(c)]
         best_s = min((c.expected_step_s for c in runs), default=math.inf)
         for i in order:
-            if time.monotonic() - start > budget_s:
+            if work.spent():
                 break
             if rows[i][0] >= best_s:
                 continue  # no variant of this mesh can beat the best
-            cand = _best_of(model, accelerator, meshes[i], global_tokens, n_devices, options)
+            cand = _best_of(model, accelerator, meshes[i], global_tokens, n_devices, options, work=work)
             rows[i] = (rows[i][0], cand, True)
             if cand.fits and batch_divides(cand):
                 best_s = min(best_s, cand.expected_step_s)
         found = Ranked(best for _, best, _ in rows.values())
         found.unrefined = sum(1 for _, _, complete in rows.values() if not complete)
         found.proven = all(complete or floor >= best_s for floor, _, complete in rows.values())
+        found.priced = work.priced
     return found
 
 
@@ -463,7 +487,7 @@ def _promise(cand):
     return (0, cand.expected_step_s - removable)
 
 
-def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options):
+def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options, work=None):
     """(floor, best Candidate, whether every variant was priced) for one
     mesh priced under its _base variants: the floor is the least expected
     math of their fitting candidates (inf when none fits: no variant holds
@@ -474,7 +498,7 @@ def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options)
     base = _base(variants)
     complete = len(base) == len(variants)
     tried = []
-    best = _best_of(model, accelerator, mesh, global_tokens, n_devices, options, base, tried)
+    best = _best_of(model, accelerator, mesh, global_tokens, n_devices, options, base, tried, work)
     floor = min((c.expected_terms["math"] for c in tried if c.fits), default=math.inf)
     return (0.0 if complete else floor), best, complete
 
@@ -490,7 +514,7 @@ def rank_key(candidate):
     return (not runs, not candidate.fits, candidate.expected_step_s, candidate.step_s)
 
 
-def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, budget_s=None, **options):
+def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, budget_candidates=None, **options):
     """Every usable mesh over `axes` (default SEARCH_AXES), those that run
     first (they fit and divide the batch), then those that fit, then the
     rest, each group by expected step time (the bound beside it). What is
@@ -500,43 +524,46 @@ def explore(model, accelerator, n_devices, global_tokens, *, axes=SEARCH_AXES, b
     recomputation, `recompute` None, is the fastest that fits), and
     precision 'auto' tries FP8 where the accelerator has it; other options
     as evaluate. Meshes that leave a data-parallel rank less than one
-    microbatch are left out. `budget_s`: seconds the search may take (the
-    command line and the planner page give SEARCH_BUDGET_S), else
-    SearchTooLong, a ValueError that says how to narrow it; None, no
-    limit."""
-    if budget_s is not None:
-        _validate.positive("budget_s", budget_s)
-    models.get(model), hardware.get(accelerator)  # unknown presets fail here, by name
+    microbatch are left out. `budget_candidates`: the candidates (evaluate
+    calls) the search may price (the command line and the planner page give
+    SEARCH_BUDGET_CANDIDATES): past it the meshes not yet refined keep
+    their base rows (the list's `unrefined` and `proven` say so), and a
+    base pass past it is SearchTooLong, a ValueError that says how to
+    narrow it; None, no limit. Work, not seconds: the same inputs give the
+    same list on an idle machine or a busy one."""
+    if budget_candidates is not None:
+        _validate.count("budget_candidates", budget_candidates)
+    model, accelerator = models.get(model), hardware.get(accelerator)  # unknown presets fail here, by name, once
     _validate.positive("global_tokens", global_tokens)
     options = _searched(options)
     _check_axes(axes)
-    schedule, n_virtual = options["schedule"], options["n_virtual"]
+    schedule, n_virtual = options.schedule, options.n_virtual
     if n_virtual is not None:
         _validate.count("n_virtual", n_virtual)
     if schedule is None:
         schedule = "interleaved" if (n_virtual or 1) > 1 else "1f1b"
-    if options["micro_batch_seqs"] is not None:
-        _validate.count("micro_batch_seqs", options["micro_batch_seqs"])
+    if options.micro_batch_seqs is not None:
+        _validate.count("micro_batch_seqs", options.micro_batch_seqs)
     for name in ("uneven_pipeline", "keep_gathered_weights"):
-        if options[name] is not None:
-            _validate.boolean(name, options[name])
+        if getattr(options, name) is not None:
+            _validate.boolean(name, getattr(options, name))
     check_options(
         schedule,
         n_virtual or 1,
-        options.get("recompute"),
-        options.get("attention", "flash"),
-        options.get("state_recipe", memory_plan.DEFAULT_STATE_RECIPE),
-        options.get("zero", 0),
+        options.recompute,
+        options.attention,
+        options.state_recipe,
+        options.zero,
         1,
     )
-    _validate.choice("precision", options.get("precision", "bf16"), (*PRECISIONS, AUTO_PRECISION))
-    if options.get("slices") is not None:
-        check_slices(accelerator, _validate.count("n_devices", n_devices), options["slices"])
-    if options.get("routing_node_limit") is not None:
-        _validate.count("routing_node_limit", options["routing_node_limit"])
-    found = _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_s)
+    _validate.choice("precision", options.precision, (*PRECISIONS, AUTO_PRECISION))
+    if options.slices is not None:
+        check_slices(accelerator, _validate.count("n_devices", n_devices), options.slices)
+    if options.routing_node_limit is not None:
+        _validate.count("routing_node_limit", options.routing_node_limit)
+    found = _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_candidates)
     ranked = Ranked(sorted(found, key=rank_key))
-    ranked.unrefined, ranked.proven = found.unrefined, found.proven
+    ranked.unrefined, ranked.proven, ranked.priced = found.unrefined, found.proven, found.priced
     return ranked
 
 
@@ -686,7 +713,8 @@ def rank_of_run(run, axes=None):
     options = {"schedule": "1f1b", "n_virtual": 1, "keep_gathered_weights": False, **run_options(run)}
     if axes is None:
         axes = tuple(a for a in AXES if a in TUPLE_AXES or a in run.mesh)
-    found = _usable(run.model, run.accelerator, run.n_devices, run.global_tokens, axes, options)
+    model, accelerator = models.get(run.model), hardware.get(run.accelerator)  # resolved once, here
+    found = _usable(model, accelerator, run.n_devices, run.global_tokens, axes, PlanOptions.of(options))
     target = normalize_mesh(run.mesh)
     own = next((c for c in found if c.mesh == target), None)
     fitting = [c for c in found if c.fits]
