@@ -344,7 +344,9 @@ def ep_exposed_fraction(accelerator):
 # not η itself: DeepGEMM's grouped kernels on H800 reach its dense kernels' TFLOP/s at 4,096 rows
 # a group (deepgemm), so without an entry the share is 1. TPU v5e: measured on the book's own chip,
 # XLA's ragged_dot against a dense matmul of the same FLOPs (data/measured_tpu_v5e_moe.json;
-# the other TPUs, unmeasured, keep 1). MI355X: fitted by
+# the other TPUs keep 1: at v5e's share, MaxText's Mixtral runs on v6e, which run the megablox
+# kernel, go from +0.4 % and +9.5 % to +28 % and +37 % under leave-one-source-out, so ragged_dot's
+# plateau is not carried to the kernel MaxText runs). MI355X: fitted by
 # validation.fit_routed_expert_efficiency on the two endpoints of the AMD seed's MaxText sweep
 # (DeepSeek-V2-Lite on 8 MI355X, fsdp 8 and ep 8: measured.AMD_MI355X_RUNS), every other term at
 # its value (MI355X's assumed η among them); one source, one model: it carries whatever MaxText on
