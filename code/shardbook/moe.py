@@ -200,6 +200,53 @@ def fit_grouped_gemm_half_rows(points, low=1.0, high=1e5, tol=1e-4):
     return math.exp((a + b) / 2)
 
 
+def measured_grouped_gemm_points(data, kind="ragged_dot", floor_multiple=None):
+    """The grouped matmuls of a measurement (shardbook.programs.measure
+    --section moe; matmul_efficiency.load_measurement) as the (shape,
+    rows per group, TFLOP/s) triples fit_grouped_gemm_half_rows takes, shape
+    (N, K), for `kind` ('ragged_dot', 'batched_einsum' or
+    'dense_same_flops'). A call under `floor_multiple` (default
+    matmul_efficiency.FLOOR_MULTIPLE) times the file's dispatch floor is
+    left out: its time is the host's, not the kernel's."""
+    from . import matmul_efficiency
+
+    if not isinstance(data, dict) or not {"dispatch", "grouped_matmul_bf16"} <= data.keys():
+        raise ValueError("data: must be a MoE measurement, with 'dispatch' and 'grouped_matmul_bf16'")
+    _validate.choice("kind", kind, ("ragged_dot", "batched_einsum", "dense_same_flops"))
+    floor_multiple = matmul_efficiency.FLOOR_MULTIPLE if floor_multiple is None else floor_multiple
+    _validate.positive("floor_multiple", floor_multiple)
+    floor_s = data["dispatch"]["pipelined_time_s"]
+    return [
+        ((r["n"], r["k"]), r["tokens_per_group"], r[f"{kind}_flops_per_s"] / 1e12)
+        for r in data["grouped_matmul_bf16"]
+        if r[f"{kind}_time_s"] >= floor_multiple * floor_s
+    ]
+
+
+def grouped_gemm_plateau_share(points, dense_points, half_rows):
+    """The share of a dense matmul's throughput a grouped GEMM reaches at
+    its plateau: each shape's plateau under the curve at `half_rows` (the
+    geometric mean of TFLOP/s / grouped_gemm_factor over its `points`, as
+    fit_grouped_gemm_half_rows scales it) over the geometric mean of the
+    same shape's `dense_points` (dense matmuls of the same FLOPs); the
+    geometric mean over the shapes. Both lists of (shape, M, TFLOP/s)."""
+    _validate.positive("half_rows", half_rows)
+
+    def log_means(rows, factor):
+        logs = {}
+        for shape, m, tflops in rows:
+            _validate.positive("TFLOP/s", tflops)
+            logs.setdefault(shape, []).append(math.log(tflops) - math.log(factor(m)))
+        return {shape: sum(v) / len(v) for shape, v in logs.items()}
+
+    grouped = log_means(points, lambda m: grouped_gemm_factor(m, half_rows))
+    dense = log_means(dense_points, lambda m: 1.0)
+    shapes = [shape for shape in grouped if shape in dense]
+    if not shapes:
+        raise ValueError("dense_points: need a shape that points also has")
+    return math.exp(sum(grouped[s] - dense[s] for s in shapes) / len(shapes))
+
+
 def permute_bytes(tokens_per_device, top_k, d_model, bytes_per_element=2, ep=1, capacity_factor=1.0, reruns=0):
     """HBM bytes one device moves to sort its routed rows to their experts
     and back in one MoE layer of one microbatch's training step. The sort

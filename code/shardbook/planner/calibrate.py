@@ -280,7 +280,8 @@ FP8_SUSTAINED_SPEEDUP = Figure(
 # routed experts' FLOPs at η × M / (M + M½), M the rows per expert per device per microbatch
 # (moe.grouped_gemm_factor; timing.math_s). M½ is fitted per family of kernels by
 # moe.fit_grouped_gemm_half_rows on the published tables in measured.GROUPED_GEMM_POINTS (each
-# shape scaled by its own plateau); tests/test_moe.py holds each to its fit within 1 %.
+# shape scaled by its own plateau; TPU's on the book's own measurement of one v5e chip,
+# moe.measured_grouped_gemm_points); tests/test_moe.py holds each to its fit within 1 %.
 GROUPED_GEMM_HALF_ROWS = {
     "nvidia": Figure(
         132.0,
@@ -295,10 +296,13 @@ GROUPED_GEMM_HALF_ROWS = {
         "DeepSeek-V2-Lite's and Qwen3-30B-A3B's expert shapes, 8 groups of 512 to 16,384 rows)",
     ),
     "tpu": Figure(
-        132.0,
-        "assumed",
-        "not fitted: assumed; no published grouped-GEMM table for MaxText's TPU kernels (megablox): NVIDIA's fit taken",
-        True,
+        187.0,
+        "fit",
+        "moe.fit_grouped_gemm_half_rows on jax.lax.ragged_dot on one TPU v5e chip (data/measured_tpu_v5e_moe.json, "
+        "make measure --section moe: DeepSeek-V2-Lite's and Mixtral 8x7B's expert-up shapes, 8 groups of 64 to "
+        "8,192 rows, calls under matmul_efficiency.FLOOR_MULTIPLE times the dispatch floor left out); ragged_dot is "
+        "MaxText's megablox=False path: its default (megablox: true) runs the megablox Pallas GMM kernel, not "
+        "measured here, and v5p, v6e and Ironwood take v5e's curve",
     ),
 }
 
@@ -338,7 +342,11 @@ def ep_exposed_fraction(accelerator):
 
 # The plateau a stack's grouped GEMMs reach, as a share of the accelerator's dense η, where it is
 # not η itself: DeepGEMM's grouped kernels on H800 reach its dense kernels' TFLOP/s at 4,096 rows
-# a group (deepgemm), so without an entry the share is 1. MI355X: fitted by
+# a group (deepgemm), so without an entry the share is 1. TPU v5e: measured on the book's own chip,
+# XLA's ragged_dot against a dense matmul of the same FLOPs (data/measured_tpu_v5e_moe.json;
+# the other TPUs keep 1: at v5e's share, MaxText's Mixtral runs on v6e, which run the megablox
+# kernel, go from +0.4 % and +9.5 % to +28 % and +37 % under leave-one-source-out, so ragged_dot's
+# plateau is not carried to the kernel MaxText runs). MI355X: fitted by
 # validation.fit_routed_expert_efficiency on the two endpoints of the AMD seed's MaxText sweep
 # (DeepSeek-V2-Lite on 8 MI355X, fsdp 8 and ep 8: measured.AMD_MI355X_RUNS), every other term at
 # its value (MI355X's assumed η among them); one source, one model: it carries whatever MaxText on
@@ -347,6 +355,13 @@ def ep_exposed_fraction(accelerator):
 # assumed η. The leave-one-source-out table prices the sweep without it (shardbook.transfer).
 # tests/test_moe.py holds it to its fit.
 ROUTED_EXPERT_EFFICIENCY = {
+    "TPU v5e": Figure(
+        0.733,
+        "fit",
+        "moe.grouped_gemm_plateau_share on data/measured_tpu_v5e_moe.json at the tpu M½: jax.lax.ragged_dot's "
+        "plateau over a dense matmul of the same FLOPs on one v5e chip (0.70 DeepSeek-V2-Lite's expert shape, 0.77 "
+        "Mixtral 8x7B's; geometric mean); MaxText's default megablox GMM kernel is not measured",
+    ),
     "MI355X": Figure(
         0.134,
         "fit",
