@@ -144,7 +144,7 @@ def test_grouped_gemm_curves_hold_their_fits_on_the_published_tables():
         moe.fit_grouped_gemm_half_rows([("a", 128, 10.0), ("b", 256, 20.0)])
 
 
-def test_tpu_grouped_gemm_curve_and_plateau_hold_their_fit_on_the_v5e_measurement():
+def test_tpu_grouped_gemm_curve_holds_its_fit_on_the_v5e_measurement_and_its_plateau_is_measured():
     import json
 
     from shardbook import matmul_efficiency
@@ -178,9 +178,8 @@ def test_tpu_grouped_gemm_curve_and_plateau_hold_their_fit_on_the_v5e_measuremen
     share = math.exp(sum(shares) / len(shares))
     assert 0.65 < share < 0.8  # ragged_dot's plateau stays well under a dense matmul's
     assert moe.grouped_gemm_plateau_share(ragged, dense, half) == pytest.approx(share, rel=1e-12)
-    p = calibrate.ROUTED_EXPERT_EFFICIENCY["TPU v5e"]
-    assert p.source == "fit" and p.value == pytest.approx(share, abs=0.005)
-    assert calibrate.routed_expert_efficiency("TPU v5e") == p.value and calibrate.routed_expert_efficiency("TPU v6e") == 1.0
+    # measured, but not carried to MaxText's megablox kernel on any TPU (calibrate's comment says why)
+    assert all(calibrate.routed_expert_efficiency(acc) == 1.0 for acc in ("TPU v5e", "TPU v5p", "TPU v6e"))
     with pytest.raises(ValueError, match="kind: unknown value"):
         moe.measured_grouped_gemm_points(data, kind="megablox")
     with pytest.raises(ValueError, match="data: must be a MoE measurement"):

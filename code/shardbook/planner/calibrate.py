@@ -342,11 +342,11 @@ def ep_exposed_fraction(accelerator):
 
 # The plateau a stack's grouped GEMMs reach, as a share of the accelerator's dense η, where it is
 # not η itself: DeepGEMM's grouped kernels on H800 reach its dense kernels' TFLOP/s at 4,096 rows
-# a group (deepgemm), so without an entry the share is 1. TPU v5e: measured on the book's own chip,
-# XLA's ragged_dot against a dense matmul of the same FLOPs (data/measured_tpu_v5e_moe.json;
-# the other TPUs keep 1: at v5e's share, MaxText's Mixtral runs on v6e, which run the megablox
-# kernel, go from +0.4 % and +9.5 % to +28 % and +37 % under leave-one-source-out, so ragged_dot's
-# plateau is not carried to the kernel MaxText runs). MI355X: fitted by
+# a group (deepgemm), so without an entry the share is 1. TPUs keep 1: XLA's ragged_dot levels
+# off at 0.73 of a dense matmul of the same FLOPs on the book's v5e chip (moe.grouped_gemm_plateau_share on
+# data/measured_tpu_v5e_moe.json), but MaxText runs its megablox kernel, which that does not time, and at
+# that share MaxText's Mixtral runs on v6e go from +0.4 % and +9.5 % to +28 % and +37 % under
+# leave-one-source-out, so ragged_dot's plateau is carried to no TPU. MI355X: fitted by
 # validation.fit_routed_expert_efficiency on the two endpoints of the AMD seed's MaxText sweep
 # (DeepSeek-V2-Lite on 8 MI355X, fsdp 8 and ep 8: measured.AMD_MI355X_RUNS), every other term at
 # its value (MI355X's assumed η among them); one source, one model: it carries whatever MaxText on
@@ -355,13 +355,6 @@ def ep_exposed_fraction(accelerator):
 # assumed η. The leave-one-source-out table prices the sweep without it (shardbook.transfer).
 # tests/test_moe.py holds it to its fit.
 ROUTED_EXPERT_EFFICIENCY = {
-    "TPU v5e": Figure(
-        0.733,
-        "fit",
-        "moe.grouped_gemm_plateau_share on data/measured_tpu_v5e_moe.json at the tpu M½: jax.lax.ragged_dot's "
-        "plateau over a dense matmul of the same FLOPs on one v5e chip (0.70 DeepSeek-V2-Lite's expert shape, 0.77 "
-        "Mixtral 8x7B's; geometric mean); MaxText's default megablox GMM kernel is not measured",
-    ),
     "MI355X": Figure(
         0.134,
         "fit",
