@@ -82,6 +82,31 @@ def test_the_pdf_has_every_chapter_and_bookmarks(book_pdf):
     assert pdf.bookmark_problems(book_pdf) == []
 
 
+def test_the_pdf_prints_final_frames_and_numbers_its_contents(book_pdf):
+    """The book's animated figures print the frame their captions describe,
+    the last (the rings' and ring attention's "done" lines, none of the
+    first frames' "start" lines; the audit's PDF printed the first), and each
+    chapter's entry in the contents carries the page its bookmark opens."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(book_pdf))
+    text = " ".join(" ".join((p.extract_text() or "").split()) for p in reader.pages)
+    for first in ("start: device i holds chunk i", "start: every device holds its own",
+                  "start: chunk i→j is what device i has", "start: rank i holds query block i"):  # fmt: skip
+        assert first not in text, f"a first frame printed: {first!r}"
+    for last in ("done in", "done: each device sent", "every unmasked block computed"):
+        assert last in text, f"no final frame's line {last!r} in the PDF"
+    bookmarks = _bookmarks(reader)
+    first_chapter = min(page for entry, page in bookmarks if "Introduction and notation" in entry)
+    contents = " ".join(" ".join(reader.pages[k].extract_text().split()) for k in range(1, first_chapter))
+    for path in CHAPTERS + APPENDICES:
+        title = " ".join(_title(path).split())
+        page = min(page for entry, page in bookmarks if "".join(title.split()) in "".join(entry.split()))
+        found = re.search(re.escape(title) + r"\s*(\d+)\b", contents)
+        assert found, f"{path.name}: {title!r} without a page number in the contents: {contents[:300]}"
+        assert int(found.group(1)) == page + 1, f"{path.name}: contents says {found.group(1)}, bookmark {page + 1}"
+
+
 def test_a_page_that_print_would_cut_off_is_not_printed(tmp_path):
     """`make pdf` checks the page as print lays it out before printing (so
     the book's own PDF above has no code line cut off at the margin and no
@@ -234,14 +259,16 @@ def test_a_blank_figure_and_text_under_seven_points_are_not_printed(tmp_path):
 
 def test_a_planted_book_prints_final_frames_readable_graphs_and_numbered_contents(tmp_path):
     """A planted page with what the reader's audit found broken on paper:
-    an animated figure whose <picture> offers print its still final frame
-    prints that frame (its "done" line, not its "start" line); a compiler
+    an animated figure prints its final frame (its "done" line, not its
+    "start" line), both an image of shardbook.book.svg's animation on its
+    own (the single-page build's form) and a <picture> whose source offers
+    print a still (the site's form); a compiler
     graph drawn at 10 pt on a canvas 2,400 pt wide prints as tiles whose text
     is at least 7 pt; and the contents, printed twice, gives each entry the
     page its bookmark opens."""
     from pypdf import PdfReader
 
-    from shardbook.book import pdf, print_layout
+    from shardbook.book import pdf, print_layout, svg
 
     def animated(still):
         # the final frame only in the still; the moving one shows "start" until it plays
@@ -274,16 +301,27 @@ def test_a_planted_book_prints_final_frames_readable_graphs_and_numbered_content
         "<div id='jb-print-docs-body'><div id='jb-print-toc'><nav><ul><li><a href='#two'>Two</a></li>"
         "<li><a href='#three'>Three</a></li></ul></nav></div></div>"
     )
-    files = {"anim.svg": animated(False), "anim.still.svg": animated(True), "graph.svg": graph}
+    # an animation as the book writes it (shardbook.book.svg), an image on its own
+    moving = svg.Figure(640, 200, "A red bar with a line under it saying how far the ring has got.", n_frames=3)
+    moving.rect(20, 20, 600, 120, fill="#c62828")
+    moving.text(20, 180, "start: rank i holds query block i", size=14, frames=(0, 1))
+    moving.text(20, 180, "done after 2 steps", size=14, frames=(2, None))
+    body = body.replace(
+        "<figcaption>Fig. 1: a ring</figcaption></figure>",
+        "<figcaption>Fig. 1: a ring</figcaption></figure><figure><img src='moving.svg' width='640' height='200' "
+        "alt='moving'><figcaption>Fig. 1b: ring attention</figcaption></figure>",
+    )
+    files = {"anim.svg": animated(False), "anim.still.svg": animated(True), "graph.svg": graph, "moving.svg": moving.svg()}
     result, target = _print_planted(tmp_path, body, files)
     assert result.returncode == 0, result.stdout + result.stderr
     reader = PdfReader(str(target))
     text = " ".join(" ".join((p.extract_text() or "").split()) for p in reader.pages)
     assert "done in 3 steps" in text and "start: device i holds" not in text, text[:600]
+    assert "done after 2 steps" in text and "start: rank i holds" not in text, text[:600]
     # the graph in tiles, each labelled, every one with text at 7 pt or more
-    tiles = sorted((tmp_path / "singlehtml" / "_print_tiles").glob("*.svg"))
+    tiles = sorted((tmp_path / "singlehtml" / pdf.PRINT_FIGURES).glob("*-graph-*.svg"))
     assert len(tiles) >= 3, tiles
-    assert f"part 1 of {len(tiles)}" in text and "node_23" in text
+    assert re.search(r"part 1 of [3-9]", text) and "node_0" in text and "node_23" in text, text
     for tile in tiles:
         size = print_layout.geometry(tile.read_text())
         assert print_layout.smallest_text_pt(tile.read_text(), size[0]) >= 7.0

@@ -130,7 +130,8 @@ SVG_FIGURES_JS = """() => {
   return [...main.querySelectorAll('img')].filter(i => /\\.svg(?:[?#]|$)/.test(i.currentSrc || i.src))
     .filter(i => i.getClientRects().length && getComputedStyle(i).visibility !== 'hidden')
     .map((i, k) => { i.dataset.printFigure = k; const r = i.getBoundingClientRect();
-      return {index: k, url: i.currentSrc || i.src, width: r.width, height: r.height}; });
+      return {index: k, url: i.currentSrc || i.src, width: r.width, height: r.height,
+              room: main.getBoundingClientRect().right - r.left}; });
 }"""
 
 # A figure drawn larger for its text, or replaced by its tiles, each with its
@@ -139,10 +140,12 @@ APPLY_FIGURES_JS = """(changes) => {
   for (const c of changes) {
     const img = document.querySelector(`img[data-print-figure="${c.index}"]`);
     if (!img) continue;
+    if (c.still) { img.removeAttribute('srcset'); img.loading = 'eager'; img.src = c.still; }
     if (c.width) {
       img.style.cssText += `;width:${c.width}px !important;height:auto !important;max-width:none !important;max-height:none !important`;
       continue;
     }
+    if (!c.tiles) continue;
     const box = document.createElement('div');
     box.className = 'shardbook-print-tiles';
     c.tiles.forEach((t, k) => {
@@ -191,6 +194,66 @@ FIT_CODE_JS = """([minPx]) => {
   return fitted;
 }"""
 
+# Tables as print lays them out: type no smaller than the floor (the print
+# styles shrink a cell output's table twice over), identifiers never broken
+# inside a word; a table still wider than the column then prints as column
+# groups, each a table of its own that repeats the first column (the row's
+# name) and says which columns it holds. A table with merged cells keeps the
+# print styles' wrapping.
+FIT_TABLES_JS = """([minPx]) => {
+  const main = document.querySelector('main') || document.body;
+  const width = main.getBoundingClientRect().width;
+  const cellsOf = t => [...t.querySelectorAll('th, td, caption')].filter(c => c.closest('table') === t);
+  let grouped = 0, enlarged = 0;
+  for (const table of [...main.querySelectorAll('table')].filter(t => t.getClientRects().length && !t.parentElement.closest('table'))) {
+    let smallest = Infinity;
+    for (const c of cellsOf(table)) {
+      for (const e of [c, ...c.querySelectorAll('*')]) {
+        const own = [...e.childNodes].some(t => t.nodeType === 3 && /[^\s\u200b]/.test(t.textContent));
+        if (own && e.getClientRects().length) smallest = Math.min(smallest, parseFloat(getComputedStyle(e).fontSize));
+      }
+    }
+    if (smallest < minPx) {
+      const size = parseFloat(getComputedStyle(table).fontSize) * minPx / smallest;
+      table.style.setProperty('font-size', `${Math.ceil(size * 100) / 100}px`, 'important');
+      enlarged += 1;
+    }
+    table.classList.add('shardbook-print-whole-words');
+    if (table.getBoundingClientRect().width <= width + 1) continue;
+    const rows = [...table.rows];
+    const n = rows.length ? rows[0].cells.length : 0;
+    const plain = n > 2 && rows.every(r => r.cells.length === n && [...r.cells].every(c => c.colSpan === 1 && c.rowSpan === 1));
+    if (!plain) { table.classList.remove('shardbook-print-whole-words'); continue; }
+    let done = false;
+    for (let groups = 2; groups < n && !done; groups++) {
+      const per = Math.ceil((n - 1) / groups);
+      const parts = [];
+      for (let g = 0; g < groups && 1 + g * per < n; g++) {
+        const keep = new Set([0]);
+        for (let k = 1 + g * per; k < Math.min(n, 1 + (g + 1) * per); k++) keep.add(k);
+        const part = table.cloneNode(true);
+        part.removeAttribute('id');
+        [...part.rows].forEach(r => [...r.cells].forEach((c, k) => { if (!keep.has(k)) c.remove(); }));
+        const cap = part.querySelector('caption');
+        const cols = [...keep].map(k => k + 1);
+        const note = `(columns ${cols[0]}, ${cols[1]}–${cols[cols.length - 1]} of ${n})`;
+        if (cap && g > 0) cap.textContent = 'Continued ' + note;
+        else if (cap) cap.append(' ' + note);
+        else { const c = document.createElement('caption'); c.textContent = (g ? 'Continued ' : '') + note; part.prepend(c); }
+        parts.push(part);
+      }
+      table.after(...parts);
+      table.style.display = 'none';
+      done = parts.every(p => p.getBoundingClientRect().width <= width + 1);
+      if (!done) { parts.forEach(p => p.remove()); table.style.display = ''; }
+    }
+    if (done) { grouped += 1; table.remove(); }
+    else table.classList.remove('shardbook-print-whole-words');
+  }
+  return [enlarged, grouped];
+}"""
+
+
 # Text under the floor as print lays it out: every element that holds text
 # in the book's text, at its computed size (an inline SVG's text at the
 # scale it is drawn); a line each, the smallest first.
@@ -200,7 +263,7 @@ SMALL_TEXT_JS = """([minPx]) => {
   const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
     const e = n.parentElement;
-    if (!e || found.has(e) || !n.textContent.trim()) continue;
+    if (!e || found.has(e) || !/[^\s\u200b]/.test(n.textContent)) continue;
     if (!e.getClientRects().length) { found.set(e, null); continue; }
     const s = getComputedStyle(e);
     let px = parseFloat(s.fontSize);
@@ -220,7 +283,26 @@ SMALL_TEXT_JS = """([minPx]) => {
 
 # The share of each figure's pixels that are drawn (darker than a light
 # grey), as print shows it: each image, and each inline SVG, drawn on white.
-INK_JS = """async () => {
+INK_OF = """async (e) => {
+  const r = e.getBoundingClientRect();
+  let img = e;
+  if (e.tagName.toLowerCase() === 'svg') {
+    img = new Image();
+    img.src = 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(new XMLSerializer().serializeToString(e));
+  }
+  try { await img.decode(); } catch (err) { return null; }
+  const w = Math.max(1, Math.min(1000, Math.round(r.width))), h = Math.max(1, Math.round(r.height * w / r.width));
+  const canvas = document.createElement('canvas');
+  canvas.width = w; canvas.height = h;
+  const g = canvas.getContext('2d');
+  g.fillStyle = '#fff'; g.fillRect(0, 0, w, h); g.drawImage(img, 0, 0, w, h);
+  const d = g.getImageData(0, 0, w, h).data;
+  let ink = 0;
+  for (let k = 0; k < d.length; k += 4) if (Math.min(d[k], d[k + 1], d[k + 2]) < 207) ink += 1;
+  return ink / (w * h);
+}"""
+
+INK_JS = "async () => { const inkOf = " + INK_OF + """;
   const main = document.querySelector('main') || document.body;
   const out = [];
   const figures = [...main.querySelectorAll('img, svg')].filter(e => !(e.parentElement && e.parentElement.closest('svg')))
@@ -228,34 +310,38 @@ INK_JS = """async () => {
   for (const e of figures) {
     const r = e.getBoundingClientRect();
     if (r.width < 32 || r.height < 32) continue;  // an icon, a logo
-    let img = e;
-    if (e.tagName.toLowerCase() === 'svg') {
-      img = new Image();
-      img.src = 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(new XMLSerializer().serializeToString(e));
-    }
-    try { await img.decode(); } catch (err) { out.push([0, 'an image that does not load: ' + (e.currentSrc || e.src || e.tagName)]); continue; }
-    const w = Math.max(1, Math.min(400, Math.round(r.width))), h = Math.max(1, Math.round(r.height * w / r.width));
-    const canvas = document.createElement('canvas');
-    canvas.width = w; canvas.height = h;
-    const g = canvas.getContext('2d');
-    g.fillStyle = '#fff'; g.fillRect(0, 0, w, h); g.drawImage(img, 0, 0, w, h);
-    const d = g.getImageData(0, 0, w, h).data;
-    let ink = 0;
-    for (let k = 0; k < d.length; k += 4) if (Math.min(d[k], d[k + 1], d[k + 2]) < 207) ink += 1;
     const fig = e.closest('figure');
     const caption = fig && fig.querySelector('figcaption');
     const name = (caption ? caption.textContent : (e.getAttribute('alt') || e.getAttribute('aria-label') || e.currentSrc || e.src || 'svg'))
       .trim().replace(/\\s+/g, ' ').slice(0, 50);
-    out.push([ink / (w * h), name]);
+    const share = await inkOf(e);
+    out.push(share === null ? [0, 'an image that does not load: ' + (e.currentSrc || e.src)] : [share, name]);
   }
   return out;
 }"""
 
-# a figure with less of its area drawn than this is blank on paper (the
-# animations' first frames the audit found printed were drawn over 3-8 %;
-# the book's sparsest figure over BLANK_INK_SHARE several times: see
-# tests/test_pdf.py)
+# A graph's tiles that show none of it (a corner with no node or edge) are
+# left out; the others keep their row and column.
+PRUNE_TILES_JS = "async ([share]) => { const inkOf = " + INK_OF + """;
+  let pruned = 0;
+  for (const box of document.querySelectorAll('.shardbook-print-tiles')) {
+    const parts = [...box.querySelectorAll('.shardbook-print-tile')];
+    for (const part of parts) {
+      const ink = await inkOf(part.querySelector('img'));
+      if (ink !== null && ink < share) { part.remove(); pruned += 1; }
+    }
+    const kept = [...box.querySelectorAll('.shardbook-print-tile-label')];
+    kept.forEach((label, k) => { label.textContent = label.textContent.replace(/part \\d+ of \\d+/, `part ${k + 1} of ${kept.length}`); });
+  }
+  return pruned;
+}"""
+
+# a figure with less of its area drawn than this is blank on paper: the
+# book's sparsest figure is drawn over 3 % (a chart's thin lines), the sparsest
+# tile of a graph kept over 0.7 %; a white image with one small mark, 0.04 %
 BLANK_INK_SHARE = 0.005
+# where the stills and the tiles are written, in the single-page build
+PRINT_FIGURES = "_print_figures"
 
 
 def _file_of(url, source):
@@ -266,38 +352,54 @@ def _file_of(url, source):
 
 
 def lay_out_figures(page, source, column_px=None):
-    """Draw each SVG figure of `page` (served from `source`) so that its
-    text prints at MIN_TEXT_PT or more (print_layout.plan): larger, or as
-    tiles written under `source`/_print_tiles. Returns (figures drawn
+    """Draw each SVG figure of `page` (served from `source`) as print
+    should: an animated one (svg.is_animated) as its final frame, still
+    (svg.final_frame), and each so that its text prints at MIN_TEXT_PT or
+    more (print_layout.plan): larger, or as tiles. The stills and tiles are
+    written under `source`/_print_figures. Returns (stills, figures drawn
     larger, figures tiled)."""
+    from . import svg
+
     column_px = column_px or COLUMN_WIDTH_PX
-    tiles_dir = source / "_print_tiles"
-    changes, larger, tiled = [], 0, 0
+    out = source / PRINT_FIGURES
+    out.mkdir(exist_ok=True)
+    changes, stills, larger, tiled = [], 0, 0, 0
     for figure in page.evaluate(SVG_FIGURES_JS):
         path = _file_of(figure["url"], source)
         if not path.is_file():
             continue
         text = path.read_text()
-        plan = print_layout.plan(text, column_px, figure["width"] or None)
+        change = {"index": figure["index"]}
+        if svg.is_animated(text):
+            # Chromium prints an animated SVG image at its first frame
+            text = svg.final_frame(text)
+            (out / f"{path.stem}.still.svg").write_text(text)
+            change["still"] = f"{PRINT_FIGURES}/{path.stem}.still.svg"
+            stills += 1
+        plan = print_layout.plan(text, min(column_px, figure["room"]), figure["width"] or None)
         if plan[0] == "size":
-            changes.append({"index": figure["index"], "width": round(plan[1], 1)})
+            change["width"] = round(plan[1], 1)
             larger += 1
         elif plan[0] == "tiles":
             _, boxes, scale = plan
-            tiles_dir.mkdir(exist_ok=True)
             xs = sorted({round(b[0], 3) for b in boxes})
             ys = sorted({round(b[1], 3) for b in boxes})
             stem = f"{figure['index']:03d}-{path.parent.name}-{path.stem}"
-            tiles = []
+            change["tiles"] = []
             for k, box in enumerate(boxes):
                 name = f"{stem}-{k + 1}.svg"
-                (tiles_dir / name).write_text(print_layout.tile(text, box, scale))
-                tiles.append({"src": f"_print_tiles/{name}", "width": box[2] * scale, "height": box[3] * scale,
-                              "row": ys.index(round(box[1], 3)) + 1, "column": xs.index(round(box[0], 3)) + 1})  # fmt: skip
-            changes.append({"index": figure["index"], "tiles": tiles, "name": "The graph"})
+                (out / name).write_text(print_layout.tile(text, box, scale))
+                change["tiles"].append({"src": f"{PRINT_FIGURES}/{name}", "width": box[2] * scale, "height": box[3] * scale,
+                                        "row": ys.index(round(box[1], 3)) + 1, "column": xs.index(round(box[0], 3)) + 1})  # fmt: skip
+            change["name"] = "The graph"
             tiled += 1
+        if len(change) > 1:
+            changes.append(change)
     page.evaluate(APPLY_FIGURES_JS, changes)
-    return larger, tiled
+    _wait_for_images(page)
+    if tiled:
+        page.evaluate(PRUNE_TILES_JS, [BLANK_INK_SHARE])
+    return stills, larger, tiled
 
 
 def svg_text_problems(page, source):
@@ -578,6 +680,7 @@ def contents_problems(numbers, targets, pages, titles):
 # tiles, and the contents' page numbers, each in a slot of fixed width.
 PRINT_CSS = """@media print {
   pre.shardbook-print-oneline, pre.shardbook-print-oneline span { white-space: pre !important; overflow-wrap: normal !important; }
+  table.shardbook-print-whole-words th, table.shardbook-print-whole-words td { overflow-wrap: normal !important; word-break: normal !important; }
   .shardbook-print-tiles { margin: 0.4rem 0; }
   .shardbook-print-tile { break-inside: avoid; margin: 0 0 0.5rem; }
   .shardbook-print-tile-label { font-size: 0.8em; color: #555; margin: 0 0 0.15rem; }
@@ -625,7 +728,7 @@ def render(singlehtml_dir, pdf_path):
     # root: print a copy placed at the root, where those links resolve.
     redirect = re.search(r'url=([^"]+)"', (source / "index.html").read_text())
     page_file = source / (redirect.group(1) if redirect else "index.html")
-    shutil.rmtree(source / "_print_tiles", ignore_errors=True)  # a previous print's
+    shutil.rmtree(source / PRINT_FIGURES, ignore_errors=True)  # a previous print's
     printable = source / "_book.html"
     printable.write_text(page_file.read_text())
     target = Path(pdf_path)
@@ -654,6 +757,7 @@ def render(singlehtml_dir, pdf_path):
             _wait_for_images(page)
             lay_out_figures(page, source)
             page.evaluate(FIT_CODE_JS, [MIN_TEXT_PX])
+            page.evaluate(FIT_TABLES_JS, [MIN_TEXT_PX])
             _wait_for_images(page)
             problems = print_problems(page)
             problems += text_problems(page)
