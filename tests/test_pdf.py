@@ -142,7 +142,7 @@ def test_a_page_that_print_would_cut_off_is_not_printed(tmp_path):
 def test_a_page_with_a_wide_table_a_control_or_an_unbreakable_block_is_not_printed(tmp_path):
     """The print check, on planted pages, refuses what the reader's audit
     found in the PDF: a table wider than the printed column (its last columns
-    cut off), a "Show code cell output" toggle and a button left in, and a
+    cut off) that cannot print as column groups (it has a merged cell), a "Show code cell output" toggle and a button left in, and a
     scrolling block taller than half a page (printed whole on the next page,
     leaving a large blank gap); each is named, and nothing is written."""
     source = tmp_path / "singlehtml"
@@ -152,7 +152,7 @@ def test_a_page_with_a_wide_table_a_control_or_an_unbreakable_block_is_not_print
     tall = "\n".join(f"line {i}" for i in range(120))
     (source / "page.html").write_text(
         "<html><body><main><section id='s'><h1>Planted</h1>"
-        f"<table style='border-collapse:collapse'><tr>{cells}</tr></table>"
+        f"<table style='border-collapse:collapse'><tr><th colspan='16'>merged</th></tr><tr>{cells}</tr></table>"
         "<details><summary>Show code cell output</summary><p>out</p></details>"
         "<button type='button'>Copy</button>"
         f"<div style='overflow:auto;max-height:none'><pre style='white-space:pre'>{tall}</pre></div>"
@@ -264,8 +264,9 @@ def test_a_planted_book_prints_final_frames_readable_graphs_and_numbered_content
     own (the single-page build's form) and a <picture> whose source offers
     print a still (the site's form); a compiler
     graph drawn at 10 pt on a canvas 2,400 pt wide prints as tiles whose text
-    is at least 7 pt; and the contents, printed twice, gives each entry the
-    page its bookmark opens."""
+    is at least 7 pt; a table too wide for the column prints as column
+    groups; and the contents, printed twice, gives each entry the page its
+    bookmark opens."""
     from pypdf import PdfReader
 
     from shardbook.book import pdf, print_layout, svg
@@ -291,13 +292,14 @@ def test_a_planted_book_prints_final_frames_readable_graphs_and_numbered_content
         f'<rect width="2400" height="400" fill="white"/>{nodes}</svg>'
     )
     filler = "".join(f"<p>Paragraph {k} of the planted chapter, long enough to fill the page.</p>" for k in range(40))
+    wide = "".join(f"<td>column_{i}_value</td>" for i in range(16))
     body = (
         "<section id='one'><h1>One</h1><figure><picture><source media='(prefers-reduced-motion: reduce), print' "
         "srcset='anim.still.svg' type='image/svg+xml'><img src='anim.svg' width='640' height='200' alt='ring'>"
         f"</picture><figcaption>Fig. 1: a ring</figcaption></figure>{filler}</section>"
         f"<section id='two'><h1>Two</h1><figure><img src='graph.svg' alt='a graph'><figcaption>Fig. 2: a graph"
         f"</figcaption></figure>{filler}</section>"
-        f"<section id='three'><h1>Three</h1>{filler}</section>"
+        f"<section id='three'><h1>Three</h1><table><tr>{wide}</tr><tr>{wide}</tr></table>{filler}</section>"
         "<div id='jb-print-docs-body'><div id='jb-print-toc'><nav><ul><li><a href='#two'>Two</a></li>"
         "<li><a href='#three'>Three</a></li></ul></nav></div></div>"
     )
@@ -325,6 +327,9 @@ def test_a_planted_book_prints_final_frames_readable_graphs_and_numbered_content
     for tile in tiles:
         size = print_layout.geometry(tile.read_text())
         assert print_layout.smallest_text_pt(tile.read_text(), size[0]) >= 7.0
+    # a table too wide for the column: column groups, each repeating the first column
+    assert "(columns 1, 2" in text and "of 16)" in text and "Continued (columns 1," in text, text
+    assert text.count("column_0_value") >= 4, text
     # the contents: "Two" and "Three" with the pages their bookmarks open
     pages = dict(zip(["One", "Two", "Three"], pdf.bookmark_pages(target), strict=True))
     contents = " ".join((reader.pages[1].extract_text() or "").split())
@@ -335,7 +340,8 @@ def test_a_planted_book_prints_final_frames_readable_graphs_and_numbered_content
 def test_contents_numbers_that_disagree_with_the_bookmarks_are_refused(tmp_path):
     """After the second print each contents number is checked against the
     page its heading's bookmark opens: a page whose layout moves between the
-    two prints (here a block that grows when printed a second time) is
+    two prints (here a block that grows when the book is printed a second
+    time, counted in the page's storage) is
     refused in one line naming the first entry that moved."""
     filler = "".join(f"<p>Paragraph {k}.</p>" for k in range(10))
     body = (
@@ -343,8 +349,9 @@ def test_contents_numbers_that_disagree_with_the_bookmarks_are_refused(tmp_path)
         f"<section id='two'><h1>Two</h1>{filler}</section>"
         "<div id='jb-print-docs-body'><div id='jb-print-toc'><nav><ul><li><a href='#two'>Two</a></li></ul>"
         "</nav></div></div>"
-        "<script>let printed = 0; addEventListener('beforeprint', () => { printed += 1;"
-        " if (printed === 2) document.getElementById('grow').style.height = '2400px'; });</script>"
+        "<script>addEventListener('beforeprint', () => { const printed = Number(localStorage.printed || 0) + 1;"
+        " localStorage.printed = printed; if (printed === 2) document.getElementById('grow').style.height = '2400px'; });"
+        "</script>"
     )
     result, target = _print_planted(tmp_path, body)
     err = result.stderr

@@ -600,6 +600,13 @@ FRONT_MATTER_JS = """([title, author, year]) => {
   front.append(page, contents);
   article.insertBefore(front, article.firstChild);
   document.querySelectorAll('details').forEach(d => { d.open = true; });
+  // a folded box (an exercise's solution) open too, before the page is checked: the
+  // theme's own print handler opened it at each print and closed it after, and the
+  // two prints laid the book out differently (the contents' numbers one page off)
+  document.querySelectorAll('.admonition.toggle.toggle-hidden').forEach(box => {
+    const button = box.querySelector('button.toggle-button');
+    if (button) button.click();
+  });
   return contents.querySelectorAll('a').length;
 }"""
 
@@ -711,6 +718,35 @@ def _print(page, path):
     )
 
 
+def _laid_out(context, base, source, meta):
+    """A new page of `context` with the single-page book served at `base`
+    (from `source`), its title page and contents in front, laid out for
+    print at the column's width: stills for animations, figures sized or
+    tiled for their text, code and tables fitted (all images loaded)."""
+    page = context.new_page()
+    # the load event (the whole page parsed, images in), then the fonts:
+    # "networkidle" alone came once while a busy machine was still
+    # parsing the 1.5 MB page, and the PDF ended where the parser was
+    # (108 of 242 pages)
+    page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)
+    page.evaluate("document.fonts.ready.then(() => true)")
+    page.evaluate(FRONT_MATTER_JS, [meta["title"], meta["author"], meta["copyright"]])
+    page.add_style_tag(content=PRINT_CSS)
+    page.set_viewport_size({"width": COLUMN_WIDTH_PX, "height": PAGE_HEIGHT_PX})
+    page.emulate_media(media="print")
+    # every figure in before printing: those a screen loads lazily, and each
+    # animation's still final frame in place of the animation
+    page.evaluate(STILLS_JS)
+    page.evaluate("document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; })")
+    _wait_for_images(page)
+    lay_out_figures(page, source)
+    page.evaluate(FIT_CODE_JS, [MIN_TEXT_PX])
+    page.evaluate(FIT_TABLES_JS, [MIN_TEXT_PX])
+    _wait_for_images(page)
+    page.evaluate("document.fonts.ready.then(() => true)")
+    return page
+
+
 def render(singlehtml_dir, pdf_path):
     """Print `singlehtml_dir`/index.html to `pdf_path`; returns the path.
     ValueError if there is no single-page build, no Chromium, or a print
@@ -738,27 +774,9 @@ def render(singlehtml_dir, pdf_path):
     try:
         with sync_playwright() as pw, site.serve(source) as base:
             browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
-            page = browser.new_page()
-            # the load event (the whole page parsed, images in), then the fonts:
-            # "networkidle" alone came once while a busy machine was still
-            # parsing the 1.5 MB page, and the PDF ended where the parser was
-            # (108 of 242 pages)
-            page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)
-            page.evaluate("document.fonts.ready.then(() => true)")
+            context = browser.new_context()
             meta = _book_metadata(source)
-            page.evaluate(FRONT_MATTER_JS, [meta["title"], meta["author"], meta["copyright"]])
-            page.add_style_tag(content=PRINT_CSS)
-            page.set_viewport_size({"width": COLUMN_WIDTH_PX, "height": PAGE_HEIGHT_PX})
-            page.emulate_media(media="print")
-            # every figure in before printing: those a screen loads lazily, and each
-            # animation's still final frame in place of the animation
-            page.evaluate(STILLS_JS)
-            page.evaluate("document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; })")
-            _wait_for_images(page)
-            lay_out_figures(page, source)
-            page.evaluate(FIT_CODE_JS, [MIN_TEXT_PX])
-            page.evaluate(FIT_TABLES_JS, [MIN_TEXT_PX])
-            _wait_for_images(page)
+            page = _laid_out(context, base, source, meta)
             problems = print_problems(page)
             problems += text_problems(page)
             problems += svg_text_problems(page, source)
@@ -770,12 +788,17 @@ def render(singlehtml_dir, pdf_path):
             titles = page.evaluate(CONTENTS_TITLES_JS)
             # first print: where each heading lands; its numbers go into the contents' slots
             _print(page, tmp)
+            page.close()
             pages = bookmark_pages(tmp)
             if len(pages) != len(headings):
                 raise ValueError(
                     f"not printed: {len(pages)} bookmarks for {len(headings)} headings (contents not numbered)"
                 )
             numbers = contents_numbers(targets, pages, titles)
+            # the second print from the page laid out afresh: Chromium printed one page twice
+            # differently (a long code block broken at another line, 150 of 178 headings a page
+            # on, each print the other way), so each print is a page's first
+            page = _laid_out(context, base, source, meta)
             page.evaluate(FILL_CONTENTS_JS, numbers)
             _print(page, tmp)
             browser.close()
