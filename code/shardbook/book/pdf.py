@@ -692,6 +692,8 @@ PRINT_CSS = """@media print {
   .shardbook-print-tile { break-inside: avoid; margin: 0 0 0.5rem; }
   .shardbook-print-tile-label { font-size: 0.8em; color: #555; margin: 0 0 0.15rem; }
   .shardbook-print-tile img { display: block; margin: 0; }
+  /* a solution printed open (taller than half a page, one is) breaks across pages */
+  div.solution.toggle { break-inside: auto !important; }
   .shardbook-contents a { display: flex; align-items: baseline; gap: 0.5em; }
   .shardbook-contents .shardbook-entry { flex: 1 1 auto; min-width: 0; }
   .shardbook-contents .shardbook-page { flex: 0 0 2.6em; text-align: right; white-space: nowrap;
