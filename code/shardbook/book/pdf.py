@@ -8,25 +8,38 @@ column's width: a code block, table or figure wider than the column (its
 end would be cut off), an interactive control still shown (a live box, a
 "Show code cell output" toggle, a button), or a block print cannot break
 that is taller than half a page (it would leave a large blank gap when
-pushed to the next page) stops the print with a message. After printing,
-the bookmarks' titles are mended (Chromium doubles some) and checked, each
-heading once and its title not doubled, and no page may be blank. The PDF
-is written to a temporary file and then moved into place, so a failure
-leaves the previous PDF as it was.
+pushed to the next page) stops the print with a message, as does text
+under MIN_TEXT_PT on paper (the page's text, and the text inside each SVG
+figure at the size it is drawn) and a blank figure (under BLANK_INK_SHARE
+of its pixels drawn). Before that check, the page is laid out for paper:
+each animated figure shows its final frame (the still its <picture> offers
+print), a figure whose text would print too small is drawn larger or cut
+into tiles (print_layout), and a code block whose lines are too long for
+the column is set in smaller type, down to MIN_TEXT_PT, where that keeps
+each line whole. The page is printed twice: the contents has a slot of
+fixed width for each entry's page number; the first print's bookmarks say
+on which page each heading landed, the numbers go into their slots, and
+after the second print every number is checked against the page its
+bookmark opens. After printing, the bookmarks' titles are mended (Chromium
+doubles some) and checked, each heading once and its title not doubled,
+and no page may be blank. The PDF is written to a temporary file and then
+moved into place, so a failure leaves the previous PDF as it was.
 
     python -m shardbook.book.pdf _build/singlehtml _build/pdf/book.pdf
 """
 
 import os
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-from . import site
+from . import print_layout, site
+from .print_layout import MIN_TEXT_PT, MIN_TEXT_PX
 
 FOOTER = (
-    '<div style="font-size:8px;width:100%;text-align:center;color:#555">'
+    '<div style="font-size:10px;width:100%;text-align:center;color:#555">'
     '<span class="pageNumber"></span> / <span class="totalPages"></span></div>'
 )
 
@@ -91,6 +104,343 @@ def print_problems(page):
     return problems
 
 
+# Figures print as a reader sees them at rest: each animated figure's
+# <picture> offers print its final frame (pages.STILL_MEDIA), but Chromium's
+# print keeps the image it chose for the screen and prints the animation's
+# first frame; the still becomes the image itself.
+STILLS_JS = """() => {
+  let n = 0;
+  document.querySelectorAll('picture').forEach(p => {
+    const still = [...p.querySelectorAll('source')].find(s => /\\bprint\\b/.test(s.media || ''));
+    const img = p.querySelector('img');
+    if (!still || !img) return;
+    img.loading = 'eager';
+    img.removeAttribute('srcset');
+    img.src = new URL(still.getAttribute('srcset').trim().split(/\\s+/)[0], document.baseURI).href;
+    p.querySelectorAll('source').forEach(s => s.remove());
+    n += 1;
+  });
+  return n;
+}"""
+
+# Every SVG image in the book's text, with the size print draws it at; each
+# is numbered (data-print-figure) for the changes below.
+SVG_FIGURES_JS = """() => {
+  const main = document.querySelector('main') || document.body;
+  return [...main.querySelectorAll('img')].filter(i => /\\.svg(?:[?#]|$)/.test(i.currentSrc || i.src))
+    .filter(i => i.getClientRects().length && getComputedStyle(i).visibility !== 'hidden')
+    .map((i, k) => { i.dataset.printFigure = k; const r = i.getBoundingClientRect();
+      return {index: k, url: i.currentSrc || i.src, width: r.width, height: r.height,
+              room: main.getBoundingClientRect().right - r.left}; });
+}"""
+
+# A figure drawn larger for its text, or replaced by its tiles, each with its
+# size (no layout change when it loads) and a line saying which part it is.
+APPLY_FIGURES_JS = """(changes) => {
+  for (const c of changes) {
+    const img = document.querySelector(`img[data-print-figure="${c.index}"]`);
+    if (!img) continue;
+    if (c.still) { img.removeAttribute('srcset'); img.loading = 'eager'; img.src = c.still; }
+    if (c.width) {
+      img.style.cssText += `;width:${c.width}px !important;height:auto !important;max-width:none !important;max-height:none !important`;
+      continue;
+    }
+    if (!c.tiles) continue;
+    const box = document.createElement('div');
+    box.className = 'shardbook-print-tiles';
+    c.tiles.forEach((t, k) => {
+      const part = document.createElement('div');
+      part.className = 'shardbook-print-tile';
+      const label = document.createElement('p');
+      label.className = 'shardbook-print-tile-label';
+      label.textContent = `${c.name}, part ${k + 1} of ${c.tiles.length} (row ${t.row}, column ${t.column})`;
+      const tile = document.createElement('img');
+      tile.src = t.src; tile.alt = `${img.alt} (part ${k + 1} of ${c.tiles.length})`;
+      tile.width = Math.round(t.width); tile.height = Math.round(t.height);
+      tile.style.cssText = `width:${t.width}px !important;height:${t.height}px !important;max-width:none !important;max-height:none !important`;
+      part.append(label, tile);
+      box.append(part);
+    });
+    (img.closest('picture') || img).replaceWith(box);
+  }
+  return changes.length;
+}"""
+
+# Code blocks whose lines are longer than the column: one line per line in
+# smaller type where that type is not under the floor (a table the planner
+# prints stays a table); otherwise they wrap, at their own size.
+FIT_CODE_JS = """([minPx]) => {
+  const main = document.querySelector('main') || document.body;
+  let fitted = 0;
+  for (const pre of main.querySelectorAll('pre')) {
+    if (!pre.getClientRects().length) continue;
+    pre.classList.add('shardbook-print-oneline');
+    const s = getComputedStyle(pre);
+    const pad = parseFloat(s.paddingLeft) + parseFloat(s.paddingRight);
+    if (pre.scrollWidth <= pre.clientWidth + 1) { pre.classList.remove('shardbook-print-oneline'); continue; }
+    let size = parseFloat(s.fontSize) * (pre.clientWidth - pad) / (pre.scrollWidth - pad);
+    for (let tries = 0; tries < 4 && size >= minPx; tries++) {
+      pre.style.setProperty('font-size', `${Math.floor(size * 100) / 100}px`, 'important');
+      if (pre.scrollWidth <= pre.clientWidth + 1) break;
+      size *= 0.98;
+    }
+    if (size < minPx || pre.scrollWidth > pre.clientWidth + 1) {
+      pre.classList.remove('shardbook-print-oneline');
+      pre.style.removeProperty('font-size');
+    } else {
+      fitted += 1;
+    }
+  }
+  return fitted;
+}"""
+
+# Tables as print lays them out: type no smaller than the floor (the print
+# styles shrink a cell output's table twice over), identifiers never broken
+# inside a word; a table still wider than the column then prints as column
+# groups, each a table of its own that repeats the first column (the row's
+# name) and says which columns it holds. A table with merged cells keeps the
+# print styles' wrapping.
+FIT_TABLES_JS = """([minPx]) => {
+  const main = document.querySelector('main') || document.body;
+  const width = main.getBoundingClientRect().width;
+  const cellsOf = t => [...t.querySelectorAll('th, td, caption')].filter(c => c.closest('table') === t);
+  let grouped = 0, enlarged = 0;
+  for (const table of [...main.querySelectorAll('table')].filter(t => t.getClientRects().length && !t.parentElement.closest('table'))) {
+    let smallest = Infinity;
+    for (const c of cellsOf(table)) {
+      for (const e of [c, ...c.querySelectorAll('*')]) {
+        const own = [...e.childNodes].some(t => t.nodeType === 3 && /[^\s\u200b]/.test(t.textContent));
+        if (own && e.getClientRects().length) smallest = Math.min(smallest, parseFloat(getComputedStyle(e).fontSize));
+      }
+    }
+    if (smallest < minPx) {
+      const size = parseFloat(getComputedStyle(table).fontSize) * minPx / smallest;
+      table.style.setProperty('font-size', `${Math.ceil(size * 100) / 100}px`, 'important');
+      enlarged += 1;
+    }
+    table.classList.add('shardbook-print-whole-words');
+    if (table.getBoundingClientRect().width <= width + 1) continue;
+    const rows = [...table.rows];
+    const n = rows.length ? rows[0].cells.length : 0;
+    const plain = n > 2 && rows.every(r => r.cells.length === n && [...r.cells].every(c => c.colSpan === 1 && c.rowSpan === 1));
+    if (!plain) { table.classList.remove('shardbook-print-whole-words'); continue; }
+    let done = false;
+    for (let groups = 2; groups < n && !done; groups++) {
+      const per = Math.ceil((n - 1) / groups);
+      const parts = [];
+      for (let g = 0; g < groups && 1 + g * per < n; g++) {
+        const keep = new Set([0]);
+        for (let k = 1 + g * per; k < Math.min(n, 1 + (g + 1) * per); k++) keep.add(k);
+        const part = table.cloneNode(true);
+        part.removeAttribute('id');
+        [...part.rows].forEach(r => [...r.cells].forEach((c, k) => { if (!keep.has(k)) c.remove(); }));
+        const cap = part.querySelector('caption');
+        const cols = [...keep].map(k => k + 1);
+        const note = `(columns ${cols[0]}, ${cols[1]}–${cols[cols.length - 1]} of ${n})`;
+        if (cap && g > 0) cap.textContent = 'Continued ' + note;
+        else if (cap) cap.append(' ' + note);
+        else { const c = document.createElement('caption'); c.textContent = (g ? 'Continued ' : '') + note; part.prepend(c); }
+        parts.push(part);
+      }
+      table.after(...parts);
+      table.style.display = 'none';
+      done = parts.every(p => p.getBoundingClientRect().width <= width + 1);
+      if (!done) { parts.forEach(p => p.remove()); table.style.display = ''; }
+    }
+    if (done) { grouped += 1; table.remove(); }
+    else table.classList.remove('shardbook-print-whole-words');
+  }
+  return [enlarged, grouped];
+}"""
+
+
+# Text under the floor as print lays it out: every element that holds text
+# in the book's text, at its computed size (an inline SVG's text at the
+# scale it is drawn); a line each, the smallest first.
+SMALL_TEXT_JS = """([minPx]) => {
+  const main = document.querySelector('main') || document.body;
+  const found = new Map();
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const e = n.parentElement;
+    if (!e || found.has(e) || !/[^\s\u200b]/.test(n.textContent)) continue;
+    if (!e.getClientRects().length) { found.set(e, null); continue; }
+    const s = getComputedStyle(e);
+    let px = parseFloat(s.fontSize);
+    const svg = e.closest('svg');
+    if (svg) {
+      const view = svg.viewBox && svg.viewBox.baseVal;
+      const r = svg.getBoundingClientRect();
+      if (view && view.width) px *= r.width / view.width;
+    }
+    const clipped = s.clip === 'rect(0px, 0px, 0px, 0px)' || (e.closest('.visually-hidden, .sr-only, .katex-mathml'));
+    found.set(e, px < minPx - 0.01 && s.visibility !== 'hidden' && !clipped ? px : null);
+  }
+  return [...found].filter(([, px]) => px !== null).sort((a, b) => a[1] - b[1])
+    .map(([e, px]) => [px, e.tagName.toLowerCase() + (e.className && typeof e.className === 'string' ? '.' + e.className.trim().split(/\\s+/).join('.') : ''),
+      e.textContent.trim().replace(/\\s+/g, ' ').slice(0, 50)]);
+}"""
+
+# The share of each figure's pixels that are drawn (darker than a light
+# grey), as print shows it: each image, and each inline SVG, drawn on white.
+INK_OF = """async (e) => {
+  const r = e.getBoundingClientRect();
+  let img = e;
+  if (e.tagName.toLowerCase() === 'svg') {
+    img = new Image();
+    img.src = 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(new XMLSerializer().serializeToString(e));
+  }
+  try { await img.decode(); } catch (err) { return null; }
+  const w = Math.max(1, Math.min(1000, Math.round(r.width))), h = Math.max(1, Math.round(r.height * w / r.width));
+  const canvas = document.createElement('canvas');
+  canvas.width = w; canvas.height = h;
+  const g = canvas.getContext('2d');
+  g.fillStyle = '#fff'; g.fillRect(0, 0, w, h); g.drawImage(img, 0, 0, w, h);
+  const d = g.getImageData(0, 0, w, h).data;
+  let ink = 0;
+  for (let k = 0; k < d.length; k += 4) if (Math.min(d[k], d[k + 1], d[k + 2]) < 207) ink += 1;
+  return ink / (w * h);
+}"""
+
+INK_JS = "async () => { const inkOf = " + INK_OF + """;
+  const main = document.querySelector('main') || document.body;
+  const out = [];
+  const figures = [...main.querySelectorAll('img, svg')].filter(e => !(e.parentElement && e.parentElement.closest('svg')))
+    .filter(e => e.getClientRects().length && getComputedStyle(e).visibility !== 'hidden');
+  for (const e of figures) {
+    const r = e.getBoundingClientRect();
+    if (r.width < 32 || r.height < 32) continue;  // an icon, a logo
+    const fig = e.closest('figure');
+    const caption = fig && fig.querySelector('figcaption');
+    const name = (caption ? caption.textContent : (e.getAttribute('alt') || e.getAttribute('aria-label') || e.currentSrc || e.src || 'svg'))
+      .trim().replace(/\\s+/g, ' ').slice(0, 50);
+    const share = await inkOf(e);
+    out.push(share === null ? [0, 'an image that does not load: ' + (e.currentSrc || e.src)] : [share, name]);
+  }
+  return out;
+}"""
+
+# A graph's tiles that show none of it (a corner with no node or edge) are
+# left out; the others keep their row and column.
+PRUNE_TILES_JS = "async ([share]) => { const inkOf = " + INK_OF + """;
+  let pruned = 0;
+  for (const box of document.querySelectorAll('.shardbook-print-tiles')) {
+    const parts = [...box.querySelectorAll('.shardbook-print-tile')];
+    for (const part of parts) {
+      const ink = await inkOf(part.querySelector('img'));
+      if (ink !== null && ink < share) { part.remove(); pruned += 1; }
+    }
+    const kept = [...box.querySelectorAll('.shardbook-print-tile-label')];
+    kept.forEach((label, k) => { label.textContent = label.textContent.replace(/part \\d+ of \\d+/, `part ${k + 1} of ${kept.length}`); });
+  }
+  return pruned;
+}"""
+
+# a figure with less of its area drawn than this is blank on paper: the
+# book's sparsest figure is drawn over 3 % (a chart's thin lines), the sparsest
+# tile of a graph kept over 0.7 %; a white image with one small mark, 0.04 %
+BLANK_INK_SHARE = 0.005
+# where the stills and the tiles are written, in the single-page build
+PRINT_FIGURES = "_print_figures"
+
+
+def _file_of(url, source):
+    """The file under `source` that a page's `url` (served from it) names."""
+    from urllib.parse import unquote, urlparse
+
+    return source / unquote(urlparse(url).path).lstrip("/")
+
+
+def lay_out_figures(page, source, column_px=None):
+    """Draw each SVG figure of `page` (served from `source`) as print
+    should: an animated one (svg.is_animated) as its final frame, still
+    (svg.final_frame), and each so that its text prints at MIN_TEXT_PT or
+    more (print_layout.plan): larger, or as tiles. The stills and tiles are
+    written under `source`/_print_figures. Returns (stills, figures drawn
+    larger, figures tiled)."""
+    from . import svg
+
+    column_px = column_px or COLUMN_WIDTH_PX
+    out = source / PRINT_FIGURES
+    out.mkdir(exist_ok=True)
+    changes, stills, larger, tiled = [], 0, 0, 0
+    for figure in page.evaluate(SVG_FIGURES_JS):
+        path = _file_of(figure["url"], source)
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        change = {"index": figure["index"]}
+        if svg.is_animated(text):
+            # Chromium prints an animated SVG image at its first frame
+            text = svg.final_frame(text)
+            (out / f"{path.stem}.still.svg").write_text(text)
+            change["still"] = f"{PRINT_FIGURES}/{path.stem}.still.svg"
+            stills += 1
+        plan = print_layout.plan(text, min(column_px, figure["room"]), figure["width"] or None)
+        if plan[0] == "size":
+            change["width"] = round(plan[1], 1)
+            larger += 1
+        elif plan[0] == "tiles":
+            _, boxes, scale = plan
+            xs = sorted({round(b[0], 3) for b in boxes})
+            ys = sorted({round(b[1], 3) for b in boxes})
+            stem = f"{figure['index']:03d}-{path.parent.name}-{path.stem}"
+            change["tiles"] = []
+            for k, box in enumerate(boxes):
+                name = f"{stem}-{k + 1}.svg"
+                (out / name).write_text(print_layout.tile(text, box, scale))
+                change["tiles"].append({"src": f"{PRINT_FIGURES}/{name}", "width": box[2] * scale, "height": box[3] * scale,
+                                        "row": ys.index(round(box[1], 3)) + 1, "column": xs.index(round(box[0], 3)) + 1})  # fmt: skip
+            change["name"] = "The graph"
+            tiled += 1
+        if len(change) > 1:
+            changes.append(change)
+    page.evaluate(APPLY_FIGURES_JS, changes)
+    _wait_for_images(page)
+    if tiled:
+        page.evaluate(PRUNE_TILES_JS, [BLANK_INK_SHARE])
+    return stills, larger, tiled
+
+
+def svg_text_problems(page, source):
+    """A line per SVG image whose smallest text prints under MIN_TEXT_PT at
+    the size print draws it."""
+    problems = []
+    for figure in page.evaluate(SVG_FIGURES_JS):
+        path = _file_of(figure["url"], source)
+        if not path.is_file() or not figure["width"]:
+            continue
+        smallest = print_layout.smallest_text_pt(path.read_text(), figure["width"])
+        if smallest is not None and smallest < MIN_TEXT_PT - 0.01:
+            problems.append(
+                f"a figure's text prints at {smallest:.1f} pt, under {MIN_TEXT_PT:g} pt: "
+                f"{path.name} drawn {figure['width']:.0f} px wide"
+            )
+    return problems
+
+
+def text_problems(page, shown=8):
+    """A line for the text of the page set under MIN_TEXT_PT as print lays
+    it out (the first `shown` places, the smallest first, and how many)."""
+    small = page.evaluate(SMALL_TEXT_JS, [MIN_TEXT_PX])
+    if not small:
+        return []
+    places = "; ".join(
+        f"{px * print_layout.PT_PER_PX:.1f} pt in {tag}: {text!r}" for px, tag, text in small[:shown]
+    )
+    return [f"text under {MIN_TEXT_PT:g} pt in {len(small)} place(s): {places}"]
+
+
+def blank_figures(page, share=BLANK_INK_SHARE):
+    """A line per figure of the page, as print shows it, with less than
+    `share` of its pixels drawn (or that does not load)."""
+    return [
+        f"a blank figure ({ink:.1%} of it drawn, under {share:.1%}): {name!r}"
+        for ink, name in page.evaluate(INK_JS)
+        if ink < share
+    ]
+
+
 def blank_pages(pdf_path):
     """1-based numbers of the printed pages with nothing on them but the
     footer's page number (a forced break after a break, or a block pushed on)."""
@@ -137,8 +487,9 @@ def bookmark_problems(pdf_path):
 
 # The headings print makes bookmarks of, in document order, as the reader
 # reads them (the section number and the title, one space between words).
-HEADINGS_JS = """() => [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')]
-  .filter(h => getComputedStyle(h).display !== 'none' && h.getBoundingClientRect().height > 0)
+HEADING_ELEMENTS = """[...document.querySelectorAll('h1, h2, h3, h4, h5, h6')]
+  .filter(h => getComputedStyle(h).display !== 'none' && h.getBoundingClientRect().height > 0)"""
+HEADINGS_JS = "() => " + HEADING_ELEMENTS + """
   .map(h => [...h.childNodes].filter(n => !(n.classList && n.classList.contains('headerlink')))
     .map(n => n.textContent).join('').replace(/\\s+/g, ' ').trim())"""
 
@@ -238,12 +589,164 @@ FRONT_MATTER_JS = """([title, author, year]) => {
       contents.append(copy);
     });
   }
+  // each entry's page number in a slot of fixed width, "000" and hidden until the first
+  // print says where its heading is: filling it in moves nothing
+  contents.querySelectorAll('a').forEach(a => {
+    const entry = make('span', 'shardbook-entry');
+    entry.append(...a.childNodes);
+    a.append(entry, make('span', 'shardbook-page', '000'));
+  });
   (document.getElementById('jb-print-docs-body') || { remove() {} }).remove();
   front.append(page, contents);
   article.insertBefore(front, article.firstChild);
   document.querySelectorAll('details').forEach(d => { d.open = true; });
+  // a folded box (an exercise's solution) open too, before the page is checked: the
+  // theme's own print handler opened it at each print and closed it after, and the
+  // two prints laid the book out differently (the contents' numbers one page off)
+  document.querySelectorAll('.admonition.toggle.toggle-hidden').forEach(box => {
+    const button = box.querySelector('button.toggle-button');
+    if (button) button.click();
+  });
   return contents.querySelectorAll('a').length;
 }"""
+
+
+# For each contents entry, the index among the page's headings (the
+# bookmarks, in order) of the heading its link leads to; -1 for none.
+CONTENTS_TARGETS_JS = "() => { const headings = " + HEADING_ELEMENTS + """;
+  const heading = e => /^H[1-6]$/.test(e.tagName) ? e : e.querySelector('h1, h2, h3, h4, h5, h6');
+  return [...document.querySelectorAll('.shardbook-contents a')].map(a => {
+    let target = document.getElementById(decodeURIComponent(a.hash.slice(1)));
+    let found = target && heading(target);
+    for (let next = target && target.nextElementSibling; target && !found && next; next = next.nextElementSibling) found = heading(next);
+    return found ? headings.indexOf(found) : -1;
+  });
+}"""
+
+FILL_CONTENTS_JS = """(numbers) => {
+  document.querySelectorAll('.shardbook-contents .shardbook-page').forEach((slot, k) => {
+    slot.textContent = String(numbers[k]);
+    slot.classList.add('shardbook-filled');
+  });
+}"""
+
+CONTENTS_TITLES_JS = """() => [...document.querySelectorAll('.shardbook-contents a .shardbook-entry')]
+  .map(e => e.textContent.replace(/\\s+/g, ' ').trim())"""
+
+
+def bookmark_pages(pdf_path):
+    """The 1-based page each bookmark of the PDF opens, in document order."""
+    from pypdf import PdfReader
+
+    reader = PdfReader(str(pdf_path))
+    pages = []
+
+    def walk(items):
+        for item in items:
+            if isinstance(item, list):
+                walk(item)
+            else:
+                pages.append(reader.get_destination_page_number(item) + 1)
+
+    walk(reader.outline)
+    return pages
+
+
+def contents_numbers(targets, pages, titles):
+    """The page number of each contents entry: the page of the bookmark of
+    the heading it leads to (`targets`, indices into `pages`). ValueError
+    naming the first entry that leads to no heading."""
+    numbers = []
+    for target, title in zip(targets, titles, strict=True):
+        if not 0 <= target < len(pages):
+            raise ValueError(f"the contents entry {title!r} leads to no heading with a bookmark")
+        numbers.append(pages[target])
+    return numbers
+
+
+def contents_problems(numbers, targets, pages, titles):
+    """One line if a contents entry's printed number is not the page its
+    heading's bookmark opens in the PDF (`pages`), else nothing."""
+    wrong = [
+        (title, number, pages[target] if 0 <= target < len(pages) else None)
+        for number, target, title in zip(numbers, targets, titles, strict=True)
+        if not (0 <= target < len(pages)) or pages[target] != number
+    ]
+    if not wrong:
+        return []
+    title, number, page = wrong[0]
+    where = f"on page {page}" if page is not None else "not bookmarked"
+    return [
+        f"the contents' page numbers disagree with the PDF: {len(wrong)} of {len(numbers)} entries, "
+        f"first {title!r} numbered {number}, its heading {where}"
+    ]
+
+
+# The print-only layout this module adds (the site's own print styles are in
+# static/shardbook.css): a code block kept to one line per line, a graph's
+# tiles, and the contents' page numbers, each in a slot of fixed width.
+PRINT_CSS = """@media print {
+  pre.shardbook-print-oneline, pre.shardbook-print-oneline span { white-space: pre !important; overflow-wrap: normal !important; }
+  table.shardbook-print-whole-words th, table.shardbook-print-whole-words td { overflow-wrap: normal !important; word-break: normal !important; }
+  .shardbook-print-tiles { margin: 0.4rem 0; }
+  .shardbook-print-tile { break-inside: avoid; margin: 0 0 0.5rem; }
+  .shardbook-print-tile-label { font-size: 0.8em; color: #555; margin: 0 0 0.15rem; }
+  .shardbook-print-tile img { display: block; margin: 0; }
+  /* a solution printed open (taller than half a page, one is) breaks across pages */
+  div.solution.toggle { break-inside: auto !important; }
+  .shardbook-contents a { display: flex; align-items: baseline; gap: 0.5em; }
+  .shardbook-contents .shardbook-entry { flex: 1 1 auto; min-width: 0; }
+  .shardbook-contents .shardbook-page { flex: 0 0 2.6em; text-align: right; white-space: nowrap;
+    font-variant-numeric: tabular-nums; visibility: hidden; }
+  .shardbook-contents .shardbook-page.shardbook-filled { visibility: visible; }
+}"""
+
+
+def _wait_for_images(page):
+    page.wait_for_function("[...document.images].every(i => i.complete)", timeout=120_000)
+
+
+def _print(page, path):
+    page.pdf(
+        path=path,
+        format="A4",
+        print_background=True,
+        outline=True,
+        tagged=True,
+        display_header_footer=True,
+        header_template="<span></span>",
+        footer_template=FOOTER,
+        margin={side: f"{mm}mm" for side, mm in PAGE_MARGINS_MM.items()},
+    )
+
+
+def _laid_out(context, base, source, meta):
+    """A new page of `context` with the single-page book served at `base`
+    (from `source`), its title page and contents in front, laid out for
+    print at the column's width: stills for animations, figures sized or
+    tiled for their text, code and tables fitted (all images loaded)."""
+    page = context.new_page()
+    # the load event (the whole page parsed, images in), then the fonts:
+    # "networkidle" alone came once while a busy machine was still
+    # parsing the 1.5 MB page, and the PDF ended where the parser was
+    # (108 of 242 pages)
+    page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)
+    page.evaluate("document.fonts.ready.then(() => true)")
+    page.evaluate(FRONT_MATTER_JS, [meta["title"], meta["author"], meta["copyright"]])
+    page.add_style_tag(content=PRINT_CSS)
+    page.set_viewport_size({"width": COLUMN_WIDTH_PX, "height": PAGE_HEIGHT_PX})
+    page.emulate_media(media="print")
+    # every figure in before printing: those a screen loads lazily, and each
+    # animation's still final frame in place of the animation
+    page.evaluate(STILLS_JS)
+    page.evaluate("document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; })")
+    _wait_for_images(page)
+    lay_out_figures(page, source)
+    page.evaluate(FIT_CODE_JS, [MIN_TEXT_PX])
+    page.evaluate(FIT_TABLES_JS, [MIN_TEXT_PX])
+    _wait_for_images(page)
+    page.evaluate("document.fonts.ready.then(() => true)")
+    return page
 
 
 def render(singlehtml_dir, pdf_path):
@@ -263,6 +766,7 @@ def render(singlehtml_dir, pdf_path):
     # root: print a copy placed at the root, where those links resolve.
     redirect = re.search(r'url=([^"]+)"', (source / "index.html").read_text())
     page_file = source / (redirect.group(1) if redirect else "index.html")
+    shutil.rmtree(source / PRINT_FIGURES, ignore_errors=True)  # a previous print's
     printable = source / "_book.html"
     printable.write_text(page_file.read_text())
     target = Path(pdf_path)
@@ -272,39 +776,37 @@ def render(singlehtml_dir, pdf_path):
     try:
         with sync_playwright() as pw, site.serve(source) as base:
             browser = pw.chromium.launch(executable_path=chromium, args=site.CHROMIUM_FLAGS)
-            page = browser.new_page()
-            # the load event (the whole page parsed, images in), then the fonts:
-            # "networkidle" alone came once while a busy machine was still
-            # parsing the 1.5 MB page, and the PDF ended where the parser was
-            # (108 of 242 pages)
-            page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)
-            page.evaluate("document.fonts.ready.then(() => true)")
+            context = browser.new_context()
             meta = _book_metadata(source)
-            page.evaluate(FRONT_MATTER_JS, [meta["title"], meta["author"], meta["copyright"]])
-            page.set_viewport_size({"width": COLUMN_WIDTH_PX, "height": PAGE_HEIGHT_PX})
-            page.emulate_media(media="print")
-            # every figure in before printing: those a screen loads lazily, and the still
-            # final frames that animated figures offer for print (a <picture> source)
-            page.evaluate("document.querySelectorAll('img[loading=lazy]').forEach(i => { i.loading = 'eager'; })")
-            page.wait_for_function("[...document.images].every(i => i.complete)", timeout=120_000)
+            page = _laid_out(context, base, source, meta)
             problems = print_problems(page)
+            problems += text_problems(page)
+            problems += svg_text_problems(page, source)
+            problems += blank_figures(page)
             if problems:
                 raise ValueError("not printed:\n  " + "\n  ".join(problems))
             headings = page.evaluate(HEADINGS_JS)
-            page.pdf(
-                path=tmp,
-                format="A4",
-                print_background=True,
-                outline=True,
-                tagged=True,
-                display_header_footer=True,
-                header_template="<span></span>",
-                footer_template=FOOTER,
-                margin={side: f"{mm}mm" for side, mm in PAGE_MARGINS_MM.items()},
-            )
+            targets = page.evaluate(CONTENTS_TARGETS_JS)
+            titles = page.evaluate(CONTENTS_TITLES_JS)
+            # first print: where each heading lands; its numbers go into the contents' slots
+            _print(page, tmp)
+            page.close()
+            pages = bookmark_pages(tmp)
+            if len(pages) != len(headings):
+                raise ValueError(
+                    f"not printed: {len(pages)} bookmarks for {len(headings)} headings (contents not numbered)"
+                )
+            numbers = contents_numbers(targets, pages, titles)
+            # the second print from the page laid out afresh: Chromium printed one page twice
+            # differently (a long code block broken at another line, 150 of 178 headings a page
+            # on, each print the other way), so each print is a page's first
+            page = _laid_out(context, base, source, meta)
+            page.evaluate(FILL_CONTENTS_JS, numbers)
+            _print(page, tmp)
             browser.close()
         mend_bookmark_titles(tmp, headings)
-        problems = bookmark_problems(tmp)
+        problems = contents_problems(numbers, targets, bookmark_pages(tmp), titles)
+        problems += bookmark_problems(tmp)
         problems += [f"page {n} is blank" for n in blank_pages(tmp)]
         if problems:
             raise ValueError("not printed:\n  " + "\n  ".join(problems))
