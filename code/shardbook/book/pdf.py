@@ -694,7 +694,8 @@ PRINT_CSS = """@media print {
   .shardbook-print-tile img { display: block; margin: 0; }
   /* a solution printed open (taller than half a page, one is) breaks across pages */
   div.solution.toggle { break-inside: auto !important; }
-  .shardbook-contents a { display: flex; align-items: baseline; gap: 0.5em; }
+  /* the theme's toctree rules set its links inline: the number's slot needs the whole line */
+  .shardbook-contents a { display: flex !important; width: 100%; align-items: baseline; gap: 0.5em; }
   .shardbook-contents .shardbook-entry { flex: 1 1 auto; min-width: 0; }
   .shardbook-contents .shardbook-page { flex: 0 0 2.6em; text-align: right; white-space: nowrap;
     font-variant-numeric: tabular-nums; visibility: hidden; }
