@@ -9,9 +9,13 @@ widths in BF16, with
 - the layers under `lax.scan`, the plan's recomputation as a
   `jax.checkpoint` policy on the scanned layer ('full': nothing saved but
   the layer input; 'selective': everything but the attention core; 'none':
-  everything but the gathered weights and sequence-gathered block inputs,
-  which FSDP and sequence parallelism gather again in the backward, as the
-  planner assumes);
+  meant as everything but the gathered weights and sequence-gathered block
+  inputs, which FSDP and sequence parallelism gather again in the backward,
+  as the planner assumes. As compiled it keeps both: the names mark the
+  values after `with_sharding_constraint`, whose own output the policy
+  still saves, so each layer keeps its gathered weights and the attention's
+  gathered block input (read from the scan's stacked residuals in the
+  optimized program of chapter 7's v5p plan);
 - eager attention as Megatron's fused softmax computes it (BF16 scores in,
   FP32 inside, BF16 probabilities kept for the backward: the planner's
   attention='eager', 2 bytes a score);
