@@ -9,13 +9,12 @@ widths in BF16, with
 - the layers under `lax.scan`, the plan's recomputation as a
   `jax.checkpoint` policy on the scanned layer ('full': nothing saved but
   the layer input; 'selective': everything but the attention core; 'none':
-  meant as everything but the gathered weights and sequence-gathered block
-  inputs, which FSDP and sequence parallelism gather again in the backward,
-  as the planner assumes. As compiled it keeps both: the names mark the
-  values after `with_sharding_constraint`, whose own output the policy
-  still saves, so each layer keeps its gathered weights and the attention's
-  gathered block input (read from the scan's stacked residuals in the
-  optimized program of chapter 7's v5p plan);
+  everything but the gathered weights and sequence-gathered block inputs,
+  which FSDP and sequence parallelism gather again in the backward, as the
+  planner assumes; no `with_sharding_constraint` output is saved either,
+  since the names mark the values after it and saving its output would keep
+  the gathered weights after all. XLA may still keep a block input gathered
+  where it propagates the gathered sharding into the saved norm output);
 - eager attention as Megatron's fused softmax computes it (BF16 scores in,
   FP32 inside, BF16 probabilities kept for the backward: the planner's
   attention='eager', 2 bytes a score);
@@ -423,9 +422,17 @@ def _policy(recompute):
     cp = jax.checkpoint_policies
     if recompute == "full":
         return cp.nothing_saveable
-    if recompute == "selective":
-        return cp.save_anything_except_these_names(GATHERED, SEQ_GATHERED, SCORES)
-    return cp.save_anything_except_these_names(GATHERED, SEQ_GATHERED)
+    dropped = (GATHERED, SEQ_GATHERED, SCORES) if recompute == "selective" else (GATHERED, SEQ_GATHERED)
+
+    # save_anything_except_these_names alone still saves the sharding constraint's output that a
+    # name marks (the gathered weight, the gathered block input); refusing constraint outputs
+    # makes the backward gather again from the sharded value, as the planner counts it
+    def policy(prim, *_, **params):
+        if prim.name == "name":
+            return params.get("name") not in dropped
+        return prim.name != "sharding_constraint"
+
+    return policy
 
 
 class _Program:
