@@ -567,7 +567,8 @@ def whole_slice_fsdp(lay):
 def fsdp_collective_kinds(lay):
     """(gather kind, reduction kind) the TPU compiler emits for FSDP's
     weight gathers and gradient reduction (see ALL_REDUCE_GRADIENT_TPUS):
-    the reduction an all-reduce on v5p, v5e and v6e, the gathers
+    the reduction an all-reduce on v5p, v5e and v6e where the fsdp group
+    lies inside one slice (the compiled plans hold no DCN), the gathers
     all-reduces where FSDP alone spans a whole 3D slice wrapping on every
     side (v5p, Ironwood); all-gather and reduce-scatter elsewhere and on
     every GPU. An all-reduce sends 2(n-1)/n of its buffer, a gather or a
@@ -576,7 +577,8 @@ def fsdp_collective_kinds(lay):
     name = calibrate.preset_name(lay.accelerator)
     if lay.accelerator.family != "tpu" or lay.mesh["fsdp"] == 1:
         return "all_gather", "reduce_scatter"
-    reduce = "all_reduce" if name in ALL_REDUCE_GRADIENT_TPUS else "reduce_scatter"
+    inside_slice = lay.placement["fsdp"].n_domains == 1  # every compiled plan is one slice: no DCN
+    reduce = "all_reduce" if name in ALL_REDUCE_GRADIENT_TPUS and inside_slice else "reduce_scatter"
     span = lay.placement["fsdp"].torus_span
     wraps_3d = len(span) == 3 and all(wrap for _, _, wrap in span)
     gather = "all_reduce" if name in ALL_REDUCE_GATHER_TPUS and whole_slice_fsdp(lay) and wraps_3d else "all_gather"
