@@ -245,3 +245,47 @@ def test_the_planner_command_line_reaches_the_compiler_only_when_asked():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def _compiled_fsdp_kinds(entry):
+    """(gather kind, reduction kind) of FSDP's collectives as the compiler emitted them, read off the
+    compiled plan alone: a plan with no all-gather left gathered its weights by all-reduces (dp × tp
+    plans, which have no FSDP, keep theirs: TP's gathers are all-gathers in every plan), one with no
+    reduce-scatter left reduced its gradients by all-reduces (TP's reduce-scatters go the same way)."""
+    found = entry["collectives"]
+    gather = "all_gather" if "all_gather" in found else "all_reduce"
+    reduce = "reduce_scatter" if "reduce_scatter" in found else "all_reduce"
+    assert reduce in found and gather in found
+    return gather, reduce
+
+
+def test_the_planner_prices_fsdp_with_the_collectives_the_compiler_emits(committed):
+    # every FSDP plan compiled: the kinds the planner prices FSDP's gathers and gradient reduction by
+    # (planner.explain's record of the step it prices) are the kinds the compiler emitted
+    fsdp_plans = [e for e in committed["plans"] if e["plan"]["mesh"].get("fsdp", 1) > 1]
+    assert len(fsdp_plans) >= 10
+    seen = set()
+    for entry in fsdp_plans:
+        gather, reduce = _compiled_fsdp_kinds(entry)
+        seen.add((entry["topology"].split(":")[0], gather, reduce))
+        plan = cp.Plan(**entry["plan"])
+        priced = cp.planner_side(plan)["collective_kinds"]["fsdp"]
+        expected = {gather, reduce}
+        assert set(priced) == expected, (cp.label(plan), entry["topology"], priced, expected)
+        if gather == reduce:  # both all-reduces: the weights' bytes and the gradients' in one
+            continue
+        assert priced[gather] == pytest.approx(2 * priced[reduce])  # two gathers a microbatch, one reduction
+    # the rule the file shows (timing.ALL_REDUCE_GRADIENT_TPUS): gradients all-reduced on v5p, v5e and v6e,
+    # reduce-scattered on Ironwood; weights gathered by all-reduces over a whole wrapping 3D slice
+    assert {s[2] for s in seen if s[0] != "tpu7x"} == {"all_reduce"}
+    assert {s[2] for s in seen if s[0] == "tpu7x"} == {"reduce_scatter"}
+    assert ("v5p", "all_reduce", "all_reduce") in seen and ("v5e", "all_gather", "all_reduce") in seen
+    assert ("tpu7x", "all_reduce", "reduce_scatter") in seen and ("tpu7x", "all_gather", "reduce_scatter") in seen
+
+
+def test_an_all_reduce_sends_twice_a_gathers_share():
+    from shardbook.planner.explain import ring_share
+
+    assert ring_share("all_reduce", 64) == pytest.approx(2 * 63 / 64)
+    assert ring_share("all_gather", 64) == ring_share("reduce_scatter", 64) == pytest.approx(63 / 64)
+    assert ring_share("send", 2) == 1.0

@@ -940,6 +940,8 @@ def planner_side(plan):
         "memory_breakdown": breakdown,
         "memory_bytes": sum(breakdown.values()),
         "collective_bytes": {row["axis"]: row["bytes"] for row in axes},
+        "collective_kinds": {row["axis"]: row["kinds"] for row in axes},
+        "collective_ring_bytes": {row["axis"]: row["ring_bytes"] for row in axes},
     }
 
 
@@ -947,6 +949,14 @@ def compiler_collective_bytes(result):
     """The compiler's full-buffer bytes of collectives per step on one
     device (all kinds), per planner device (chip: its devices' sum)."""
     return result["devices_per_chip"] * sum(row["full_buffer_bytes"] for row in result["collectives"].values())
+
+
+def compiler_ring_bytes(result):
+    """The bytes one planner device (chip: its devices' sum) sends in the
+    compiler's collectives per step, each priced as a ring of its group
+    (inventory.ring_bytes: an all-reduce 2(n-1)/n of its buffer, a gather
+    or a reduce-scatter (n-1)/n)."""
+    return result["devices_per_chip"] * sum(row["bytes_sent_per_device"] for row in result["collectives"].values())
 
 
 def comparison(result):
@@ -959,6 +969,7 @@ def comparison(result):
     planner = planner_side(plan)
     comp_bytes = compiler_collective_bytes(result)
     plan_bytes = sum(planner["collective_bytes"].values())
+    comp_ring, plan_ring = compiler_ring_bytes(result), sum(planner["collective_ring_bytes"].values())
     return {
         "label": f"{plan.accelerator}: {label(plan)}",
         "plan": plan,
@@ -974,6 +985,10 @@ def comparison(result):
         "planner_collective_bytes": plan_bytes,
         "planner_collective_axes": planner["collective_bytes"],
         "collective_ratio": comp_bytes / plan_bytes if plan_bytes else float("nan"),
+        "planner_collective_kinds": planner["collective_kinds"],
+        "compiler_ring_bytes": comp_ring,
+        "planner_ring_bytes": plan_ring,
+        "ring_ratio": comp_ring / plan_ring if plan_ring else float("nan"),
     }
 
 
@@ -1008,7 +1023,8 @@ def format_comparison(result):
     planner_axes = ", ".join(f"{a} {v / gb:,.1f} GB" for a, v in row["planner_collective_axes"].items()) or "none"
     lines.append(
         f"  compiler {row['compiler_collective_bytes'] / gb:,.1f} GB against the planner's {planner_axes} "
-        f"({row['collective_ratio']:.2f}×)"
+        f"({row['collective_ratio']:.2f}×); sent by a chip in rings: compiler {row['compiler_ring_bytes'] / gb:,.1f} GB, "
+        f"planner {row['planner_ring_bytes'] / gb:,.1f} GB ({row['ring_ratio']:.2f}×)"
     )
     return "\n".join(lines)
 

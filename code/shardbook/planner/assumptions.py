@@ -72,8 +72,10 @@ ASSUMPTIONS = f"""\
   (appendix "The planner against published runs");
 - FSDP gathers weights (BF16) forward and backward for every microbatch
   (once per step with keep_gathered_weights) and reduce-scatters each
-  microbatch's gradients (all-reduces them, twice the traffic, where FSDP
-  alone spans a whole TPU slice, as the TPU compiler does); dense weights are sharded over ep as MaxText does
+  microbatch's gradients; on TPUs as the compiler emits them (chapter 97's
+  compiled plans): the gradients all-reduced (twice the traffic) on v5p, v5e
+  and v6e, and the gathers all-reduces too where FSDP alone spans a whole 3D
+  slice that wraps (v5p, Ironwood); dense weights are sharded over ep as MaxText does
   (dense_over_ep; else replicated and reduced over ep); gradients of weights
   replicated over dp and cp (and ep) are all-reduced once per step (ZeRO-1:
   reduce-scatter and all-gather; ZeRO-2: a reduce-scatter per microbatch);

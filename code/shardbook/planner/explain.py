@@ -14,6 +14,7 @@ Ref: as planner.timing and planner.memory_plan.
 
 import contextlib
 import inspect
+import math
 
 from .. import _validate
 from . import timing
@@ -26,9 +27,21 @@ COMM_TERMS = ("fsdp", "dp", "cp", "tp", "ep", "pp")
 _INLINE_TERM = {"all_gather": "cp", "all_reduce": "tp", "all_to_all": "ep"}
 
 
+def ring_share(kind, degree):
+    """The share of a collective's full buffer one device sends in a ring
+    over `degree` members: 2(n-1)/n for an all-reduce, (n-1)/n for an
+    all-gather, a reduce-scatter or an all-to-all, all of it for a send."""
+    if kind == "send":
+        return 1.0
+    share = (degree - 1) / degree
+    return 2 * share if kind == "all_reduce" else share
+
+
 @contextlib.contextmanager
-def _recording(into):
-    """Record (term, bytes) for each outermost collective timing prices."""
+def _recording(into, kinds=None, ring=None):
+    """Record (term, bytes) for each outermost collective timing prices;
+    `kinds` {term: {kind: bytes}} and `ring` {term: bytes one device sends
+    (ring_share)} too where given."""
     saved = {n: getattr(timing, n) for n in ("collective_s", "multi_axis_s", "send_s", "_fsdp_s", "_dp_s")}
     state = {"depth": 0, "term": None}
 
@@ -46,6 +59,13 @@ def _recording(into):
                 groups = placements if isinstance(placements, list) else [placements]
                 if any(p.degree > 1 for p in groups):
                     into[term] = into.get(term, 0.0) + total
+                    kind = "send" if name == "send_s" else kind_or_bytes
+                    if kinds is not None:
+                        mine = kinds.setdefault(term, {})
+                        mine[kind] = mine.get(kind, 0.0) + total
+                    if ring is not None:
+                        degree = 2 if name == "send_s" else math.prod(p.degree for p in groups)
+                        ring[term] = ring.get(term, 0.0) + total * ring_share(kind, degree)
             state["depth"] += 1
             try:
                 return inner(acc, kind_or_bytes, *args, **kwargs)
@@ -93,8 +113,9 @@ def time_parts(cand, hidden, fractions):
 
 def explain(model, accelerator, mesh, global_tokens, **options):
     """(Candidate, axes, time, memory) for one mesh: `axes` a list of dicts
-    (axis, degree, where, bytes per device per step, bound_s, expected_s,
-    exposed_s, hidden_s) for each axis of degree > 1; `time` the expected
+    (axis, degree, where, bytes per device per step, the same by
+    collective kind, the bytes one device sends in rings (ring_bytes),
+    bound_s, expected_s, exposed_s, hidden_s) for each axis of degree > 1; `time` the expected
     step by component (time_parts); `memory` the bytes per device by
     component with the headroom, against `cand.hbm_bytes`. Options as
     evaluate."""
@@ -107,8 +128,8 @@ def explain(model, accelerator, mesh, global_tokens, **options):
     takes = inspect.signature(layout).parameters  # evaluate's own options (stack) stay behind
     given = {k: v for k, v in {**defaults, **options}.items() if k in takes}
     lay = layout(model, accelerator, mesh, global_tokens, **given)
-    sent = {}
-    with _recording(sent):
+    sent, kinds, ring = {}, {}, {}
+    with _recording(sent, kinds, ring):
         timing.communication_s(lay, cand.recompute, calibrated=False)
     hidden, fractions = timing.hidden_terms(lay), timing.exposed_fractions(lay)
     parts = time_parts(cand, hidden, fractions)
@@ -130,6 +151,8 @@ def explain(model, accelerator, mesh, global_tokens, **options):
             "degree": degree,
             "where": cand.placement[axis].where if axis in cand.placement else "-",
             "bytes": sent.get(axis, 0.0),
+            "kinds": kinds.get(axis, {}),
+            "ring_bytes": ring.get(axis, 0.0),
             "bound_s": bound[axis],
             "expected_s": cand.expected_terms[axis],
             "exposed_s": parts[axis],

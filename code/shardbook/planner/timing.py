@@ -539,37 +539,63 @@ def permute_s(lay, recompute):
 # --- one step's collectives ------------------------------------------------------------
 
 
-# the TPU generations whose compiler reduces FSDP's gradients by all-reduce (chapter 97's compiled
-# plans: no reduce-scatter on v5p, v5e or v6e; Ironwood keeps its reduce-scatters)
+# How the TPU compiler emits FSDP's collectives, read off the compiled plans of
+# code/shardbook/data/compiled_plans.json (shardbook.hlo.compile_plan; chapter 97; libtpu 0.0.42.1):
+# - the gradient reduction: no reduce-scatter is left in any FSDP plan on v5p, v5e or v6e (FSDP
+#   alone over the slice, v5p 4x4x4 and v5e 8x8 and 16x16; FSDP beside tp, v5p 4x4x4 and v6e 4x8
+#   and 16x16): the gradients are all-reduced, each device keeping its shard. Every Ironwood
+#   plan keeps reduce-scatters (or rings of permutes).
+# - the weight gathers: none is left where FSDP alone spans a whole 3D slice that wraps on
+#   every side (v5p 4x4x4; Ironwood 4x4x4): each gather is a zero-padded all-reduce. They stay
+#   all-gathers on the 2D slices (v5e 8x8, 16x16), on Ironwood's 2x2x2 (no wraparound) and
+#   wherever FSDP shares the slice with tp. The outside check compiled v5p 8x8x8 alike.
+# tests/test_compile_plan.py derives both kinds from the compiled plans and holds these to them.
 ALL_REDUCE_GRADIENT_TPUS = ("TPU v5e", "TPU v5p", "TPU v6e")
+ALL_REDUCE_GATHER_TPUS = ("TPU v5p", "Ironwood")
 
 
 def whole_slice_fsdp(lay):
-    """Whether FSDP spans a whole TPU slice on its own (every device of the
-    slice in one fsdp group, no other axis): the TPU compiler then reduces
-    the gradients with all-reduces (each device keeping its shard), not
-    reduce-scatters, on the generations of ALL_REDUCE_GRADIENT_TPUS, as
-    chapter 97's compiled plans (v5p 4x4x4, v5e 8x8 and 16x16) and the
-    outside check's (v5p 8x8x8) show; a group smaller than the slice, which
-    the outside check's program reduce-scatters, is priced as before."""
+    """Whether FSDP spans a whole TPU slice on its own: every device of
+    the mesh in one fsdp group, no other axis, inside one slice."""
     check_layout(lay)
-    if calibrate.preset_name(lay.accelerator) not in ALL_REDUCE_GRADIENT_TPUS or lay.mesh["fsdp"] == 1:
+    if lay.accelerator.family != "tpu" or lay.mesh["fsdp"] == 1:
         return False
     where = lay.placement.get("fsdp")
     return lay.mesh["fsdp"] == math.prod(lay.mesh.values()) and (where is None or where.n_domains == 1)
+
+
+def fsdp_collective_kinds(lay):
+    """(gather kind, reduction kind) the TPU compiler emits for FSDP's
+    weight gathers and gradient reduction (see ALL_REDUCE_GRADIENT_TPUS):
+    the reduction an all-reduce on v5p, v5e and v6e where the fsdp group
+    lies inside one slice (the compiled plans hold no DCN), the gathers
+    all-reduces where FSDP alone spans a whole 3D slice wrapping on every
+    side (v5p, Ironwood); all-gather and reduce-scatter elsewhere and on
+    every GPU. An all-reduce sends 2(n-1)/n of its buffer, a gather or a
+    reduce-scatter (n-1)/n."""
+    check_layout(lay)
+    name = calibrate.preset_name(lay.accelerator)
+    if lay.accelerator.family != "tpu" or lay.mesh["fsdp"] == 1:
+        return "all_gather", "reduce_scatter"
+    inside_slice = lay.placement["fsdp"].n_domains == 1  # every compiled plan is one slice: no DCN
+    reduce = "all_reduce" if name in ALL_REDUCE_GRADIENT_TPUS and inside_slice else "reduce_scatter"
+    span = lay.placement["fsdp"].torus_span
+    wraps_3d = len(span) == 3 and all(wrap for _, _, wrap in span)
+    gather = "all_reduce" if name in ALL_REDUCE_GATHER_TPUS and whole_slice_fsdp(lay) and wraps_3d else "all_gather"
+    return gather, reduce
 
 
 def _fsdp_s(lay, calibrated, share=1.0, gathers=None, scatters=None):
     """FSDP (and dense weights over ep): BF16 gathers forward and backward
     per microbatch (once per step when the weights are kept) and a gradient
     reduce-scatter per microbatch (the gradients stay sharded, as ZeRO-3
-    and JAX's scan over microbatches accumulate them), an all-reduce of the
-    same buffer where FSDP spans a whole TPU slice (whole_slice_fsdp: twice
-    a ring reduce-scatter's traffic). `share` of the device's weights and
+    and JAX's scan over microbatches accumulate them), each an all-reduce
+    of the same buffer where the TPU compiler emits one
+    (fsdp_collective_kinds: twice a ring's traffic). `share` of the device's weights and
     `gathers`/`scatters` calls instead of the step's (fsdp_exposed_s prices
     one layer's once)."""
     acc, where = lay.accelerator, lay.placement
-    reduce = "all_reduce" if whole_slice_fsdp(lay) else "reduce_scatter"
+    gather, reduce = fsdp_collective_kinds(lay)
     weight, grad = memory_plan.WEIGHT_BYTES, memory_plan.gradient_bytes_per_param(lay.state_recipe)
     axes = [where["fsdp"]] + ([where["ep"]] if lay.dense_over_ep else [])
     if gathers is None:
@@ -579,9 +605,9 @@ def _fsdp_s(lay, calibrated, share=1.0, gathers=None, scatters=None):
     dense = lay.dense_local * lay.dense_shard * share
     expert = lay.expert_local * lay.mesh["fsdp"] * share
     return (
-        multi_axis_s(acc, "all_gather", weight * dense, axes, gathers, calibrated=calibrated)
+        multi_axis_s(acc, gather, weight * dense, axes, gathers, calibrated=calibrated)
         + multi_axis_s(acc, reduce, grad * dense, axes, scatters, calibrated=calibrated)
-        + collective_s(acc, "all_gather", weight * expert, where["fsdp"], gathers, calibrated=calibrated)
+        + collective_s(acc, gather, weight * expert, where["fsdp"], gathers, calibrated=calibrated)
         + collective_s(acc, reduce, grad * expert, where["fsdp"], scatters, calibrated=calibrated)
     )
 
