@@ -113,9 +113,10 @@ def test_tpu_fsdp_uses_both_directions_and_every_axis():
     one_gather = collectives.all_gather_s(
         gathered, 64, hardware.get("TPU v5p").scale_up_link_bytes_per_s, concurrent_links=6
     )
-    # per microbatch: a gather forward, one backward, and the BF16 gradients reduced by an all-reduce
-    # (twice a gather's traffic): FSDP over the whole slice, as the TPU compiler emits it (chapter 97)
-    assert cand.fsdp_s == pytest.approx(4 * cand.n_microbatches * one_gather)
+    # per microbatch: a gather forward, one backward, and the BF16 gradients reduced; FSDP alone over a
+    # whole wrapped v5p slice is compiled with all-reduces for all three (no all-gather is left in those
+    # plans, compiled_plans.json; chapter 97), each twice a gather's traffic
+    assert cand.fsdp_s == pytest.approx(6 * cand.n_microbatches * one_gather)
     # a 2×2×2 slice (8 chips) has no wraparound: one link per dimension
     small = explorer.place("TPU v5p", {"fsdp": 8})
     assert small["fsdp"].torus_links == 3 and not any(wrap for _, _, wrap in small["fsdp"].torus_span)
