@@ -138,7 +138,9 @@ def test_the_nvidia_curve_is_the_fit_of_deepgemms_dense_table():
     assert NVIDIA.sharpness == pytest.approx(sharpness, abs=0.2)
     assert NVIDIA.spec_ridge_flops_per_byte == pytest.approx(FP8_PEAK_H800 / calibrate.HBM_BYTES_PER_S["H800"].value)
     errors = [
-        p.efficiency / (NVIDIA.plateau_efficiency * me.smoothed_roofline(p.intensity, NVIDIA.ridge_flops_per_byte, NVIDIA.sharpness)) - 1
+        p.efficiency
+        / (NVIDIA.plateau_efficiency * me.smoothed_roofline(p.intensity, NVIDIA.ridge_flops_per_byte, NVIDIA.sharpness))
+        - 1
         for p in DEEPGEMM
     ]
     assert max(abs(e) for e in errors) <= NVIDIA.max_fit_error < max(abs(e) for e in errors) + 0.01

@@ -313,7 +313,12 @@ def test_a_planted_book_prints_final_frames_readable_graphs_and_numbered_content
         "<figcaption>Fig. 1: a ring</figcaption></figure><figure><img src='moving.svg' width='640' height='200' "
         "alt='moving'><figcaption>Fig. 1b: ring attention</figcaption></figure>",
     )
-    files = {"anim.svg": animated(False), "anim.still.svg": animated(True), "graph.svg": graph, "moving.svg": moving.svg()}
+    files = {
+        "anim.svg": animated(False),
+        "anim.still.svg": animated(True),
+        "graph.svg": graph,
+        "moving.svg": moving.svg(),
+    }
     result, target = _print_planted(tmp_path, body, files)
     assert result.returncode == 0, result.stdout + result.stderr
     reader = PdfReader(str(target))

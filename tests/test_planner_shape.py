@@ -54,20 +54,31 @@ def test_the_shapes_are_the_devices_after_the_tp_split():
     wide = {name: (mm, k, n) for name, mm, k, n, _ in timing.matmul_shapes(_layout("LLaMA-3 70B", "H100", {"tp": 32}))}
     assert wide["mlp_up"] == (4096, 8192, 896) and wide["attn_qkv"] == (4096, 8192, 256 + 256)
     # context parallelism and the microbatch set the rows
-    cp = {n: mm for n, mm, *_ in timing.matmul_shapes(_layout("LLaMA-3 70B", "H100", {"tp": 8, "cp": 2}, micro_batch_seqs=2))}
+    cp = {
+        n: mm
+        for n, mm, *_ in timing.matmul_shapes(_layout("LLaMA-3 70B", "H100", {"tp": 8, "cp": 2}, micro_batch_seqs=2))
+    }
     assert cp["mlp_up"] == 4096
 
 
 def test_a_matmul_split_32_ways_costs_more_per_flop_than_split_8_by_the_curves_factor():
     """The planner's time per FLOP of the math at tp 32 over tp 8 is the ratio of the
     shape factors, and the 70B MLP's own product keeps less of the plateau at 32 ways."""
-    assert me.shape_factor("nvidia", 4096, 8192, 896, H100_RIDGE) < me.shape_factor("nvidia", 4096, 8192, 3584, H100_RIDGE) < 1
+    assert (
+        me.shape_factor("nvidia", 4096, 8192, 896, H100_RIDGE)
+        < me.shape_factor("nvidia", 4096, 8192, 3584, H100_RIDGE)
+        < 1
+    )
     per_flop = {}
     for tp in (8, 32):
         lay = _layout("LLaMA-3 70B", "H100", {"tp": tp})
         assert timing.matmul_shape_factor(lay) == pytest.approx(_expected_factor(tp), rel=1e-9)
         _, _, expected, elementwise = timing.math_s(lay, "none")
-        flops = training.hardware_flops_per_token("LLaMA-3 70B", SEQ, "none", causal=True) * lay.global_tokens / lay.n_devices
+        flops = (
+            training.hardware_flops_per_token("LLaMA-3 70B", SEQ, "none", causal=True)
+            * lay.global_tokens
+            / lay.n_devices
+        )
         per_flop[tp] = (expected - elementwise) / flops
     assert per_flop[32] / per_flop[8] == pytest.approx(_expected_factor(8) / _expected_factor(32), rel=1e-9)
     assert per_flop[32] / per_flop[8] > 1.05  # the GPU curve's soft knee makes the split cost

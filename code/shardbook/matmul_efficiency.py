@@ -172,7 +172,15 @@ def deepgemm_points(fp8_peak_flops_per_s):
     `fp8_peak_flops_per_s`; none is a lower bound."""
     _validate.positive("fp8_peak_flops_per_s", fp8_peak_flops_per_s)
     return [
-        Point(f"{m} x {n} x {k}", m, k, n, intensity_flops_per_byte(m, k, n, 1, 2), tflops * 1e12 / fp8_peak_flops_per_s, False)
+        Point(
+            f"{m} x {n} x {k}",
+            m,
+            k,
+            n,
+            intensity_flops_per_byte(m, k, n, 1, 2),
+            tflops * 1e12 / fp8_peak_flops_per_s,
+            False,
+        )
         for m, n, k, tflops in DEEPGEMM_DENSE
     ]
 

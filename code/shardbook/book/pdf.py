@@ -157,7 +157,8 @@ APPLY_FIGURES_JS = """(changes) => {
       const tile = document.createElement('img');
       tile.src = t.src; tile.alt = `${img.alt} (part ${k + 1} of ${c.tiles.length})`;
       tile.width = Math.round(t.width); tile.height = Math.round(t.height);
-      tile.style.cssText = `width:${t.width}px !important;height:${t.height}px !important;max-width:none !important;max-height:none !important`;
+      tile.style.cssText = `width:${t.width}px !important;height:${t.height}px !important;`
+        + 'max-width:none !important;max-height:none !important';
       part.append(label, tile);
       box.append(part);
     });
@@ -209,7 +210,7 @@ FIT_TABLES_JS = """([minPx]) => {
     let smallest = Infinity;
     for (const c of cellsOf(table)) {
       for (const e of [c, ...c.querySelectorAll('*')]) {
-        const own = [...e.childNodes].some(t => t.nodeType === 3 && /[^\s\u200b]/.test(t.textContent));
+        const own = [...e.childNodes].some(t => t.nodeType === 3 && /[^\\s\u200b]/.test(t.textContent));
         if (own && e.getClientRects().length) smallest = Math.min(smallest, parseFloat(getComputedStyle(e).fontSize));
       }
     }
@@ -263,7 +264,7 @@ SMALL_TEXT_JS = """([minPx]) => {
   const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {
     const e = n.parentElement;
-    if (!e || found.has(e) || !/[^\s\u200b]/.test(n.textContent)) continue;
+    if (!e || found.has(e) || !/[^\\s\u200b]/.test(n.textContent)) continue;
     if (!e.getClientRects().length) { found.set(e, null); continue; }
     const s = getComputedStyle(e);
     let px = parseFloat(s.fontSize);
@@ -277,7 +278,8 @@ SMALL_TEXT_JS = """([minPx]) => {
     found.set(e, px < minPx - 0.01 && s.visibility !== 'hidden' && !clipped ? px : null);
   }
   return [...found].filter(([, px]) => px !== null).sort((a, b) => a[1] - b[1])
-    .map(([e, px]) => [px, e.tagName.toLowerCase() + (e.className && typeof e.className === 'string' ? '.' + e.className.trim().split(/\\s+/).join('.') : ''),
+    .map(([e, px]) => [px, e.tagName.toLowerCase()
+      + (e.className && typeof e.className === 'string' ? '.' + e.className.trim().split(/\\s+/).join('.') : ''),
       e.textContent.trim().replace(/\\s+/g, ' ').slice(0, 50)]);
 }"""
 
@@ -302,7 +304,10 @@ INK_OF = """async (e) => {
   return ink / (w * h);
 }"""
 
-INK_JS = "async () => { const inkOf = " + INK_OF + """;
+INK_JS = (
+    "async () => { const inkOf = "
+    + INK_OF
+    + """;
   const main = document.querySelector('main') || document.body;
   const out = [];
   const figures = [...main.querySelectorAll('img, svg')].filter(e => !(e.parentElement && e.parentElement.closest('svg')))
@@ -319,10 +324,14 @@ INK_JS = "async () => { const inkOf = " + INK_OF + """;
   }
   return out;
 }"""
+)
 
 # A graph's tiles that show none of it (a corner with no node or edge) are
 # left out; the others keep their row and column.
-PRUNE_TILES_JS = "async ([share]) => { const inkOf = " + INK_OF + """;
+PRUNE_TILES_JS = (
+    "async ([share]) => { const inkOf = "
+    + INK_OF
+    + """;
   let pruned = 0;
   for (const box of document.querySelectorAll('.shardbook-print-tiles')) {
     const parts = [...box.querySelectorAll('.shardbook-print-tile')];
@@ -335,6 +344,7 @@ PRUNE_TILES_JS = "async ([share]) => { const inkOf = " + INK_OF + """;
   }
   return pruned;
 }"""
+)
 
 # a figure with less of its area drawn than this is blank on paper: the
 # book's sparsest figure is drawn over 3 % (a chart's thin lines), the sparsest
@@ -425,9 +435,7 @@ def text_problems(page, shown=8):
     small = page.evaluate(SMALL_TEXT_JS, [MIN_TEXT_PX])
     if not small:
         return []
-    places = "; ".join(
-        f"{px * print_layout.PT_PER_PX:.1f} pt in {tag}: {text!r}" for px, tag, text in small[:shown]
-    )
+    places = "; ".join(f"{px * print_layout.PT_PER_PX:.1f} pt in {tag}: {text!r}" for px, tag, text in small[:shown])
     return [f"text under {MIN_TEXT_PT:g} pt in {len(small)} place(s): {places}"]
 
 
@@ -489,9 +497,13 @@ def bookmark_problems(pdf_path):
 # reads them (the section number and the title, one space between words).
 HEADING_ELEMENTS = """[...document.querySelectorAll('h1, h2, h3, h4, h5, h6')]
   .filter(h => getComputedStyle(h).display !== 'none' && h.getBoundingClientRect().height > 0)"""
-HEADINGS_JS = "() => " + HEADING_ELEMENTS + """
+HEADINGS_JS = (
+    "() => "
+    + HEADING_ELEMENTS
+    + """
   .map(h => [...h.childNodes].filter(n => !(n.classList && n.classList.contains('headerlink')))
     .map(n => n.textContent).join('').replace(/\\s+/g, ' ').trim())"""
+)
 
 
 def _halved(title):
@@ -613,7 +625,10 @@ FRONT_MATTER_JS = """([title, author, year]) => {
 
 # For each contents entry, the index among the page's headings (the
 # bookmarks, in order) of the heading its link leads to; -1 for none.
-CONTENTS_TARGETS_JS = "() => { const headings = " + HEADING_ELEMENTS + """;
+CONTENTS_TARGETS_JS = (
+    "() => { const headings = "
+    + HEADING_ELEMENTS
+    + """;
   const heading = e => /^H[1-6]$/.test(e.tagName) ? e : e.querySelector('h1, h2, h3, h4, h5, h6');
   return [...document.querySelectorAll('.shardbook-contents a')].map(a => {
     let target = document.getElementById(decodeURIComponent(a.hash.slice(1)));
@@ -622,6 +637,7 @@ CONTENTS_TARGETS_JS = "() => { const headings = " + HEADING_ELEMENTS + """;
     return found ? headings.indexOf(found) : -1;
   });
 }"""
+)
 
 FILL_CONTENTS_JS = """(numbers) => {
   document.querySelectorAll('.shardbook-contents .shardbook-page').forEach((slot, k) => {
@@ -687,7 +703,8 @@ def contents_problems(numbers, targets, pages, titles):
 # tiles, and the contents' page numbers, each in a slot of fixed width.
 PRINT_CSS = """@media print {
   pre.shardbook-print-oneline, pre.shardbook-print-oneline span { white-space: pre !important; overflow-wrap: normal !important; }
-  table.shardbook-print-whole-words th, table.shardbook-print-whole-words td { overflow-wrap: normal !important; word-break: normal !important; }
+  table.shardbook-print-whole-words th, table.shardbook-print-whole-words td {
+    overflow-wrap: normal !important; word-break: normal !important; }
   .shardbook-print-tiles { margin: 0.4rem 0; }
   .shardbook-print-tile { break-inside: avoid; margin: 0 0 0.5rem; }
   .shardbook-print-tile-label { font-size: 0.8em; color: #555; margin: 0 0 0.15rem; }

@@ -92,11 +92,7 @@ def plan(svg_text, column_px, shown_px=None):
         return ("size", vw * scale)
     tile_w, tile_h = min(vw, column_px / scale), min(vh, TILE_MAX_HEIGHT_PX / scale)
     overlap = 2.5 * font  # a line of text and its spacing
-    tiles = [
-        (vx + x, vy + y, w, h)
-        for y, h in _spans(vh, tile_h, overlap)
-        for x, w in _spans(vw, tile_w, overlap)
-    ]
+    tiles = [(vx + x, vy + y, w, h) for y, h in _spans(vh, tile_h, overlap) for x, w in _spans(vw, tile_w, overlap)]
     return ("tiles", tiles, scale)
 
 

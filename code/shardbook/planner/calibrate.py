@@ -177,6 +177,7 @@ def matmul_shape_curve(accelerator):
     kernels = grouped_gemm_kernels(accelerator)
     return MATMUL_SHAPE_CURVE_OF[kernels], MATMUL_SHAPE_CURVE[kernels].value
 
+
 # --- achieved bandwidth -----------------------------------------------------------
 # Achieved / line rate on the scale-up fabric (what a large collective reaches).
 SCALE_UP_EFFICIENCY = {

@@ -419,7 +419,9 @@ def matmul_shapes(lay):
         else:
             add("attn_q", d, m.n_heads * qk_head, n_split=tp, layers=m.n_layers)
         add("attn_kv_down", d, a.kv_lora_rank + a.qk_rope_head_dim, layers=m.n_layers)
-        add("attn_kv_up", a.kv_lora_rank, m.n_heads * (a.qk_nope_head_dim + a.v_head_dim), n_split=tp, layers=m.n_layers)
+        add(
+            "attn_kv_up", a.kv_lora_rank, m.n_heads * (a.qk_nope_head_dim + a.v_head_dim), n_split=tp, layers=m.n_layers
+        )
         add("attn_out", m.n_heads * a.v_head_dim, d, k_split=tp, layers=m.n_layers)
     up = 2 if m.gated_mlp else 1  # gate and up: two products of the same shape
     mlps = [(m.d_ff_dense, m.n_dense_layers), (m.n_shared_experts * m.d_ff, m.n_layers - m.n_dense_layers)]
