@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from .. import _validate, hardware, models
 from . import calibrate, memory_plan, timing
 from .layout import TooFewSequences, layout_plan
-from .options import PlanOptions
+from .options import NAMES, PlanOptions
 from .placement import DEFAULT_ORDER
 
 __all__ = ["Candidate", "PlanOptions", "TooFewSequences", "evaluate", "evaluate_plan"]
@@ -236,32 +236,8 @@ def evaluate(
       'deepseek', or 'any'); it sets the band `expected_step_range_s`
       puts around the expectation, nothing else.
     """
-    options = PlanOptions(
-        seq_len=seq_len,
-        micro_batch_seqs=micro_batch_seqs,
-        recompute=recompute,
-        order=order,
-        schedule=schedule,
-        n_virtual=n_virtual,
-        sequence_parallel=sequence_parallel,
-        attention=attention,
-        state_recipe=state_recipe,
-        zero=zero,
-        uneven_pipeline=uneven_pipeline,
-        keep_gathered_weights=keep_gathered_weights,
-        ideal_overlap=ideal_overlap,
-        grad_reduce_overlap=grad_reduce_overlap,
-        dense_over_ep=dense_over_ep,
-        routing_node_limit=routing_node_limit,
-        fp8_dispatch=fp8_dispatch,
-        precision=precision,
-        tp_comm_overlap=tp_comm_overlap,
-        capacity_factor=capacity_factor,
-        loss_logits=loss_logits,
-        slices=slices,
-        stack=stack,
-        reserve_bytes=reserve_bytes,
-    )
+    arguments = dict(locals())  # the arguments as they arrived: no other name is bound yet
+    options = PlanOptions.of({name: value for name, value in arguments.items() if name in NAMES})
     return evaluate_plan(models.get(model), hardware.get(accelerator), mesh, global_tokens, options, n_devices)
 
 

@@ -9,7 +9,7 @@ import math
 
 from .. import _validate, hardware, memory, models, pipeline
 from . import calibrate, memory_plan
-from .options import PlanOptions
+from .options import NAMES, PlanOptions
 from .placement import DEFAULT_ORDER, check_mesh, normalize_mesh, place
 from .shape import Layout, check_layout
 
@@ -103,31 +103,8 @@ def layout(
     microbatch). The keywords' boundary: `model` and `accelerator` (presets'
     names or objects) are resolved here, the keywords become a PlanOptions,
     and layout_plan builds the step."""
-    options = PlanOptions(
-        seq_len=seq_len,
-        micro_batch_seqs=micro_batch_seqs,
-        recompute=recompute,
-        order=order,
-        schedule=schedule,
-        n_virtual=n_virtual,
-        sequence_parallel=sequence_parallel,
-        attention=attention,
-        state_recipe=state_recipe,
-        zero=zero,
-        uneven_pipeline=uneven_pipeline,
-        keep_gathered_weights=keep_gathered_weights,
-        ideal_overlap=ideal_overlap,
-        grad_reduce_overlap=grad_reduce_overlap,
-        dense_over_ep=dense_over_ep,
-        routing_node_limit=routing_node_limit,
-        fp8_dispatch=fp8_dispatch,
-        precision=precision,
-        tp_comm_overlap=tp_comm_overlap,
-        capacity_factor=capacity_factor,
-        loss_logits=loss_logits,
-        slices=slices,
-        reserve_bytes=reserve_bytes,
-    )
+    arguments = dict(locals())  # the arguments as they arrived: no other name is bound yet
+    options = PlanOptions.of({name: value for name, value in arguments.items() if name in NAMES})
     return layout_plan(models.get(model), hardware.get(accelerator), mesh, global_tokens, options, n_devices)
 
 
