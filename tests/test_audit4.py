@@ -473,12 +473,12 @@ SIX_AXES = "fsdp,tp,ep,pp,cp,dp"
 def test_n7_a_search_past_its_budget_says_how_to_narrow_it():
     from shardbook.planner.search import SearchTooLong, explore
 
-    start = time.perf_counter()
+    start = time.process_time()  # this process's processor time: the work, not a loaded machine's wall clock
     with pytest.raises(SearchTooLong, match=r"^search: 84,241 meshes of 1,073,741,824 devices over fsdp,tp,ep,pp,cp,dp; "
                        r"[0-9,]+ priced before the 500 candidates a search is given were spent; narrow it: "
                        r"fewer axes \(--axes"):  # fmt: skip
         explore("DeepSeek-V3", "H100", 2**30, 2**42, axes=tuple(SIX_AXES.split(",")), budget_candidates=500)
-    assert time.perf_counter() - start < 5
+    assert time.process_time() - start < 5
     with pytest.raises(ValueError, match="budget_candidates: must be >= 1, got 0"):
         explore("LLaMA-3 70B", "H100", 64, 2**22, budget_candidates=0)
 
@@ -506,9 +506,12 @@ def test_n7_the_audits_slowest_searches_answer_in_one_line_within_the_budget(dev
         pytest.fail("the search ran past 60 s")
     took = child_cpu_s() - before
     assert rc == 2 and refusal in _one_line(err)
-    # the budget is candidates priced (about 7 s of one idle core), so the command's processor time, not the
-    # wall clock a loaded machine stretches, is what it bounds: with Python's start and the enumeration
-    assert took < 7 + 5, took
+    # the budget is candidates priced (search.SEARCH_BUDGET_IDLE_S of one idle core, measured), so the command's
+    # processor time, not the wall clock a loaded machine stretches, is what it bounds: with Python's start and
+    # the enumeration of 84,241 meshes (about 2 s)
+    from shardbook.planner import search
+
+    assert took < search.SEARCH_BUDGET_IDLE_S + 5, took
 
 
 def test_n7_the_planner_page_is_bounded_too(monkeypatch):

@@ -19,7 +19,7 @@ from .. import _validate, hardware, models
 from . import calibrate, inputs, memory_plan
 from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
-from .search import SEARCH_AXES, SEARCH_BUDGET_CANDIDATES, SEARCHED_SCHEDULES, batch_divides
+from .search import SEARCH_AXES, SEARCH_BUDGET_CANDIDATES, SEARCH_BUDGET_IDLE_S, SEARCHED_SCHEDULES, batch_divides
 
 TIE_MARK = "tie"
 FRAGILE_HIDDEN_TO_MATH = 0.7  # a row that hides more than this share of its math in communication
@@ -479,7 +479,7 @@ def _parser():
         default=str(SEARCH_BUDGET_CANDIDATES),
         help="the work the search may do, in candidates priced: one candidate is one mesh under one schedule, "
         "virtual-stage count, weight handling, precision and microbatch size, with its recomputation policies "
-        f"(default {SEARCH_BUDGET_CANDIDATES:,}, about 7 s of one idle core; a count, not seconds, so the same "
+        f"(default {SEARCH_BUDGET_CANDIDATES:,}, about {SEARCH_BUDGET_IDLE_S} s of one idle core; a count, not seconds, so the same "
         "command prints the same table on a busy machine)",
     )
     parser.add_argument("--assumptions", action="store_true", help="print the planner's assumptions under the result")

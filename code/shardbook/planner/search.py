@@ -34,12 +34,16 @@ MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
 # candidates priced, one an evaluate call (a mesh under one schedule, virtual-stage count, weight
 # handling, precision and microbatch size, the recomputation policies that fit priced inside it).
 # A count, not seconds, so that the same inputs give the same table however busy the machine is:
-# an idle core of the 2-core machine prices 930 to 1,550 a second (December 2026: Mixtral 8x7B
-# on 64 H100 to LLaMA-3 70B on 64 H100), so 8,000 take about the 7 s the search had before, and
+# an idle core of the 2-core machine priced 930 to 1,550 a second (Mixtral 8x7B to LLaMA-3 70B on
+# 64 H100), so 8,000 took about the 7 s the search had before; since each matmul is priced at its
+# shape, about 800 a second in the largest searches (December 2026: DeepSeek-V3 on 2,048 H800,
+# 8,000 in 10.2 s; 5,500 leave its 1,189 meshes' base variants unpriced), so about 10 s, and
 # a search past it is refused with a line that says how to narrow it (a six-axis search of
 # DeepSeek-V3 on 2**30 devices ran 99 s in the fourth audit, with no output). A chapter's search
 # runs to its end (None).
 SEARCH_BUDGET_CANDIDATES = 8_000
+# what SEARCH_BUDGET_CANDIDATES costs one idle core of the 2-core machine, measured (above)
+SEARCH_BUDGET_IDLE_S = 10
 # The axes a search spans unless it is told otherwise: every scheme a team picks its mesh from
 # (Meta's Llama 3: dp × tp × pp; DeepSeek-V3: dp × ep × pp); cp only when named.
 SEARCH_AXES = ("dp", "fsdp", "tp", "ep", "pp")
