@@ -962,6 +962,8 @@ def test_the_budget_and_its_unit_are_in_the_help_and_a_bad_one_is_refused(capsys
         cli.main(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     assert "--budget BUDGET the work the search may do, in candidates priced: one candidate is one mesh" in text
-    assert f"(default {search.SEARCH_BUDGET_CANDIDATES:,}, about 7 s of one idle core;" in text
+    assert (
+        f"(default {search.SEARCH_BUDGET_CANDIDATES:,}, about {search.SEARCH_BUDGET_IDLE_S} s of one idle core;" in text
+    )
     assert cli.main(["LLaMA-3 70B", "H100", "64", "4M", "--budget", "0"]) == 2
     assert capsys.readouterr().err == "error: --budget: must be a whole number >= 1, got '0'\n"
