@@ -282,4 +282,16 @@ def test_the_charts_fit_a_phone_without_a_sideways_scroll(server, browser, built
         scroll_width, width, svg_width, font = sizes
         assert scroll_width <= width + 1, (page, sizes)
         assert svg_width <= width + 1 and float(font.rstrip("px")) >= 12, (page, sizes)
+        # a choice's field shows each of its names whole ("LLaMA-3 70" was all a phone showed)
+        (spec,), _ = _shipped_charts(page)
+        names = [v for c in spec["sliders"] if c["spec"]["kind"] == "choice" for v in c["values"]]
+        clipped = tab.evaluate(
+            f"""names => {{ const f = document.querySelector('figure#chart-{chart} input.shardbook-chart-choice');
+                if (!f) return ['no choice field'];
+                const keep = f.value, out = [];
+                for (const n of names) {{ f.value = n; if (f.scrollWidth > f.clientWidth) out.push(n); }}
+                f.value = keep; return out; }}""",
+            names,
+        )
+        assert not names or not clipped, (page, clipped)
     tab.close()

@@ -685,6 +685,26 @@ def test_a_name_in_a_code_cell_opens_its_reference_entry(server, browser):
     page.close()
 
 
+def test_a_glued_sentence_reads_in_the_text_weight_and_a_glued_number_in_bold(server, browser):
+    """myst-nb shows every glued value bold, so a computed number stands out;
+    a whole sentence of prose glued under a ``..._sentence`` key (chapter 7's
+    77-word verdict on TP across nodes) is shown in its paragraph's weight."""
+    page, log = _visit(browser, f"{server}/chapters/07_choosing_a_mesh.html")
+    weights = page.evaluate(
+        """() => {
+            const w = e => Number(getComputedStyle(e).fontWeight);
+            const sentence = document.querySelector("span.pasted-text.glue-key-mesh_valid_cross_tp_sentence");
+            const number = [...document.querySelectorAll("p span.pasted-text")]
+                .find(e => !/_sentence/.test(e.className) && /^[0-9][0-9,.]*$/.test(e.textContent.trim()));
+            return {sentence: w(sentence), paragraph: w(sentence.parentElement), number: w(number)};
+        }"""
+    )
+    assert weights["sentence"] == weights["paragraph"] < 600, weights
+    assert weights["number"] >= 600, weights
+    assert not log["console"] and not log["offsite"], log
+    page.close()
+
+
 # --- navigation on phones and tablets, the front page, search (issue 32) ---
 
 

@@ -294,7 +294,9 @@ def _texts(results):
 
 def show_phrase(name, text):
     """Glue a live wording under `name` (for a ``glue:text`` role). Words are
-    not numbers: the ledger keeps the numbers that choose them."""
+    not numbers: the ledger keeps the numbers that choose them. A glued text
+    is shown bold, as every computed value is; a whole sentence of prose is
+    named ``..._sentence`` and shown in the text's weight (shardbook.css)."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(f"name: must be lower-case letters, digits and underscores, got {name!r}")
     _SHOWN[name] = text
