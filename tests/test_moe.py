@@ -275,7 +275,10 @@ def test_permute_cost_appears_in_the_step_breakdown():
     "Hiding the exchanges (ideal_overlap) still leaves fsdp 8 x ep 8 1.3 % behind (2,332 vs 2,301 ms: EP's sorts "
     "cost what its larger expert groups save); a GPU compute slowdown under overlapped collectives "
     "(lee2025characterizing, 18.9 %) puts EP first but does not transfer: leave-one-source-out 50 -> 44 of 76 "
-    "(commit e5b3d08, reverted)",
+    "(commit e5b3d08, reverted). Gradients reduced in FP32 (torchtitan's FSDP2, Megatron's default; "
+    "--state-recipe fp32), with FSDP's backward traffic held to the backward's math, make fsdp 64 2,795 ms, "
+    "but fsdp 16 x pp 4 (2,328) leads dp 2 x fsdp 2 x ep 8 x pp 2 (2,352); NVIDIA's tuned recipe itself "
+    "reduces in BF16 (grad_reduce_in_fp32 False)",
 )
 def test_qwen3_30b_a3b_on_64_h100_picks_expert_parallelism():
     from pathlib import Path

@@ -483,6 +483,44 @@ def test_fsdp_exposes_the_first_layers_gather_and_the_last_layers_scatter():
     assert timing.exposed_fractions(kept)["fsdp"] > fraction  # fewer gathers, the same first one
 
 
+def test_fsdp_backward_traffic_hides_only_behind_the_backward():
+    # LLaMA-3 8B over two HGX H100 nodes, fsdp 16, 4 microbatches of one 1,536-token sequence,
+    # gradients reduce-scattered in FP32 (the 'fp32' recipe: PyTorch FSDP2's reduce dtype in
+    # torchtitan, Megatron's default): the step's FSDP traffic is under the step's math, but each
+    # layer's backward gathers the weights again and reduce-scatters twice their bytes, more than
+    # the backward's two thirds of the layer's math cover; the forward's one gather hides
+    sequences = 16 * 4
+    options = dict(seq_len=1536, micro_batch_seqs=1, recompute="none")
+    cand = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 16}, sequences * 1536, state_recipe="fp32", **options)
+    lay = _layout_no_recompute("LLaMA-3 8B", "H100", {"fsdp": 16}, sequences * 1536, seq_len=1536, state_recipe="fp32")
+    assert (lay.n_micro, lay.deepest, lay.placement["fsdp"].n_domains) == (4, 32, 2)
+    traffic, math_s = cand.expected_terms["fsdp"], cand.expected_terms["math"]
+    assert traffic < math_s
+    layer_params = lay.dense_local * 16 / 32
+    where = lay.placement["fsdp"]
+    gather = timing.collective_s("H100", "all_gather", 2 * layer_params, where, calibrated=True)
+    scatter = timing.collective_s("H100", "reduce_scatter", 4 * layer_params, where, calibrated=True)
+    forward = math_s / (32 * 4) / 3  # no recomputation: the forward is a third of the FLOPs
+    backward = 2 * forward
+    assert gather < forward and gather + scatter > backward
+    uncovered = 32 * 4 * (gather + scatter - backward)
+    assert cand.expected_exposed_s["fsdp"] == pytest.approx(uncovered, rel=1e-9)
+    assert cand.expected_step_s == pytest.approx(math_s + uncovered, rel=1e-9)
+    # with BF16 gradients the backward's gather and scatter fit under its math: only the first
+    # layer's gather and the last one's scatter stay exposed
+    bf16 = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 16}, sequences * 1536, **options)
+    lay16 = _layout_no_recompute("LLaMA-3 8B", "H100", {"fsdp": 16}, sequences * 1536, seq_len=1536)
+    assert bf16.expected_exposed_s["fsdp"] == pytest.approx(timing.fsdp_exposed_s(lay16), rel=1e-9)
+    # weights kept gathered: one gather per layer meets the first microbatch's forward, and each
+    # backward covers only the FP32 reduce-scatter, which fits under it
+    kept = explorer.evaluate(
+        "LLaMA-3 8B", "H100", {"fsdp": 16}, sequences * 1536, state_recipe="fp32", keep_gathered_weights=True, **options
+    )
+    assert scatter < backward
+    assert kept.expected_uncovered_s["fsdp"] == 0
+    assert kept.expected_step_s < cand.expected_step_s
+
+
 def test_dp_exposes_the_last_gradient_bucket():
     # Megatron-Core's default bucket: max(40e6, 1e6 × dp) parameters (megatron-core-ddp)
     small = _layout_no_recompute("LLaMA-3 8B", "H100", {"dp": 8}, 8 * 4096, seq_len=4096)

@@ -27,7 +27,9 @@ ASSUMPTIONS = f"""\
   of the buffer through a node's NICs, where the bound takes the
   two-level (k-1)/k of k nodes), and leaves exposed what no math can
   cover of each hidden collective: FSDP's first gather and last
-  reduce-scatter of one layer, the gradient reduction's last bucket
+  reduce-scatter of one layer, or more where a layer's backward gather
+  and gradient reduce-scatter outlast the layer's backward math (its
+  forward gather the forward's), the gradient reduction's last bucket
   (Megatron-Core's default size),
   the pipeline's sends in full unless the schedule overlaps them
   (interleaved, DualPipe: then those of the fill and drain), and a fixed

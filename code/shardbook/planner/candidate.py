@@ -33,8 +33,11 @@ class Candidate:
     HBM-bound part of math), `bubble`, and two parts of math an MoE model
     adds, `grouped_gemm` (what its routed experts' grouped GEMMs spend
     beyond the sustained efficiency) and `permute` (the sorts of routed
-    rows that expert parallelism adds, inside `elementwise`)), the options it was
-    priced under, and where each axis was placed on the machine."""
+    rows that expert parallelism adds, inside `elementwise`)), of each
+    collective the seconds on the critical path (`expected_exposed_s`) and,
+    where it is worked out apart from the step's total, what no math can
+    cover (`expected_uncovered_s`: FSDP's, timing.fsdp_uncovered_s), the
+    options it was priced under, and where each axis was placed on the machine."""
 
     fsdp: int
     tp: int
@@ -72,6 +75,7 @@ class Candidate:
     precision: str = "bf16"
     memory_device: str = "the device"
     expected_exposed_s: dict = field(default_factory=dict)
+    expected_uncovered_s: dict = field(default_factory=dict)
     stack: str = "any"
     is_moe: bool = False
     global_tokens: float = 0.0
@@ -270,19 +274,30 @@ def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
         if fractions is None:
             fractions = timing.exposed_fractions(lay)
         step_s = timing.bound_step_s(math_s, bound_terms, hidden_bound, math_s * overhead)
-        exposed = timing.exposed_s(math_expected, expected_terms, hidden, fractions)
+        # FSDP's traffic against the math of each layer's forward and backward, not the step's
+        uncovered = {"fsdp": timing.fsdp_uncovered_s(lay, policy, math_expected)}
+        exposed = timing.exposed_s(math_expected, expected_terms, hidden, fractions, uncovered)
         expected_s = math_expected + math_expected * overhead + sum(exposed.values())
         priced[policy] = (expected_s, ideal_s, math_s, math_expected, elementwise_s, bound_terms, expected_terms,
-                          step_s, exposed)  # fmt: skip
+                          step_s, exposed, uncovered)  # fmt: skip
     policy = fitting[0]
     for other in fitting[1:]:
         # the fastest that fits; a policy that reruns more is taken only when it is faster beyond rounding
         # (more math may hide more communication and tie the step exactly)
         if priced[other][0] < priced[policy][0] * (1 - 1e-9):
             policy = other
-    expected_s, ideal_s, math_s, math_expected, elementwise_s, bound_terms, expected_terms, step_s, exposed = priced[
-        policy
-    ]
+    (
+        expected_s,
+        ideal_s,
+        math_s,
+        math_expected,
+        elementwise_s,
+        bound_terms,
+        expected_terms,
+        step_s,
+        exposed,
+        uncovered,
+    ) = priced[policy]
     breakdown, policy, fits, device = held[policy]
     state_keys = ("weights", "gradients", "master_weights", "optimizer_state")
     return Candidate(
@@ -329,6 +344,7 @@ def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
         precision=precision,
         memory_device=device,
         expected_exposed_s=exposed,
+        expected_uncovered_s=uncovered,
         stack=calibrate.check_stack(stack),
         is_moe=lay.model.is_moe,
         global_tokens=float(lay.global_tokens),

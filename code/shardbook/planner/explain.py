@@ -102,12 +102,15 @@ def time_parts(cand, hidden, fractions):
     """The expected step of a Candidate by component: math (with the
     elementwise work), bubble, and the exposed part of each collective
     term (a hidden term's larger of its exposed fraction (timing.exposed_fractions) and
-    what the math cannot cover). They sum to cand.expected_step_s."""
+    what the math cannot cover: cand.expected_uncovered_s where the
+    candidate works it out, else the term less the math). They sum to
+    cand.expected_step_s."""
     terms = cand.expected_terms
     parts = {"math": terms["math"], "bubble": terms["bubble"]}
     for name in COMM_TERMS:
         seconds = terms[name]
-        parts[name] = max(fractions[name] * seconds, seconds - terms["math"]) if name in hidden else seconds
+        uncovered = cand.expected_uncovered_s.get(name, seconds - terms["math"])
+        parts[name] = max(fractions[name] * seconds, uncovered) if name in hidden else seconds
     return parts
 
 

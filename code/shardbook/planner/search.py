@@ -271,7 +271,8 @@ def _dominated(opts, done):
     third of the bubble: never faster, never smaller); FSDP's weights kept
     gathered where gathering them again left no FSDP traffic (nor, under
     ZeRO-3, gradient-reduction traffic) exposed beyond the part no math can
-    cover (keeping them then shortens nothing, and holds more)."""
+    cover (keeping them then shortens nothing, and holds more): the
+    backward's gathers, which keeping removes, count only there."""
     if not SKIP_DOMINATED:
         return False
     s, v, keep, p = opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision
@@ -280,9 +281,10 @@ def _dominated(opts, done):
     regathered = done.get((s, v, False, p))
     if keep and regathered is not None:
         terms, exposed = regathered.expected_terms, regathered.expected_exposed_s
+        uncovered = regathered.expected_uncovered_s
         axes = ("fsdp", "dp") if opts.zero == 3 else ("fsdp",)
-        # exposed is max(fraction · t, t − math): kept weights shorten t, which helps only where t − math sets it
-        return all(terms[a] - terms["math"] < exposed[a] * (1 - 1e-9) or not exposed[a] for a in axes)
+        # exposed is max(fraction · t, what no math covers): kept weights shorten the latter only
+        return all(uncovered.get(a, terms[a] - terms["math"]) < exposed[a] * (1 - 1e-9) or not exposed[a] for a in axes)
     return False
 
 

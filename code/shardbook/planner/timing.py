@@ -21,7 +21,9 @@ Bubbles: the schedule's own (`memory_plan.bubble_overhead`).
   (`math_s`), and of each hidden collective the part no math can cover
   left exposed (exposed_fractions: derived from the layout for FSDP, the
   gradient reduction and the pipeline; calibrate.EXPOSED_FRACTION for the
-  rest; never less than what the math cannot cover).
+  rest; never less than what the math cannot cover: for FSDP, layer by
+  layer and pass by pass, the backward's gather and gradient
+  reduce-scatter against the backward's math (fsdp_uncovered_s)).
 
 Ref: scale-your-model-amd, scaling-book-sharding, narayanan2021megatron,
 deepseek2024v3, nccl-tests-performance, nccl-nvls, nccl-tests-nvls-allreduce.
@@ -290,23 +292,25 @@ def bound_step_s(math_s, comm_s, hidden, bubble_s):
     return max(math_s, hidden_max) + critical + bubble_s
 
 
-def exposed_s(math_s, comm_s, hidden, exposed):
+def exposed_s(math_s, comm_s, hidden, exposed, uncovered=None):
     """{term: seconds on the critical path} of the calibrated step: a
     collective that cannot hide in full; of each hidden one the larger of
     its exposed fraction (`exposed`, by term name: exposed_fractions) and
-    what the math cannot cover."""
+    what the math cannot cover: `uncovered[name]` where given (FSDP's, by
+    pass and layer: fsdp_uncovered_s), else the term less the step's math."""
     _validate.positive("math_s", math_s)
-    _check_terms(comm_s, exposed)
+    uncovered = {} if uncovered is None else uncovered
+    _check_terms(comm_s, exposed, uncovered)
     return {
-        name: max(exposed[name] * seconds, seconds - math_s) if name in hidden else seconds
+        name: max(exposed[name] * seconds, uncovered.get(name, seconds - math_s)) if name in hidden else seconds
         for name, seconds in comm_s.items()
     }
 
 
-def expected_step_s(math_s, comm_s, hidden, bubble_s, exposed):
+def expected_step_s(math_s, comm_s, hidden, bubble_s, exposed, uncovered=None):
     """The calibrated step: math, bubble and each collective's exposed
     part (exposed_s)."""
-    return math_s + bubble_s + sum(exposed_s(math_s, comm_s, hidden, exposed).values())
+    return math_s + bubble_s + sum(exposed_s(math_s, comm_s, hidden, exposed, uncovered).values())
 
 
 # --- the math of one step -------------------------------------------------------------
@@ -805,6 +809,53 @@ def fsdp_exposed_s(lay):
     scaling-book-sharding."""
     check_layout(lay)
     return _fsdp_s(lay, True, share=1.0 / lay.deepest, gathers=1, scatters=1)
+
+
+def forward_math_share(lay, recompute):
+    """The forward pass's share of a step's math: the model's forward
+    FLOPs (a third of its training FLOPs: 2 of 6 per parameter and token,
+    the scores' forward of their three) over the hardware FLOPs `recompute`
+    runs, whose rerun forward belongs to the backward pass; the
+    elementwise work is taken to split alike. Ref: korthikanti2022reducing."""
+    check_layout(lay)
+    m = lay.model
+    model = training.model_flops_per_token(m, lay.seq_len, causal=True)
+    return model / 3 / training.hardware_flops_per_token(m, lay.seq_len, recompute, causal=True)
+
+
+def fsdp_uncovered_s(lay, recompute, math_s):
+    """Seconds of FSDP traffic that no math can cover, layer by layer and
+    pass by pass, given the step's expected math `math_s`: FSDP prefetches
+    the next layer's weights while a layer computes and reduce-scatters its
+    gradients while the layer before it computes its backward, so a
+    layer's forward (its share of the math: forward_math_share, over the
+    deepest stage's layers and the microbatches) covers one gather, and its
+    backward one gather and one gradient reduce-scatter, which share the
+    device's links. Where the weights are kept gathered, each layer's one
+    gather meets the first microbatch's forward and every backward covers
+    only a reduce-scatter. Each pass's transfers beyond its math stay
+    exposed: with gradients reduced in FP32 (twice a BF16 gather's bytes)
+    the backward's traffic can exceed the backward's math while the step's
+    traffic stays under the step's math, which the step's total alone
+    would take as hidden. At least the step's traffic less its math.
+    Ref: zhao2023fsdp (backward and forward prefetch), pytorch-fsdp-notes,
+    torchtitan-job-config (FSDP2 reduces in FP32), scaling-book-sharding."""
+    check_layout(lay)
+    _validate.positive("math_s", math_s)
+    total = _fsdp_s(lay, True)
+    if total == 0:
+        return 0.0
+    layers, micro = lay.deepest, lay.n_micro
+    gather = _fsdp_s(lay, True, share=1.0 / layers, gathers=1, scatters=0)
+    scatter = _fsdp_s(lay, True, share=1.0 / layers, gathers=0, scatters=1)
+    per_layer = math_s / (layers * micro)
+    forward = forward_math_share(lay, recompute) * per_layer
+    backward = per_layer - forward
+    if lay.keep_gathered_weights:
+        uncovered = layers * max(0.0, gather - forward) + layers * micro * max(0.0, scatter - backward)
+    else:
+        uncovered = layers * micro * (max(0.0, gather - forward) + max(0.0, gather + scatter - backward))
+    return max(uncovered, total - math_s)
 
 
 def gradient_bucket_params(lay):
