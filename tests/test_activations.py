@@ -137,3 +137,23 @@ def test_gated_flag_counts_parameters():
     plain = models.with_changes("LLaMA-3 8B", gated_mlp=False)
     m = models.get("LLaMA-3 8B")
     assert models.param_count(m) - models.param_count(plain) == m.n_layers * m.d_model * m.d_ff
+
+
+def test_remembered_activation_bytes_are_the_counted_ones_and_bad_arguments_still_refused():
+    # memory remembers activation_bytes_per_stage_layer by argument (a search asks for the same split
+    # again and again): what it remembers is what the count gives, also for an argument of another
+    # type (1 for True), and an unhashable one is checked (and refused) as before
+    args = (models.get("DeepSeek-V3"), 4096, 2, 4, 8, 2, True, "selective", "flash", False)
+    first = memory.activation_bytes_per_stage_layer(
+        "DeepSeek-V3", 4096, 2, pp=4, tp=8, cp=2, sequence_parallel=True, recompute="selective"
+    )
+    assert first == memory._stage_layer_bytes_of(*args)
+    assert (
+        memory.activation_bytes_per_stage_layer(
+            "DeepSeek-V3", 4096, 2, pp=4, tp=8, cp=2, sequence_parallel=True, recompute="selective"
+        )
+        == first
+    )
+    assert memory._stage_layer_bytes(*args[:6], 1, *args[7:]) == memory._stage_layer_bytes_of(*args[:6], 1, *args[7:])
+    with pytest.raises(ValueError, match="seq_len: must be an integer, got \\[4096\\]"):
+        memory.activation_bytes_per_stage_layer("LLaMA-3 8B", [4096], 1, tp=2)

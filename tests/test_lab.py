@@ -18,11 +18,9 @@ import urllib.request
 import uuid
 from pathlib import Path
 
-import jupytext
 import pytest
 
 from conftest import CHAPTERS, ROOT
-from shardbook.book import lab
 from test_site import SCREENSHOTS
 
 TOKEN = "shardbook-test"
@@ -35,6 +33,10 @@ def _glue_keys(path):
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_lab_view_shows_numbers_and_saves_the_source_back(path, built_book):
+    import jupytext
+
+    from shardbook.book import lab
+
     notebook = jupytext.read(path)
     original = [c.source for c in notebook.cells]
     shown = copy.deepcopy(notebook)
@@ -160,6 +162,8 @@ async def _execute(ws, session, code, user_expressions=None):
 async def _run_chapter(base, cells, keys):
     from tornado.websocket import websocket_connect
 
+    from shardbook.book import lab
+
     kernel = _api(base, "/api/kernels", "POST", {"name": "python3"})
     session = uuid.uuid4().hex
     ws = await websocket_connect(
@@ -180,6 +184,10 @@ async def _run_chapter(base, cells, keys):
 
 
 def test_a_chapter_runs_through_the_server_with_its_numbers(jupyter):
+    import jupytext
+
+    from shardbook.book import lab
+
     base, root = jupyter
     model = _api(base, f"/api/contents/{CHAPTER}?content=1")
     assert model["type"] == "notebook"
@@ -204,6 +212,8 @@ def test_a_chapter_runs_through_the_server_with_its_numbers(jupyter):
 
 
 def test_jupyterlab_screenshot_with_a_chapter_open(jupyter, browser):  # noqa: F811
+    from shardbook.book import lab
+
     base, _ = jupyter
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page()
@@ -239,6 +249,8 @@ def test_jupyterlab_screenshot_with_a_chapter_open(jupyter, browser):  # noqa: F
 
 
 def _manager(root):
+    from shardbook.book import lab  # imports jupytext and jupyter_server: only where a test needs it
+
     return lab.ChapterContentsManager(root_dir=str(root))
 
 
@@ -269,6 +281,8 @@ def test_saving_a_chapter_without_edits_leaves_it_byte_identical(tmp_path):
 
 
 def test_saving_an_edited_chapter_writes_the_edit(tmp_path):
+    import jupytext
+
     path = ROOT / "chapters" / CHAPTER
     shutil.copy2(path, tmp_path / CHAPTER)
     manager = _manager(tmp_path)

@@ -2,6 +2,7 @@
 finite result or raises ValueError (or TypeError): no inf, nan, OverflowError,
 ZeroDivisionError, IndexError or AttributeError from inside a formula."""
 
+import functools
 import importlib
 import inspect
 import math
@@ -152,6 +153,17 @@ def test_attention_counts_with_a_valid_scheme_are_finite_or_refused(n_positions,
         assert results[attention.causal_pairs_per_rank] == [sum(o) for o in owners]
 
 
+@functools.cache
+def _required(function):
+    """The names of `function`'s required positional parameters (read once per
+    function, not once per example: the sweep draws thousands)."""
+    return tuple(
+        p.name
+        for p in inspect.signature(function).parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    )
+
+
 # NumPy scalars (drawn above) warn where they overflow or divide by zero and
 # go on with inf (Python's floats overflow silently, raise on a zero divisor);
 # either way the function must refuse (shardbook._validate's guard), and that
@@ -161,12 +173,7 @@ def test_attention_counts_with_a_valid_scheme_are_finite_or_refused(n_positions,
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_finite_inputs_give_finite_results_or_a_value_error(name, function, data):
-    required = [
-        p
-        for p in inspect.signature(function).parameters.values()
-        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    args = [data.draw(finite_numbers, label=p.name) for p in required]
+    args = [data.draw(finite_numbers, label=p) for p in _required(function)]
     try:
         result = function(*args)
     except (ValueError, TypeError):

@@ -299,15 +299,22 @@ def _finite(value):
 # How many guarded calls are running in this thread: a guarded function called by
 # another checks nothing of its result, since the outermost call checks what it
 # returns (walking every result of every nested call cost the planner's fits
-# three quarters of their time)
-_DEPTH = threading.local()
+# three quarters of their time). The count is a one-item list per thread, so a
+# call reads the thread's state once (a search makes millions of guarded calls).
+class _Depth(threading.local):
+    def __init__(self):
+        self.box = [0]
+
+
+_DEPTH = _Depth()
 
 
 def _guarded(function):
     @functools.wraps(function)
     def guarded(*args, **kwargs):
-        depth = getattr(_DEPTH, "n", 0)
-        _DEPTH.n = depth + 1
+        box = _DEPTH.box
+        depth = box[0]
+        box[0] = depth + 1
         try:
             result = function(*args, **kwargs)
         except OverflowError:
@@ -317,7 +324,7 @@ def _guarded(function):
         except ZeroDivisionError:
             raise ValueError(f"{function.__name__}: an input that divides is zero; give it a positive value") from None
         finally:
-            _DEPTH.n = depth
+            box[0] = depth
         if depth == 0 and not _finite(result):
             raise ValueError(f"{function.__name__}: the inputs are too large; the result is not a finite number")
         return result

@@ -16,6 +16,7 @@ Ref: rajbhandari2020zero, korthikanti2022reducing, dao2022flashattention,
 megatron-distrib-optimizer, maxtext, distributed-training-notes.
 """
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass
@@ -652,9 +653,19 @@ def microbatches_in_flight(n_stages, n_microbatches, schedule="1f1b", n_virtual=
     return pipeline.schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtual)
 
 
-def _stage_layer_bytes(m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, offloaded):
+def _stage_layer_bytes(*args):
     """activation_bytes_per_stage_layer (or, `offloaded`, what the policy
-    moves to host) for a models.Model; arguments checked here."""
+    moves to host) for a models.Model; arguments checked here. Remembered
+    by argument (and its type): a planner search asks for the same split
+    of the same model for every schedule and pipeline depth it tries."""
+    try:
+        hash(args)
+    except TypeError:  # an unhashable argument: checked (and refused) without the memory
+        return _stage_layer_bytes_of(*args)
+    return _remembered_stage_layer_bytes(*args)
+
+
+def _stage_layer_bytes_of(m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, offloaded):
     _validate.count("pp", pp)
     kinds = (False, True) if m.n_dense_layers else (False,)
     policy = None
@@ -671,6 +682,9 @@ def _stage_layer_bytes(m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parall
     if pp > 1:
         return max(one(False), one(True))
     return (m.n_dense_layers * one(True) + (m.n_layers - m.n_dense_layers) * one(False)) / m.n_layers
+
+
+_remembered_stage_layer_bytes = functools.lru_cache(maxsize=4096, typed=True)(_stage_layer_bytes_of)
 
 
 def activation_bytes_per_stage_layer(

@@ -448,8 +448,16 @@ def matmul_shape_factor(lay):
     other FLOP of the step (the attention core, the routed experts, the
     embedding lookup the model count includes) at 1. FP8 products take the
     same factor: half the bytes against twice the peak. 1 without an HBM
-    figure."""
+    figure. Inside shared_costs it is priced once per shape and accelerator
+    (a search tries many schedules and policies on each)."""
     check_layout(lay)
+    # what the factor reads of a Layout: matmul_shapes' model, rows and tp split, and the accelerator
+    tp, cp = lay.mesh["tp"], lay.mesh["cp"]
+    key = ("matmul_shape", lay.model, lay.accelerator, lay.seq_len, lay.micro_batch_seqs, tp, cp)
+    return _remembered(key, lambda: _matmul_shape_factor(lay))
+
+
+def _matmul_shape_factor(lay):
     acc = lay.accelerator
     hbm = calibrate.hbm_bytes_per_s(acc)
     if not hbm:
