@@ -57,12 +57,17 @@ FRAME_SOURCE = (
     "  };\n"
     "  const mark = f => apply(f, measure(f));\n"
     "  // a panned graph opens on its middle, where graphviz centres the graph's first nodes\n"
-    '  frames.forEach(f => { if (f.parentNode.classList.contains("shardbook-figure-pan")) {\n'
-    "    f.scrollLeft = (f.scrollWidth - f.clientWidth) / 2; } });\n"
+    "  // (when the observer first measures it, after the page's own layout: centred at load,\n"
+    "  // its read would force that layout into this script)\n"
+    '  const uncentred = new Set([...frames].filter(f => f.parentNode.classList.contains("shardbook-figure-pan")));\n'
     "  // a frame's width follows the column, which the theme's own styles and scripts may still change\n"
     "  const resized = new ResizeObserver(entries => {\n"
     "    const sizes = entries.map(e => measure(e.target));\n"
-    "    entries.forEach((e, i) => apply(e.target, sizes[i]));\n"
+    "    entries.forEach((e, i) => {\n"
+    "      const f = e.target;\n"
+    "      if (uncentred.delete(f)) { f.scrollLeft = sizes[i][2] = sizes[i][0] / 2; }\n"
+    "      apply(f, sizes[i]);\n"
+    "    });\n"
     "  });\n"
     '  const watch = f => { resized.observe(f); f.addEventListener("scroll", () => mark(f), {passive: true}); };\n'
     "  frames.forEach(watch);\n"
