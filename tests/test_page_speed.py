@@ -11,7 +11,9 @@ import pydata_sphinx_theme
 
 from shardbook.book import pages, theme_assets
 
-THEME_BOOTSTRAP = Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / "scripts" / "bootstrap.js"
+THEME_BOOTSTRAP = (
+    Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / "scripts" / "bootstrap.js"
+)
 
 
 def _site_with(tmp_path, text):
