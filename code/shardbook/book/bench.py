@@ -206,8 +206,9 @@ def drag_chart_slider(tab, chart, control, to_index):
     and the grid position the slider reached."""
     fig = tab.locator(f"figure#chart-{chart}")
     fig.wait_for(state="attached")
-    tab.wait_for_function(f"document.querySelector('figure#chart-{chart}').dataset.state === 'ready'")
+    # on screen first: the page builds a chart as it nears the screen (or when idle)
     fig.scroll_into_view_if_needed()
+    tab.wait_for_function(f"document.querySelector('figure#chart-{chart}').dataset.state === 'ready'")
     rng = fig.locator(f"input[type=range][name={control}]")
     box = rng.bounding_box()
     top = int(rng.get_attribute("max"))

@@ -31,28 +31,44 @@ from pathlib import Path
 FRAME_SOURCE = (
     'addEventListener("DOMContentLoaded", () => {\n'
     "  // each table's and code block's scrolling box (itself or the nearest box around it that clips)\n"
+    "  // (all found before any is moved: a style read after a move restyles the page again)\n"
+    "  const boxes = [];\n"
     '  document.querySelectorAll("main table, main pre").forEach(e => {\n'
     "    let c = e;\n"
     '    while (c.tagName !== "MAIN" && getComputedStyle(c).overflowX === "visible") c = c.parentElement;\n'
-    '    if (c.tagName === "MAIN" || c.closest(".shardbook-figure-frame")) return;\n'
+    '    if (c.tagName === "MAIN" || c.closest(".shardbook-figure-frame") || boxes.includes(c)) return;\n'
+    "    boxes.push(c);\n"
+    "  });\n"
+    "  boxes.filter(c => !boxes.some(o => o !== c && o.contains(c))).forEach(c => {\n"
     '    const frame = document.createElement("div");\n'
     '    frame.className = "shardbook-figure-frame shardbook-scroll-frame";\n'
     '    c.before(frame); frame.append(c); c.classList.add("shardbook-figure-scroll");\n'
     "  });\n"
     '  const frames = document.querySelectorAll(".shardbook-figure-scroll");\n'
-    "  const mark = f => {\n"
-    "    const over = f.scrollWidth - f.clientWidth, down = f.scrollHeight - f.clientHeight;\n"
+    "  // a frame's sizes are read, then its marks written: for many frames at once, every\n"
+    "  // read first (a read after a write would lay the page out again, once per frame)\n"
+    "  const measure = f => [f.scrollWidth - f.clientWidth, f.scrollHeight - f.clientHeight, f.scrollLeft];\n"
+    "  const apply = (f, [over, down, left]) => {\n"
     '    const c = f.parentNode.classList, figure = !c.contains("shardbook-scroll-frame");\n'
     '    c.toggle("shardbook-wide", over > 1);\n'
     '    c.toggle("shardbook-tall", figure && down > 1);\n'
-    '    c.toggle("shardbook-scrolled", f.scrollLeft >= over - 1);\n'
+    '    c.toggle("shardbook-scrolled", left >= over - 1);\n'
     '    if (over > 0 || down > 0) { f.tabIndex = 0; } else if (figure) { f.removeAttribute("tabindex"); }\n'
     "  };\n"
+    "  const mark = f => apply(f, measure(f));\n"
     "  // a panned graph opens on its middle, where graphviz centres the graph's first nodes\n"
-    '  frames.forEach(f => { if (f.parentNode.classList.contains("shardbook-figure-pan")) {\n'
-    "    f.scrollLeft = (f.scrollWidth - f.clientWidth) / 2; } });\n"
+    "  // (when the observer first measures it, after the page's own layout: centred at load,\n"
+    "  // its read would force that layout into this script)\n"
+    '  const uncentred = new Set([...frames].filter(f => f.parentNode.classList.contains("shardbook-figure-pan")));\n'
     "  // a frame's width follows the column, which the theme's own styles and scripts may still change\n"
-    "  const resized = new ResizeObserver(entries => entries.forEach(e => mark(e.target)));\n"
+    "  const resized = new ResizeObserver(entries => {\n"
+    "    const sizes = entries.map(e => measure(e.target));\n"
+    "    entries.forEach((e, i) => {\n"
+    "      const f = e.target;\n"
+    "      if (uncentred.delete(f)) { f.scrollLeft = sizes[i][2] = sizes[i][0] / 2; }\n"
+    "      apply(f, sizes[i]);\n"
+    "    });\n"
+    "  });\n"
     '  const watch = f => { resized.observe(f); f.addEventListener("scroll", () => mark(f), {passive: true}); };\n'
     "  frames.forEach(watch);\n"
     "  // for a table a script draws later (the planner's result): put it in a frame and watch it\n"

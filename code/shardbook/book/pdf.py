@@ -720,6 +720,12 @@ PRINT_CSS = """@media print {
 }"""
 
 
+# true once every chart of the page is built (shardbook-charts.js builds the
+# rest when asked); a page without charts, or without the script, has none to wait for
+CHARTS_BUILT_JS = """() => !document.querySelector('figure.shardbook-chart')
+    || (window.shardbookCharts !== undefined && window.shardbookCharts.buildAll())"""
+
+
 def _wait_for_images(page):
     page.wait_for_function("[...document.images].every(i => i.complete)", timeout=120_000)
 
@@ -750,6 +756,8 @@ def _laid_out(context, base, source, meta):
     # (108 of 242 pages)
     page.goto(f"{base}/_book.html", wait_until="load", timeout=120_000)
     page.evaluate("document.fonts.ready.then(() => true)")
+    # every instant chart drawn: a screen builds one only near the screen or when idle
+    page.wait_for_function(CHARTS_BUILT_JS, timeout=60_000)
     page.evaluate(FRONT_MATTER_JS, [meta["title"], meta["author"], meta["copyright"]])
     page.add_style_tag(content=PRINT_CSS)
     page.set_viewport_size({"width": COLUMN_WIDTH_PX, "height": PAGE_HEIGHT_PX})

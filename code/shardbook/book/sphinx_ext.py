@@ -164,6 +164,7 @@ def _finish_site(app, exc):
     theme_assets.subset_icon_fonts(app, icons)
     theme_assets.purge_stylesheets(app)
     theme_assets.route_tab_stops(app)
+    theme_assets.lazy_back_to_top(app)
     live_assets.copy_live_assets(app)
     katex_math.copy_katex_assets(app)
     pages.rewrite_pages(Path(app.outdir))

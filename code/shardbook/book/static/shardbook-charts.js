@@ -280,10 +280,39 @@
     });
   };
 
-  function init() {
-    [].forEach.call(document.querySelectorAll("figure.shardbook-chart"), function (fig) {
-      try { fig.shardbookChart = new Chart(fig); } catch (err) { fig.dataset.state = "failed"; throw err; }
-    });
+  // A chart is built when it comes near the screen or the page is idle,
+  // whichever is first, never while the page loads: building reads the
+  // plot's width, which at load forces the whole page's first style and
+  // layout into this script (on a phone, most of a second of blocked main
+  // thread in Lighthouse). Its box keeps its size meanwhile (the CSS
+  // reserves it), so nothing moves when it is drawn. Printing, from the
+  // browser (beforeprint) or the PDF step (shardbookCharts.buildAll), builds
+  // every chart first.
+  function build(fig) {
+    if (fig.shardbookChart || fig.dataset.state === "failed") { return; }
+    try { fig.shardbookChart = new Chart(fig); } catch (err) { fig.dataset.state = "failed"; throw err; }
   }
-  if (document.readyState === "loading") { document.addEventListener("DOMContentLoaded", init); } else { init(); }
+  function figures() { return [].slice.call(document.querySelectorAll("figure.shardbook-chart")); }
+  function buildAll() { figures().forEach(build); return figures().every(function (f) { return f.dataset.state === "ready"; }); }
+  window.shardbookCharts = { buildAll: buildAll };
+  window.addEventListener("beforeprint", buildAll);
+  function init() {
+    var figs = figures();
+    if (!figs.length) { return; }
+    if ("IntersectionObserver" in window) {
+      var near = new IntersectionObserver(function (entries) {
+        entries.forEach(function (entry) {
+          if (entry.isIntersecting) { near.unobserve(entry.target); build(entry.target); }
+        });
+      }, { rootMargin: "600px 0px" });
+      figs.forEach(function (fig) { near.observe(fig); });
+    }
+    // each chart its own idle moment, so that no one task builds them all
+    var idle = window.requestIdleCallback || function (fn) { return setTimeout(fn, 200); };
+    (function next(i) {
+      if (i >= figs.length) { return; }
+      idle(function () { build(figs[i]); next(i + 1); }, { timeout: 3000 });
+    })(0);
+  }
+  if (document.readyState === "complete") { init(); } else { window.addEventListener("load", init); }
 })();
