@@ -18,6 +18,7 @@ import re
 import shutil
 from pathlib import Path
 
+from . import transaction
 from .node_files import node_package
 
 FA_PACKS = {"fab": "fab", "fa-brands": "fab", "far": "far", "fa-regular": "far", "fas": "fas", "fa-solid": "fas"}
@@ -198,19 +199,26 @@ THEME_TAB_STOP_ROUTED = (
 )
 
 
-def route_tab_stops(app):
-    """Route the theme script's tab-stop check through window.shardbookTabStop
-    (THEME_TAB_STOP); False if the theme's script no longer has that code."""
-    script = Path(app.outdir) / "_static" / "scripts" / "pydata-sphinx-theme.js"
+def _patch_theme_script(app, name, code, patched):
+    """Replace the theme's `code` in the built _static/scripts/`name` by
+    `patched` (atomically; a second build finds it patched and leaves it);
+    False if the script is missing or no longer has that code once."""
+    script = Path(app.outdir) / "_static" / "scripts" / name
     if not script.exists():
         return False
     text = script.read_text()
-    if THEME_TAB_STOP_ROUTED in text:
+    if patched in text:
         return True
-    if text.count(THEME_TAB_STOP) != 1:
+    if text.count(code) != 1:
         return False
-    script.write_text(text.replace(THEME_TAB_STOP, THEME_TAB_STOP_ROUTED))
+    transaction.commit_one(script, text.replace(code, patched))
     return True
+
+
+def route_tab_stops(app):
+    """Route the theme script's tab-stop check through window.shardbookTabStop
+    (THEME_TAB_STOP); False if the theme's script no longer has that code."""
+    return _patch_theme_script(app, "pydata-sphinx-theme.js", THEME_TAB_STOP, THEME_TAB_STOP_ROUTED)
 
 
 # pydata-sphinx-theme's back-to-top button reads the header's box as its
@@ -234,16 +242,7 @@ def lazy_back_to_top(app):
     """Have the theme's back-to-top button read the header's box on the first
     scroll, not as bootstrap.js runs (THEME_BACK_TO_TOP); False if the
     theme's script no longer has that code."""
-    script = Path(app.outdir) / "_static" / "scripts" / "bootstrap.js"
-    if not script.exists():
-        return False
-    text = script.read_text()
-    if THEME_BACK_TO_TOP_LAZY in text:
-        return True
-    if text.count(THEME_BACK_TO_TOP) != 1:
-        return False
-    script.write_text(text.replace(THEME_BACK_TO_TOP, THEME_BACK_TO_TOP_LAZY))
-    return True
+    return _patch_theme_script(app, "bootstrap.js", THEME_BACK_TO_TOP, THEME_BACK_TO_TOP_LAZY)
 
 
 THEBE_ASSETS = ("sphinx-thebe.js", "sphinx-thebe.css")
