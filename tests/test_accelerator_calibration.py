@@ -9,12 +9,11 @@ line) naming the key and the rule."""
 import dataclasses
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import run_main
 from shardbook import accelerator_file, explorer, hardware
 from shardbook.planner import calibrate, cli, inputs, page
 
@@ -255,9 +254,8 @@ def test_bad_tables_and_names():
 
 
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True, timeout=120
-    )
+    """`python -m shardbook.explorer ARGS`, run in this process (conftest.run_main)."""
+    return run_main(explorer.main, *args)
 
 
 def _toml(path, name, calibration_lines):

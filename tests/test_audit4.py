@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from shardbook import _validate, accelerator_file, hardware, hf_config
+from conftest import run_main
+from shardbook import _validate, accelerator_file, explorer, hardware, hf_config
 from shardbook.planner import inputs
 from shardbook.planner import page as planner_page
 
@@ -24,8 +25,15 @@ CONFIGS = ROOT / "tests" / "data" / "hf_configs"
 FORM = {"model": "LLaMA-3 70B", "accelerator": "H100", "n_devices": "64", "batch": "4M", "seq_len": "4096"}
 
 
-def _explorer(*args, timeout=60):
-    """The command line, run as a reader runs it: (exit code, stdout, stderr)."""
+def _explorer(*args):
+    """The command line: (exit code, stdout, stderr), from its main() run in this process (conftest.run_main)."""
+    done = run_main(explorer.main, *args)
+    return done.returncode, done.stdout, done.stderr
+
+
+def _started(*args, timeout=60):
+    """The command line run as a reader runs it, in a Python of its own: (exit code, stdout, stderr). For
+    what must end though it might hang (a FIFO) and what is measured in the command's processor time."""
     done = subprocess.run(
         [sys.executable, "-m", "shardbook.explorer", *map(str, args)],
         capture_output=True,
@@ -117,7 +125,7 @@ def test_n2_an_accelerator_built_in_python_is_bounded_too():
 
 def test_n2_the_explorer_answers_at_once_on_a_huge_torus(tmp_path):
     path = _v5p_file(tmp_path, torus_dims=100_000)
-    rc, _, err = _explorer("LLaMA-3 70B", path, 64, "4M", "--top", 1, timeout=30)
+    rc, _, err = _started("LLaMA-3 70B", path, 64, "4M", "--top", 1, timeout=30)
     assert rc == 2 and "torus_dims must be at most 6, got 100000" in _one_line(err)
 
 
@@ -160,7 +168,7 @@ def test_n6_a_fifo_is_refused_not_waited_on(tmp_path, name, args):
     fifo = tmp_path / name
     os.mkfifo(fifo)
     try:
-        rc, _, err = _explorer(*[str(a).replace("{path}", str(fifo)) for a in args], timeout=30)
+        rc, _, err = _started(*[str(a).replace("{path}", str(fifo)) for a in args], timeout=30)
     except subprocess.TimeoutExpired:
         pytest.fail(f"the planner waited on the FIFO {fifo}")
     assert rc == 2 and _one_line(err).endswith(f"{fifo}: is a FIFO, not a regular file; give the path of a file")
@@ -272,25 +280,12 @@ def test_n12_a_batch_beyond_2_53_sequences_names_tokens():
     assert _one_line(err) == "error: tokens: at most 2**53 sequences of 4,096 tokens (3.69e+19 tokens), got '1e30'"
 
 
-def test_n12_check_names_a_missing_executed_folder(tmp_path):
+def test_n12_check_names_a_missing_executed_folder(tmp_path, monkeypatch):
     from shardbook.book import expected
 
     (tmp_path / "_toc.yml").write_text("root: chapters/00_introduction\n")
-    err = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "shardbook.book.expected",
-            "check",
-            "--root",
-            str(tmp_path),
-            "--executed",
-            "/nonexistent",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    monkeypatch.chdir(ROOT)  # where `python -m shardbook.book.expected` runs (its defaults are relative)
+    err = run_main(expected.main, "check", "--root", tmp_path, "--executed", "/nonexistent")
     assert err.returncode == 2
     assert err.stderr.strip() == "ledger: --executed /nonexistent: no such folder; build the book first (make book)"
     assert expected.FINGERPRINT_FILE not in err.stderr
@@ -299,17 +294,13 @@ def test_n12_check_names_a_missing_executed_folder(tmp_path):
 # --- N13: smaller crashes and oddities ---------------------------------------------------------
 
 
-def test_n13_a_deeply_nested_ledger_is_one_line(tmp_path):
+def test_n13_a_deeply_nested_ledger_is_one_line(tmp_path, monkeypatch):
     from shardbook.book import expected
 
     deep = tmp_path / "deep.json"
     deep.write_text('{"values": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    rc = subprocess.run(
-        [sys.executable, "-m", "shardbook.book.expected", "check", "--expected", str(deep)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    monkeypatch.chdir(ROOT)  # where `python -m shardbook.book.expected` runs (its defaults are relative)
+    rc = run_main(expected.main, "check", "--expected", deep)
     with pytest.raises(ValueError, match=rf"^{deep}: nested more than 32 levels deep"):
         expected.load(deep)
     assert "Traceback" not in rc.stderr and "RecursionError" not in rc.stderr
@@ -501,7 +492,7 @@ def test_n7_the_audits_slowest_searches_answer_in_one_line_within_the_budget(dev
 
     before = child_cpu_s()
     try:
-        rc, _, err = _explorer("DeepSeek-V3", "H100", devices, tokens, "--axes", SIX_AXES, "--top", 1, timeout=60)
+        rc, _, err = _started("DeepSeek-V3", "H100", devices, tokens, "--axes", SIX_AXES, "--top", 1, timeout=60)
     except subprocess.TimeoutExpired:
         pytest.fail("the search ran past 60 s")
     took = child_cpu_s() - before

@@ -3,11 +3,10 @@ activations, ranking, the command line, and the compiled programs of its
 candidates."""
 
 import math
-import subprocess
-import sys
 
 import pytest
 
+from conftest import run_main
 from shardbook import collectives, explorer, hardware, memory, models, training
 
 
@@ -141,7 +140,8 @@ def test_bad_meshes_name_the_axis_and_the_rule():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True)
+    """`python -m shardbook.explorer ARGS`, run in this process (conftest.run_main)."""
+    return run_main(explorer.main, *args)
 
 
 @pytest.mark.slow  # default searches by the command line: seconds of one core (make test runs it)

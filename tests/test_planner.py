@@ -10,12 +10,11 @@ import inspect
 import json
 import math
 import re
-import subprocess
-import sys
 import time
 
 import pytest
 
+from conftest import run_main
 from shardbook import accelerator_file, collectives, explorer, fabric, hardware, measured, memory, models, planner
 from shardbook.planner import calibrate, cli, memory_plan, page, placement, search, timing
 
@@ -561,9 +560,8 @@ def _repo():
 
 
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True, timeout=120
-    )
+    """`python -m shardbook.explorer ARGS`, run in this process (conftest.run_main)."""
+    return run_main(explorer.main, *args)
 
 
 def test_command_line_expresses_and_ranks_llama3s_own_layout():

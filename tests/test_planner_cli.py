@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shardbook import accelerator_file, models
+from conftest import run_main
+from shardbook import accelerator_file, explorer, models
 from shardbook.planner import calibrate, inputs, page
 
 CONFIGS = Path(__file__).parent / "data" / "hf_configs"
@@ -36,9 +37,9 @@ def table_rows(out):
 
 
 def _cli(*args):
-    return subprocess.run(
-        [sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True, timeout=120
-    )
+    """`python -m shardbook.explorer ARGS` (its exit status, stdout and stderr), run in this process
+    (conftest.run_main); test_the_entry_point_gives_mains_status_and_streams starts Python."""
+    return run_main(explorer.main, *args)
 
 
 def _refused(result, message):
@@ -362,6 +363,22 @@ def test_rank_says_why_a_mesh_is_not_a_candidate(capsys):
     # a mesh that fits nowhere, among candidates none of which fit
     lines = _lines(capsys, "LLaMA-3 405B", "H100", "8", "1M", "--rank", "fsdp=8")
     assert any(t.startswith("fsdp 8 does not fit, nor does any candidate: expected ") for t in lines)
+
+
+def test_the_entry_point_gives_mains_status_and_streams():
+    # the other tests call main() in this process (_cli); `python -m shardbook.explorer` itself must
+    # print the table on stdout with status 0, and a refusal as one line on stderr with status 2
+    def started(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True, timeout=120
+        )
+
+    ran = started("LLaMA-3 8B", "H100", "8", "1M", "--mesh", "fsdp=8")
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr
+    assert ran.stdout == _cli("LLaMA-3 8B", "H100", "8", "1M", "--mesh", "fsdp=8").stdout
+    assert any(row["mesh"] == "fsdp 8" for row in table_rows(ran.stdout))
+    _refused(started("LLaMA-3 8B", "v5p", "64", "4M"), "accelerator: unknown preset 'v5p'; did you mean 'TPU v5p'")
+    _refused(started("LLaMA-3 8B", "H100", "64"), "arguments: expected MODEL ACCELERATOR N_DEVICES BATCH")
 
 
 def test_a_closed_pipe_ends_the_command_quietly():

@@ -4,11 +4,10 @@ the memory reserve fitted on the runs that ran."""
 
 import dataclasses
 import math
-import subprocess
-import sys
 
 import pytest
 
+from conftest import run_main
 from shardbook import explorer, hardware, measured, transfer, validation
 from shardbook.planner import calibrate, cli
 
@@ -210,7 +209,8 @@ def test_a_reserve_outside_the_hbm_is_one_line():
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "shardbook.explorer", *args], capture_output=True, text=True)
+    """`python -m shardbook.explorer ARGS`, run in this process (conftest.run_main)."""
+    return run_main(explorer.main, *args)
 
 
 @pytest.mark.parametrize(
