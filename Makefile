@@ -157,12 +157,15 @@ format: setup
 # The fast tier, no build and no browser: the package, the ledger's logic,
 # the presets, the planner and the build guards; not the tests marked slow
 # (the leave-one-source-out refits, searches run to their time budget, the
-# server under load: about 45 s of one core), which `make test` runs. One worker takes about 55 s.
-# On three workers (groups that share a costly fixture stay together) about
-# 30 s: the build guards spend some 7 s waiting on sleeps and subprocesses,
-# which a third worker fills on two cores (two workers took 32-36 s).
+# server under load: about 45 s of one core), which `make test` runs.
+# SHARDBOOK_FAST_TIER=1: the Hypothesis sweeps of tests/test_robustness.py
+# draw a third of their examples here (conftest.examples); `make test` draws
+# them all. The command-line tests call main() in the test's process
+# (conftest.run_main), not a new Python each. On three workers (groups that
+# share a costly fixture stay together): the build guards spend some 7 s
+# waiting on sleeps and subprocesses, which a third worker fills on two cores.
 check: setup
-	@$(BIN)/python -m pytest -q -m "not build and not browser and not jax and not slow" -n 3 --dist loadgroup
+	@SHARDBOOK_FAST_TIER=1 $(BIN)/python -m pytest -q -m "not build and not browser and not jax and not slow" -n 3 --dist loadgroup
 
 # Lint first; then forced execution, nitpicky, warnings are errors; then
 # every test, including the browser test (Debian's chromium, Playwright).

@@ -22,6 +22,16 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from shardbook.book import expected  # noqa: E402
 
+# `make check`, the fast tier (under 30 s on two cores), sets SHARDBOOK_FAST_TIER=1; `make test` does not.
+FAST_TIER = os.environ.get("SHARDBOOK_FAST_TIER") == "1"
+
+
+def examples(n):
+    """Hypothesis's max_examples for a sweep that asks for `n`: all of them under `make test` (and plain
+    pytest); a third, at least 10, in `make check`'s fast tier, where the cost-model sweep's examples
+    (some 13,000, mostly Hypothesis's own work per example) took half the tier's 30 s."""
+    return max(10, n // 3) if FAST_TIER else n
+
 
 @pytest.fixture(scope="session")
 def built_book():

@@ -183,6 +183,7 @@ def test_command_line_errors_are_one_line(args, message):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.jax  # imports JAX and compiles a step on the CPU devices: 2 s of one core (make test runs it)
 def test_compiled_candidates_have_the_predicted_groups():
     from shardbook.hlo import candidates
 

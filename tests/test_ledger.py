@@ -3,10 +3,7 @@ values, and a planted change is caught and named."""
 
 import json
 
-import jupytext
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from conftest import EXPECTED_NUMBERS, ROOT
 from shardbook import ledger
@@ -49,6 +46,11 @@ def test_a_measured_value_is_kept_but_never_compared():
 
 
 def _execute_chapter(stem, planted_source, tmp_path):
+    # imported here: Jupytext and nbclient take some 0.6 s, on every worker that collects this file
+    import jupytext
+    import nbformat
+    from nbclient import NotebookClient
+
     nb = jupytext.read(ROOT / "chapters" / f"{stem}.md")
     nb.cells.insert(1, nbformat.v4.new_code_cell(planted_source))
     NotebookClient(

@@ -4,15 +4,20 @@ on the first scroll, not as its script runs (which forced the whole page's
 first layout into it), and the frame script reads every box before it moves
 or marks one."""
 
+import importlib.util
 from pathlib import Path
 from types import SimpleNamespace
 
-import pydata_sphinx_theme
-
 from shardbook.book import pages, theme_assets
 
+# found, not imported: importing the theme (Sphinx with it) takes some 0.3 s on every worker that collects this file
 THEME_BOOTSTRAP = (
-    Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static" / "scripts" / "bootstrap.js"
+    Path(importlib.util.find_spec("pydata_sphinx_theme").origin).parent
+    / "theme"
+    / "pydata_sphinx_theme"
+    / "static"
+    / "scripts"
+    / "bootstrap.js"
 )
 
 

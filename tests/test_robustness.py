@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import shardbook
+from conftest import examples
 from shardbook import attention, collectives, explorer, ledger, pipeline, units
 
 # every module of the cost model (layer 1, shardbook.LAYERS), so a new one is
@@ -132,7 +133,7 @@ def test_audit_attention_counterexamples():
         attention.block_state([0.0, 0.0], [(1.5e308,), (1.5e308,)])
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     n_positions=st.one_of(st.integers(1, 64), st.integers(1, 2**53)),
     n_ranks=st.one_of(st.integers(1, 16), st.integers(1, 2**53)),
@@ -170,7 +171,7 @@ def _required(function):
 # is what the test checks
 @pytest.mark.filterwarnings("ignore:(overflow|divide by zero|invalid value) encountered:RuntimeWarning")
 @pytest.mark.parametrize("name,function", FUNCTIONS, ids=[n for n, _ in FUNCTIONS])
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_finite_inputs_give_finite_results_or_a_value_error(name, function, data):
     args = [data.draw(finite_numbers, label=p) for p in _required(function)]
@@ -247,7 +248,7 @@ PLANNER_FUNCTIONS = sorted(
 
 @pytest.mark.filterwarnings("ignore:(overflow|divide by zero|invalid value) encountered:RuntimeWarning")
 @pytest.mark.parametrize("name,function", PLANNER_FUNCTIONS, ids=[n for n, _ in PLANNER_FUNCTIONS])
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_planner_functions_give_finite_results_or_a_value_error(name, function, data):
     test_finite_inputs_give_finite_results_or_a_value_error.hypothesis.inner_test(name, function, data)
