@@ -94,6 +94,7 @@ SHARED_FIXTURE_GROUPS = {
     "fresh_origin_live": "live-fresh-origin",  # chapters 6 and 7 gone live
     "records": "model-records",
     "loso": "leave-one-source-out",  # nine refits of the planner's figures
+    "graph": "import-graph",  # test_layers: every module's syntax tree
 }
 
 

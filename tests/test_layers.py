@@ -86,18 +86,23 @@ def test_the_cycle_finder_finds_a_cycle():
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_module_imports_a_module_that_imports_it_back():
-    graph = import_graph()
+@pytest.fixture(scope="module")
+def graph():
+    """import_graph(), parsed once for the tests that read it (some 0.7 s of one core: every module's
+    syntax tree); one worker runs them (conftest.SHARED_FIXTURE_GROUPS)."""
+    return import_graph()
+
+
+def test_no_module_imports_a_module_that_imports_it_back(graph):
     assert "shardbook.hlo.predict" in graph and "shardbook.programs.registry" in graph
     found = cycles(graph)
     loops = "; ".join(" <-> ".join(group) for group in found)
     assert not found, f"import cycles (break them so the layers read one way): {loops}"
 
 
-def test_the_fixture_registry_is_a_declaration_that_imports_no_tool():
+def test_the_fixture_registry_is_a_declaration_that_imports_no_tool(graph):
     """The registry is read by the programs (fixtures) and by the tools
     (capture, predict, the multi-process run); it imports neither."""
-    graph = import_graph()
     assert not {
         m for m in graph["shardbook.programs.registry"] if m.startswith(("shardbook.hlo", "shardbook.programs."))
     }
