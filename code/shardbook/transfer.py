@@ -177,7 +177,7 @@ def fit_fold(left_out, tol=1e-3, terms=None):
     fp8_runs = validation.fp8_speedup_runs(runs)
     fp8 = calibrate.FP8_SUSTAINED_SPEEDUP.value if fp8_runs else FP8_SPEEDUP_PRIOR
     with validation.figure_set("FP8 sustained speedup", "any", fp8):
-        shared = None if terms is None else terms.setdefault(fp8, {})  # the same figures but the passes and η
+        shared = None if terms is None else terms.setdefault(fp8, {})  # folds at this FP8 speedup: all else the same
         passes = validation.fit_elementwise_passes(*PASSES_BRACKET, tol * 20, runs=runs, eta_tol=tol, terms=shared)
         if not PASSES_BRACKET[0] + tol * 20 < passes < PASSES_BRACKET[1] - tol * 20:
             raise ValueError(f"left_out: without {left_out!r} the passes fit at the bracket's edge ({passes:.2f})")
