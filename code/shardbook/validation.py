@@ -400,15 +400,17 @@ def _calibration_error_sq(passes, runs=None, eta_tol=1e-4, terms=None):
     accelerator's η refitted on its efficiency_runs among them (to
     `eta_tol`; the FP8 speedup at the value in force). `terms`: a dict of
     each accelerator's term already computed, by (accelerator, its runs'
-    names, passes, eta_tol), for calls with every other figure the same
+    names, passes, eta_tol, the FP8 speedup in force), for calls with every other figure the same
     (transfer's folds: most keep all of an accelerator's runs, and their
     searches try the same passes first)."""
     runs = calibration_runs() if runs is None else list(runs)
+    # in the key too: a fold without FP8 runs prices at FP8_SPEEDUP_PRIOR
+    fp8_speedup = _planner().calibrate.FP8_SUSTAINED_SPEEDUP.value
     total = 0.0
     with elementwise_passes_set(passes):
         for acc in dict.fromkeys(r.accelerator for r in runs):
             mine = [r for r in runs if r.accelerator == acc]
-            key = (acc, tuple(r.name for r in mine), passes, eta_tol)
+            key = (acc, tuple(r.name for r in mine), passes, eta_tol, fp8_speedup)
             term = None if terms is None else terms.get(key)
             if term is None:
                 eta = fit_matmul_efficiency(acc, efficiency_runs(acc, runs), tol=eta_tol)
