@@ -15,6 +15,7 @@ import sys
 import time
 
 import pytest
+from test_planner_cli import table_rows
 
 from shardbook import accelerator_file, collectives, explorer, fabric, hardware, measured, memory, models, planner
 from shardbook.planner import calibrate, cli, inputs, memory_plan, page, placement, search, timing
@@ -576,7 +577,17 @@ def test_command_line_expresses_and_ranks_llama3s_own_layout():
     lines = result.stdout.splitlines()
     assert lines[2] == "Options: --micro-batch 1, --schedule interleaved, --n-virtual 4, --uneven-pipeline"
     header = next(line for line in lines if line.startswith("mesh")).split()
-    assert header[:4] == ["mesh", "fits", "memory", "/"]
+    assert header[:7] == ["mesh", "schedule", "micro", "recompute", "weights", "fits", "memory"]
+    # how each row runs, as the flags ask: interleaved with 4 virtual stages where 4 divides the deepest
+    # stage's layers (126 on 16 stages: 8), the largest count that divides them where it does not (on 2
+    # stages: 63, so 3), one sequence per microbatch
+    rows = {r["mesh"]: r for r in table_rows(result.stdout)}
+    assert (rows["fsdp 128 × tp 8 × pp 16"]["schedule"], rows["fsdp 128 × tp 8 × pp 16"]["micro"]) == (
+        "interleaved v=4",
+        "1",
+    )
+    assert rows["fsdp 512 × tp 16 × pp 2"]["schedule"] == "interleaved v=3"
+    assert {r["micro"] for r in rows.values()} == {"1"}
     assert "fsdp 128 × tp 8 × pp 16 ranks" in result.stdout
     one = _cli("LLaMA-3 405B", "H100", "16384", "16777216", "--seq-len", "8192", "--uneven-pipeline",
                "--mesh", "fsdp=128,tp=8,pp=16", "--schedule", "interleaved", "--n-virtual", "4", "--json")  # fmt: skip

@@ -23,11 +23,11 @@ import math
 
 from .. import _validate, hardware, models, pipeline
 from . import calibrate, memory_plan, timing
-from .timing import P2P_OVERLAP_SCHEDULES
 from .candidate import Candidate, TooFewSequences, evaluate, evaluate_plan
 from .layout import PRECISIONS, check_options
 from .options import PlanOptions
 from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, divisors, normalize_mesh
+from .timing import P2P_OVERLAP_SCHEDULES
 
 MAX_MESHES = 100_000
 MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
