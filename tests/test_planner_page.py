@@ -52,9 +52,17 @@ def test_the_planner_page_runs_a_pasted_config(built_book, server, browser):  # 
         ".shardbook-planner-output table tr", "rs => rs.slice(1).map(r => r.cells[1].textContent)"
     )
     assert rows == [c["label"] for c in want["top"]]
+    # how each row runs beside its mesh, in the command line's words: schedule, micro, recompute, weights
+    runs = tab.eval_on_selector_all(
+        ".shardbook-planner-output table tr", "rs => rs.map(r => [2, 3, 4, 5].map(i => r.cells[i].textContent))"
+    )
+    assert runs[0] == ["schedule", "micro", "recompute", "weights"]
+    assert runs[1:] == [
+        [c["schedule_text"], str(c["micro_batch_seqs"]), c["recompute"], c["weights_text"]] for c in want["top"]
+    ]
     # HBM as the device reports it, to a tenth of a GB as the command line prints it (H100: 85.5)
     memory = tab.eval_on_selector_all(
-        ".shardbook-planner-output table tr", "rs => rs.slice(1).map(r => r.cells[3].textContent)"
+        ".shardbook-planner-output table tr", "rs => rs.slice(1).map(r => r.cells[7].textContent)"
     )
     assert memory and all(cell.endswith(" / 85.5") for cell in memory), memory
     text = tab.inner_text(".shardbook-planner-output")

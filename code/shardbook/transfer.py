@@ -155,14 +155,17 @@ def held_out_fold(source):
 PASSES_BRACKET = (1.0, 6.0)  # every fold's fit lies between 2.5 and 3.1; an edge is refused
 
 
-def fit_fold(left_out, tol=1e-3):
+def fit_fold(left_out, tol=1e-3, terms=None):
     """The Fold fitted on the calibration set without `left_out`'s runs
     (None: the whole set): the elementwise passes with every η refitted at
     each trial (FP8's speedup at its value, or FP8_SPEEDUP_PRIOR where no
     FP8 run is left), each η at those passes, then the FP8 speedup at those
     η; an accelerator with no run left takes unfitted_matmul_efficiency.
     `tol`: the golden-section tolerance of every η and of the FP8 speedup
-    (the passes', searched in PASSES_BRACKET, is twenty times it)."""
+    (the passes', searched in PASSES_BRACKET, is twenty times it).
+    `terms`: a dict the folds of one table share (leave_one_source_out):
+    an accelerator's error at a trial of the passes, computed once for
+    every fold that keeps all its runs and tries those passes."""
     from .planner import calibrate
 
     known = sources()
@@ -174,7 +177,8 @@ def fit_fold(left_out, tol=1e-3):
     fp8_runs = validation.fp8_speedup_runs(runs)
     fp8 = calibrate.FP8_SUSTAINED_SPEEDUP.value if fp8_runs else FP8_SPEEDUP_PRIOR
     with validation.figure_set("FP8 sustained speedup", "any", fp8):
-        passes = validation.fit_elementwise_passes(*PASSES_BRACKET, tol * 20, runs=runs, eta_tol=tol)
+        shared = None if terms is None else terms.setdefault(fp8, {})  # folds at this FP8 speedup: all else the same
+        passes = validation.fit_elementwise_passes(*PASSES_BRACKET, tol * 20, runs=runs, eta_tol=tol, terms=shared)
         if not PASSES_BRACKET[0] + tol * 20 < passes < PASSES_BRACKET[1] - tol * 20:
             raise ValueError(f"left_out: without {left_out!r} the passes fit at the bracket's edge ({passes:.2f})")
         with validation.elementwise_passes_set(passes):
@@ -230,9 +234,9 @@ def leave_one_source_out(tol=1e-3, held_out=True):
     by the Fold without its source, then (with `held_out`) for every run of
     HELD_OUT_RUNS, priced by the book's own figures less any taken from its
     own source (held_out_fold)."""
-    out = []
+    out, terms = [], {}
     for source in sources():
-        fold = fit_fold(source, tol)
+        fold = fit_fold(source, tol, terms)
         out += [_priced(r, fold, False) for r in measured.VALIDATION_RUNS if r.source == source]
     if held_out:
         folds = {source: held_out_fold(source) for source in dict.fromkeys(r.source for r in HELD_OUT_RUNS)}

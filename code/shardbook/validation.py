@@ -394,34 +394,46 @@ def _golden(function, low, high, tol):
     return (a + b) / 2
 
 
-def _calibration_error_sq(passes, runs=None, eta_tol=1e-4):
+def _calibration_error_sq(passes, runs=None, eta_tol=1e-4, terms=None):
     """Σ log²(expected / measured step) over `runs` (default the
     calibration set) with ELEMENTWISE_PASSES at `passes` and every
     accelerator's η refitted on its efficiency_runs among them (to
-    `eta_tol`; the FP8 speedup at the value in force)."""
+    `eta_tol`; the FP8 speedup at the value in force). `terms`: a dict of
+    each accelerator's term already computed, by (accelerator, its runs'
+    names, passes, eta_tol, the FP8 speedup in force), for calls with every other figure the same
+    (transfer's folds: most keep all of an accelerator's runs, and their
+    searches try the same passes first)."""
     runs = calibration_runs() if runs is None else list(runs)
+    # in the key too: a fold without FP8 runs prices at FP8_SPEEDUP_PRIOR
+    fp8_speedup = _planner().calibrate.FP8_SUSTAINED_SPEEDUP.value
     total = 0.0
     with elementwise_passes_set(passes):
         for acc in dict.fromkeys(r.accelerator for r in runs):
             mine = [r for r in runs if r.accelerator == acc]
-            eta = fit_matmul_efficiency(acc, efficiency_runs(acc, runs), tol=eta_tol)
-            total += _log_error_sq(acc, mine, eta)
+            key = (acc, tuple(r.name for r in mine), passes, eta_tol, fp8_speedup)
+            term = None if terms is None else terms.get(key)
+            if term is None:
+                eta = fit_matmul_efficiency(acc, efficiency_runs(acc, runs), tol=eta_tol)
+                term = _log_error_sq(acc, mine, eta)
+                if terms is not None:
+                    terms[key] = term
+            total += term
     return total
 
 
-def fit_elementwise_passes(low=0.5, high=8.0, tol=0.01, runs=None, eta_tol=1e-4):
+def fit_elementwise_passes(low=0.5, high=8.0, tol=0.01, runs=None, eta_tol=1e-4, terms=None):
     """The calibrate.ELEMENTWISE_PASSES in [low, high] minimising
     Σ log²(expected / measured step) over `runs` (default the whole
     calibration set), each accelerator's matmul efficiency refitted
     (fit_matmul_efficiency, to `eta_tol`) at every trial; golden-section
     search. One figure for every accelerator: it counts the kernels between
-    the matmuls, not a chip."""
+    the matmuls, not a chip. `terms`: see _calibration_error_sq."""
     _validate.positive("low", low)
     _check_tol(tol)
     _check_tol(eta_tol)
     if not low < high <= 50:
         raise ValueError(f"high: must lie above low ({low}) and at most 50, got {high}")
-    return _golden(lambda passes: _calibration_error_sq(passes, runs, eta_tol), low, high, tol)
+    return _golden(lambda passes: _calibration_error_sq(passes, runs, eta_tol, terms), low, high, tol)
 
 
 def fit_fp8_speedup(runs=None, low=1.0, high=2.0, tol=1e-4):

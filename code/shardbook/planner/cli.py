@@ -37,20 +37,54 @@ def tied(candidates):
     return [c for c in fitting if c.expected_step_range_s[0] <= ceiling]
 
 
+# The schedules as the table names them (pipeline.PLANNER_SCHEDULES): ZB-H1 is the zero-bubble schedule
+# the planner prices (qi2024zerobubble)
+SCHEDULE_NAMES = {"gpipe": "GPipe", "1f1b": "1F1B", "interleaved": "interleaved", "zero_bubble": "ZB-H1",
+                  "dualpipe": "DualPipe"}  # fmt: skip
+
+
+def schedule_text(cand):
+    """The pipeline schedule a row runs, as the table shows it: '-' without
+    a pipeline, 'interleaved v=16' with its virtual stages per device,
+    else the schedule's name (1F1B, ZB-H1, DualPipe, GPipe)."""
+    if cand.pp == 1:
+        return "-"
+    name = SCHEDULE_NAMES[cand.schedule]
+    return f"{name} v={cand.n_virtual}" if cand.schedule == "interleaved" else name
+
+
+def weights_text(cand):
+    """What a row does with the weights it gathers (FSDP's, or ZeRO-3's):
+    'kept' (gathered once and kept for the step), 'regathered' (gathered
+    again for each use, forward and backward), '-' where it gathers none."""
+    if not cand.memory_breakdown.get("gathered_weight_buffers", 0.0):
+        return "-"
+    return "kept" if cand.keep_gathered_weights else "regathered"
+
+
 def format_table(candidates, top=None):
-    """The ranked candidates as a plain-text table: mesh, fits, memory per
-    device against HBM, the expected step with its band and whether it
-    ties the best, throughput, the expected step's parts (matmuls,
-    elementwise, exposed communication, bubble), the communication hidden
-    over the math, then the bound."""
+    """The ranked candidates as a plain-text table: the mesh and how it
+    runs (schedule_text, the sequences per microbatch, the recomputation,
+    weights_text, and the matmuls' precision where a row runs FP8), fits,
+    memory per device against HBM, the expected step with its band and
+    whether it ties the best, throughput, the expected step's parts
+    (matmuls, elementwise, exposed communication, bubble), the
+    communication hidden over the math, then the bound."""
     from .candidate import Candidate
 
     if not isinstance(candidates, (list, tuple)) or not all(isinstance(c, Candidate) for c in candidates):
         raise TypeError("candidates: must be a list of explorer.Candidate")
     if top is not None:
         _validate.count("top", top)
+    shown = candidates[:top] if top else candidates
+    precision = any(c.precision != "bf16" for c in shown)  # a column only where some row runs FP8
     header = (
         "mesh",
+        "schedule",
+        "micro",
+        "recompute",
+        "weights",
+        *(("precision",) if precision else ()),
         "fits",
         "memory / HBM GB",
         "expected step ms",
@@ -66,17 +100,20 @@ def format_table(candidates, top=None):
         "hidden /math",
         "bound step ms",
         "bound MFU",
-        "micro",
-        "recompute",
     )
     ties = {id(c) for c in tied(candidates)}
     rows = []
-    for cand in candidates[:top] if top else candidates:
+    for cand in shown:
         low, high = cand.expected_step_range_s
         terms = cand.expected_terms
         rows.append(
             (
                 cand.label,
+                schedule_text(cand),
+                str(cand.micro_batch_seqs),
+                cand.recompute,
+                weights_text(cand),
+                *((cand.precision.upper(),) if precision else ()),
                 fits_text(cand),
                 f"{cand.memory_bytes_per_device / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.1f}",
                 f"{cand.expected_step_s * 1e3:,.0f}",
@@ -92,14 +129,14 @@ def format_table(candidates, top=None):
                 f"{cand.hidden_to_math:.2f}" + ("!" if cand.hidden_to_math > FRAGILE_HIDDEN_TO_MATH else ""),
                 f"{cand.step_s * 1e3:,.0f}",
                 f"{cand.mfu:.1%}",
-                str(cand.micro_batch_seqs),
-                cand.recompute,
             )
         )
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    # words left-aligned, figures (and whether it fits, as before) right-aligned
+    left = [name in ("mesh", "schedule", "recompute", "weights", "precision") for name in header]
     lines = [
         "  ".join(
-            str(v).ljust(w) if i == 0 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
+            str(v).ljust(w) if left[i] else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True))
         )
         for r in [header, *rows]
     ]

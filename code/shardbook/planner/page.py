@@ -111,6 +111,8 @@ def _plan(form):
                 "mfu": cand.mfu,
                 "micro_batch_seqs": cand.micro_batch_seqs,
                 "recompute": cand.recompute,
+                "schedule_text": cli.schedule_text(cand),
+                "weights_text": cli.weights_text(cand),
                 "schedule": cand.schedule,
                 "n_virtual": cand.n_virtual,
                 "precision": cand.precision,

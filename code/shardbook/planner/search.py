@@ -27,6 +27,7 @@ from .candidate import Candidate, TooFewSequences, evaluate, evaluate_plan
 from .layout import PRECISIONS, check_options
 from .options import PlanOptions
 from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, divisors, normalize_mesh
+from .timing import P2P_OVERLAP_SCHEDULES
 
 MAX_MESHES = 100_000
 MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
@@ -37,7 +38,7 @@ MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
 # an idle core of the 2-core machine priced 930 to 1,550 a second (Mixtral 8x7B to LLaMA-3 70B on
 # 64 H100), so 8,000 took about the 7 s the search had before; since each matmul is priced at its
 # shape, about 800 a second in the largest searches (December 2026: DeepSeek-V3 on 2,048 H800,
-# 8,000 in 10.2 s; 5,500 leave its 1,189 meshes' base variants unpriced), so about 10 s, and
+# 8,000 in 10.2 s, of which its 1,189 meshes' base variants take 5,527), so about 10 s, and
 # a search past it is refused with a line that says how to narrow it (a six-axis search of
 # DeepSeek-V3 on 2**30 devices ran 99 s in the fourth audit, with no output). A chapter's search
 # runs to its end (None).
@@ -259,7 +260,8 @@ def _mesh_key(cand):
 
 
 # Variants the search can tell, without pricing them, are never faster than one it has priced
-# (_dominated); tests price them anyway (False) and compare.
+# (_dominated), or cannot fit because a smaller microbatch of theirs did not (_priced); tests price
+# them anyway (False) and compare.
 SKIP_DOMINATED = True
 
 
@@ -288,24 +290,46 @@ def _dominated(opts, done):
     return False
 
 
-def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, work=None):
+def _variant_key(opts):
+    return (opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision)
+
+
+def _outgrown(opts, outgrown):
+    """Whether `opts` did not fit at a smaller microbatch (1F1B: or ZB-H1,
+    which holds the same activations and weights)."""
+    key = _variant_key(opts)
+    return key in outgrown or (opts.schedule == "1f1b" and ("zero_bubble", *key[1:]) in outgrown)
+
+
+def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, work=None, every_size=False):
     """({microbatch size: [Candidate of each variant priced]}, the first
     Unusable met): each size of MICRO_BATCH_CHOICES (or the one given),
     smallest first, up to the first that leaves a data-parallel rank no
     whole microbatch, every variant of _variants (ZB-H1 before 1F1B, weights
     gathered again before kept, so that _dominated can skip); variants
     whose memory cannot be counted or whose schedule cannot run are left
-    out. `work`, a _Work, counts each evaluate call."""
+    out, and so is a variant at every size above one where it did not fit:
+    a device holds no less at a larger microbatch (the weights and their
+    state do not change; what each microbatch keeps grows with its size
+    while the microbatches a schedule holds in flight, min(p, m), p + 1 or
+    interleaving's count, shrink no faster than the size grows: the tokens
+    in flight never fall), so it cannot fit there either (with ZB-H1, 1F1B,
+    which holds the same), unless `every_size` (what each size holds, to
+    show). `work`, a _Work, counts each evaluate call."""
     variants = sorted(
         _variants(model, accelerator, mesh, options) if variants is None else variants,
         key=lambda o: (o.schedule == "1f1b", o.keep_gathered_weights),
     )
     given = options.micro_batch_seqs
     out, error = {}, None
+    outgrown = set()  # variants that did not fit at a smaller microbatch
+    skip_outgrown = SKIP_DOMINATED and not every_size
     for micro in MICRO_BATCH_CHOICES if given is None else (given,):
+        if skip_outgrown and all(_outgrown(o, outgrown) for o in variants):
+            break
         done, too_few = {}, False
         for opts in variants:
-            if _dominated(opts, done):
+            if _dominated(opts, done) or (skip_outgrown and _outgrown(opts, outgrown)):
                 continue
             if work is not None:
                 work.priced += 1
@@ -319,7 +343,9 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
             except memory_plan.Unusable as unusable:
                 error = error or unusable
                 continue
-            done[(opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision)] = cand
+            done[_variant_key(opts)] = cand
+            if not cand.fits:
+                outgrown.add(_variant_key(opts))
         if too_few:
             break
         if done:
@@ -355,8 +381,8 @@ def _best_of(model, accelerator, mesh, global_tokens, n_devices, options, varian
 
 
 def _by_micro_batch(model, accelerator, mesh, global_tokens, n_devices, options):
-    """{microbatch size: the best Candidate of the mesh's variants at that size}."""
-    priced, _ = _priced(model, accelerator, mesh, global_tokens, n_devices, options)
+    """{microbatch size: the best Candidate of the mesh's variants at that size}, every size priced."""
+    priced, _ = _priced(model, accelerator, mesh, global_tokens, n_devices, options, every_size=True)
     return {micro: min(cands, key=_mesh_key) for micro, cands in priced.items()}
 
 
@@ -443,7 +469,7 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_
     meshes = factorizations(n_devices, model, axes, options.seq_len, options.uneven_pipeline)
     meshes = [dict(zip(TUPLE_AXES, m, strict=True)) if isinstance(m, tuple) else m for m in meshes]
     work = _Work(budget_candidates)
-    rows = {}
+    rows, promise = {}, {}
     with timing.shared_costs():
         for done, mesh in enumerate(meshes):
             if work.spent():
@@ -454,14 +480,17 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_
                     "(--schedule) or the microbatch (--micro-batch), or fewer devices (or raise --budget)"
                 )
             try:
-                rows[done] = _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options, work)
+                floor, best, complete, promise[done] = _floor_and_best(
+                    model, accelerator, mesh, global_tokens, n_devices, options, work
+                )
+                rows[done] = (floor, best, complete)
             except memory_plan.Unusable:
                 pass
         found = Ranked(best for _, best, _ in rows.values())
         refined = {i for i, (_, _, complete) in rows.items() if complete}
-        # the most promising first: what a base row would take without what other variants may remove
-        # (the bubble, exposed pipeline sends, EP under DualPipe, FSDP with kept weights)
-        order = sorted((i for i in rows if i not in refined), key=lambda i: (_promise(rows[i][1]), rows[i][0]))
+        # the most promising first: what a base candidate would take without what the mesh's other
+        # variants may remove where they have the memory to (_promise)
+        order = sorted((i for i in rows if i not in refined), key=lambda i: (promise[i], rows[i][0]))
         runs = [c for c in found if c.fits and batch_divides(c)]
         best_s = min((c.expected_step_s for c in runs), default=math.inf)
         for i in order:
@@ -480,24 +509,71 @@ def _usable(model, accelerator, n_devices, global_tokens, axes, options, budget_
     return found
 
 
-def _promise(cand):
-    """The order in which the staged search refines a mesh's base row: rows
-    that run first, by their expected step less the parts other variants
-    may remove (the bubble, the exposed pipeline sends, EP traffic, which
-    DualPipe hides, FSDP traffic, which kept weights shorten); a heuristic
-    order only: which rows are refined never changes a refined row, and
-    the proof that the first row is the best rests on the floors."""
-    if not (cand.fits and batch_divides(cand)):
-        return (1, cand.expected_step_s)
-    removable = sum(cand.expected_exposed_s.get(k, 0.0) for k in ("pp", "ep", "fsdp")) + cand.expected_terms["bubble"]
-    return (0, cand.expected_step_s - removable)
+def _room_for(cand, schedule, n_virtual):
+    """Whether the base candidate `cand` leaves the HBM that `schedule`
+    would add at the same microbatch and recomputation: the activations of
+    the microbatches it holds in flight beyond the base's
+    (memory_plan.activation_microbatches), and its extra copies of the
+    weights and their gradients (DualPipe's second stage,
+    memory_plan.parameter_copies), against the base's headroom; False where
+    the schedule cannot run that many microbatches. An estimate (DualPipe's
+    first device also holds the last stage's logits, left out), for the
+    order of the refinement only."""
+    pp, n_micro = cand.pp, math.ceil(cand.n_microbatches)
+    try:
+        held = memory_plan.activation_microbatches(schedule, pp, n_micro, n_virtual)
+        base = memory_plan.activation_microbatches(cand.schedule, pp, n_micro, cand.n_virtual)
+    except memory_plan.Unusable:
+        return False
+    memory = cand.memory_breakdown
+    extra = memory["activations"] * (held / base - 1)
+    extra += (memory_plan.parameter_copies(schedule) - 1) * (memory["weights"] + memory["gradients"])
+    return extra <= memory["headroom"]
+
+
+def _promise(tried, variants):
+    """The order in which the staged search refines a mesh, from its base
+    candidates (`tried`, every microbatch size priced) and its variants
+    (_variants): meshes with a base candidate that runs first, by the least,
+    over those candidates, of the expected step less the parts the mesh's
+    other variants may remove where the candidate leaves them the memory to
+    run at its microbatch and recomputation (_room_for): the bubble and the
+    exposed pipeline sends under interleaving or DualPipe (which overlap
+    their sends), EP traffic under DualPipe (which hides it); FSDP traffic
+    where the mesh may keep its weights gathered. A part that no variant of
+    the mesh can remove, or only with more recomputation than the base
+    candidate runs, is not credited (EP on a mesh without a pipeline, which
+    cannot run DualPipe; EP on a pipeline whose DualPipe must recompute
+    what its base keeps), or such meshes would be refined before the ones
+    that can remove it. A heuristic order only: which rows are refined
+    never changes a refined row, and the proof that the first row is the
+    best rests on the floors."""
+    runs = [c for c in tried if c.fits and batch_divides(c)]
+    if not runs:
+        return (1, min((c.expected_step_s for c in tried), default=math.inf))
+    overlapped = sorted({(o.schedule, o.n_virtual) for o in variants if o.schedule in P2P_OVERLAP_SCHEDULES})
+    keeps = any(o.keep_gathered_weights for o in variants)
+    best = math.inf
+    for cand in runs:
+        exposed = cand.expected_exposed_s
+        removable = 0.0
+        for schedule, n_virtual in overlapped:
+            if cand.pp > 1 and _room_for(cand, schedule, n_virtual):
+                removed = exposed.get("pp", 0.0) + cand.expected_terms["bubble"]
+                removed += exposed.get("ep", 0.0) if schedule == "dualpipe" else 0.0
+                removable = max(removable, removed)
+        if keeps:
+            removable += exposed.get("fsdp", 0.0)
+        best = min(best, cand.expected_step_s - removable)
+    return (0, best)
 
 
 def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options, work=None):
-    """(floor, best Candidate, whether every variant was priced) for one
-    mesh priced under its _base variants: the floor is the least expected
-    math of their fitting candidates (inf when none fits: no variant holds
-    less memory), 0 when the base is every variant."""
+    """(floor, best Candidate, whether every variant was priced, promise)
+    for one mesh priced under its _base variants: the floor is the least
+    expected math of their fitting candidates (inf when none fits: no
+    variant holds less memory), 0 when the base is every variant; the
+    promise orders the refinement (_promise)."""
     variants = _variants(model, accelerator, mesh, options)
     if not variants:
         raise TooFewSequences("schedule: cannot run on this mesh")
@@ -506,7 +582,7 @@ def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options,
     tried = []
     best = _best_of(model, accelerator, mesh, global_tokens, n_devices, options, base, tried, work)
     floor = min((c.expected_terms["math"] for c in tried if c.fits), default=math.inf)
-    return (0.0 if complete else floor), best, complete
+    return (0.0 if complete else floor), best, complete, _promise(tried, variants)
 
 
 def rank_key(candidate):

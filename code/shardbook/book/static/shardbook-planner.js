@@ -77,16 +77,20 @@
     var wrap = el("div", { "class": "shardbook-planner-table" });
     var table = el("table", { "class": "table" });
     var head = el("tr");
-    ["rank", "mesh", "fits", "memory / HBM (GB)", "expected step (ms)", "band (ms)", "", "tokens/s per device", "expected MFU", "bound step (ms)", "bound MFU", "micro", "recompute"].forEach(function (h) { head.appendChild(el("th", {}, h)); });
+    // the mesh and how it runs, as the command line's table shows them (a precision column where a row runs FP8)
+    var fp8 = result.top.some(function (c) { return c.precision !== "bf16"; });
+    ["rank", "mesh", "schedule", "micro", "recompute", "weights"].concat(fp8 ? ["precision"] : [],
+      ["fits", "memory / HBM (GB)", "expected step (ms)", "band (ms)", "", "tokens/s per device", "expected MFU", "bound step (ms)", "bound MFU"]).forEach(function (h) { head.appendChild(el("th", {}, h)); });
     table.appendChild(head);
     result.top.forEach(function (c, i) {
       var mem = Object.values(c.memory_bytes).reduce(function (a, b) { return a + b; }, 0);
       var row = el("tr");
-      [String(i + 1), c.label, c.fits_text, grouped(mem / 1e9, 1) + " / " + grouped(c.hbm_bytes / 1e9, 1),
+      [String(i + 1), c.label, c.schedule_text, String(c.micro_batch_seqs), c.recompute, c.weights_text].concat(fp8 ? [c.precision.toUpperCase()] : [],
+       [c.fits_text, grouped(mem / 1e9, 1) + " / " + grouped(c.hbm_bytes / 1e9, 1),
        grouped(c.expected_step_s * 1e3, 0), grouped(c.band_s[0] * 1e3, 0) + "–" + grouped(c.band_s[1] * 1e3, 0),
        c.tie ? "tie" : "", grouped(c.tokens_per_s_per_device, 0), (c.expected_mfu * 100).toFixed(1) + " %",
-       grouped(c.step_s * 1e3, 0), (c.mfu * 100).toFixed(1) + " %", String(c.micro_batch_seqs), c.recompute].forEach(function (v, j) {
-        row.appendChild(el("td", j === 1 ? { style: "white-space: nowrap" } : {}, v));
+       grouped(c.step_s * 1e3, 0), (c.mfu * 100).toFixed(1) + " %"]).forEach(function (v, j) {
+        row.appendChild(el("td", j === 1 || j === 2 ? { style: "white-space: nowrap" } : {}, v));
       });
       table.appendChild(row);
     });
