@@ -155,7 +155,7 @@ def test_the_contents_highlight_follows_the_reader(server, browser):  # noqa: F8
 
 
 PHONE = {"width": 390, "height": 844}
-SKIPPED_JS = """() => [...document.querySelectorAll('.bd-article section section')]
+SKIPPED_JS = """() => [...document.querySelectorAll('.bd-article section > section')]
   .filter(s => getComputedStyle(s).contentVisibility === 'auto').length"""
 
 
@@ -167,12 +167,12 @@ def test_a_phone_lays_out_the_first_screen_first_then_the_rest(server, browser):
     page.set_viewport_size(PHONE)
     page.add_init_script(
         """addEventListener('DOMContentLoaded', () => {
-      window.skippedAtLoad = [...document.querySelectorAll('.bd-article section section')]
+      window.skippedAtLoad = [...document.querySelectorAll('.bd-article section > section')]
         .filter(s => getComputedStyle(s).contentVisibility === 'auto').length;
     });"""
     )
     page.goto(f"{server}/chapters/04_tensor_parallel.html", wait_until="load")
-    sections = page.evaluate("document.querySelectorAll('.bd-article section section').length")
+    sections = page.evaluate("document.querySelectorAll('.bd-article section > section').length")
     assert sections >= 5
     assert page.evaluate("window.skippedAtLoad") == sections
     _settle(page)
@@ -188,7 +188,7 @@ def test_a_page_opened_at_a_place_in_it_is_laid_out_whole(server, browser):  # n
     page.set_viewport_size(PHONE)
     page.goto(f"{server}/chapters/04_tensor_parallel.html", wait_until="domcontentloaded")
     assert page.evaluate("document.documentElement.classList.contains('shardbook-defer')")
-    target = page.evaluate("document.querySelectorAll('.bd-article section section')[4].id")
+    target = page.evaluate("document.querySelectorAll('.bd-article section > section')[4].id")
     page.goto("about:blank")
     page.goto(f"{server}/chapters/04_tensor_parallel.html#{target}", wait_until="domcontentloaded")
     assert page.evaluate("document.documentElement.dataset.laidOut") == ""
