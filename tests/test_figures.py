@@ -18,6 +18,7 @@ import yaml
 from conftest import HTML, ROOT
 from shardbook import attention, collectives, context, fabric, hardware, memory, overlap, pipeline
 from shardbook.book import animations, diagrams, svg
+from test_site import _settle
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 MIN_PX = 10  # the rule: figure text at least 10 px at the page's width
@@ -452,7 +453,7 @@ def test_figure_text_as_a_reader_sees_it(built_book, browser, width, height, cap
     with site.serve(HTML) as base:
         for rel in pages_:
             page.goto(f"{base}/{rel}", wait_until="networkidle")
-            page.wait_for_function("document.readyState === 'complete'")
+            _settle(page)
             shown = page.evaluate(
                 "[...document.querySelectorAll('main figure img')].map(i => { const f = i.closest("
                 "'.shardbook-figure-scroll'); return [i.getAttribute('src'), i.getBoundingClientRect().width,"

@@ -17,9 +17,10 @@ WIDTHS = {"phone": (390, 844), "laptop": (1280, 900)}
 # (itself or an ancestor whose overflow is not visible), and whether what it
 # holds is wider than what it shows; if so, whether the frame around it shows
 # the cue where no box around it clips the cue's line. An element with no
-# clipping box may not reach past the window. A frame off screen may not have
-# been measured yet (its ResizeObserver waits for a rendering step): it is
-# brought on screen and checked again before it counts.
+# clipping box may not reach past the window. A box off screen may not have
+# been framed or measured yet (the frame script frames a box as it comes near
+# the screen, and its ResizeObserver waits for a rendering step): it is
+# brought on screen and checked again, for up to 120 frames, before it counts.
 MEASURE_JS = """async () => {
   document.querySelectorAll('main details').forEach(d => { d.open = true; });  // folded outputs too
   const article = document.querySelector('article.bd-article') || document.querySelector('main');
@@ -65,7 +66,10 @@ MEASURE_JS = """async () => {
     const over = () => c.scrollWidth - c.clientWidth > 1;
     if (!over()) continue;
     found.scrolled += 1;
-    if (!cued(c)) { c.scrollIntoView({ block: 'center' }); await frames(); }
+    if (!cued(c)) {
+      c.scrollIntoView({ block: 'center' });
+      for (let i = 0; i < 60 && !cued(c); i++) await frames();
+    }
     if (over() && !cued(c)) {
       found.cut.push(`${kind} cut with no cue (${c.scrollWidth} px in ${c.clientWidth} px): ${label(e)}`);
     }

@@ -86,8 +86,16 @@ def _open_at(browser, url, width, height):
 def _settle(page):
     """Wait, after "networkidle", for the parse to end: that event once came
     before a busy machine had parsed a long page (the PDF printed half the
-    book), and the checks read the whole page."""
+    book), and the checks read the whole page; on a phone, for the whole page
+    to be laid out."""
     page.wait_for_function("document.readyState === 'complete'")
+    # and, on a phone, for the sections laid out after the first paint (pages.DEFER_SOURCE;
+    # a planted page has no such script), then a rendering step for what observes their sizes
+    page.wait_for_function(
+        "document.documentElement.dataset.laidOut !== undefined"
+        " || !document.querySelector('script[src*=\"shardbook-mode.js\"]')"
+    )
+    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
 def _bytes(paths):

@@ -30,21 +30,6 @@ from pathlib import Path
 # the edge's shade goes once the reader has scrolled to its end.
 FRAME_SOURCE = (
     'addEventListener("DOMContentLoaded", () => {\n'
-    "  // each table's and code block's scrolling box (itself or the nearest box around it that clips)\n"
-    "  // (all found before any is moved: a style read after a move restyles the page again)\n"
-    "  const boxes = [];\n"
-    '  document.querySelectorAll("main table, main pre").forEach(e => {\n'
-    "    let c = e;\n"
-    '    while (c.tagName !== "MAIN" && getComputedStyle(c).overflowX === "visible") c = c.parentElement;\n'
-    '    if (c.tagName === "MAIN" || c.closest(".shardbook-figure-frame") || boxes.includes(c)) return;\n'
-    "    boxes.push(c);\n"
-    "  });\n"
-    "  boxes.filter(c => !boxes.some(o => o !== c && o.contains(c))).forEach(c => {\n"
-    '    const frame = document.createElement("div");\n'
-    '    frame.className = "shardbook-figure-frame shardbook-scroll-frame";\n'
-    '    c.before(frame); frame.append(c); c.classList.add("shardbook-figure-scroll");\n'
-    "  });\n"
-    '  const frames = document.querySelectorAll(".shardbook-figure-scroll");\n'
     "  // a frame's sizes are read, then its marks written: for many frames at once, every\n"
     "  // read first (a read after a write would lay the page out again, once per frame)\n"
     "  const measure = f => [f.scrollWidth - f.clientWidth, f.scrollHeight - f.clientHeight, f.scrollLeft];\n"
@@ -59,7 +44,7 @@ FRAME_SOURCE = (
     "  // a panned graph opens on its middle, where graphviz centres the graph's first nodes\n"
     "  // (when the observer first measures it, after the page's own layout: centred at load,\n"
     "  // its read would force that layout into this script)\n"
-    '  const uncentred = new Set([...frames].filter(f => f.parentNode.classList.contains("shardbook-figure-pan")));\n'
+    '  const uncentred = new Set(document.querySelectorAll(".shardbook-figure-pan > .shardbook-figure-scroll"));\n'
     "  // a frame's width follows the column, which the theme's own styles and scripts may still change\n"
     "  const resized = new ResizeObserver(entries => {\n"
     "    const sizes = entries.map(e => measure(e.target));\n"
@@ -70,7 +55,32 @@ FRAME_SOURCE = (
     "    });\n"
     "  });\n"
     '  const watch = f => { resized.observe(f); f.addEventListener("scroll", () => mark(f), {passive: true}); };\n'
-    "  frames.forEach(watch);\n"
+    '  document.querySelectorAll(".shardbook-figure-scroll").forEach(watch);\n'
+    "  // each table's and code block's scrolling box (itself or the nearest box around it that clips)\n"
+    "  // goes in a frame when it comes within a screen of the window: finding the box reads styles,\n"
+    "  // which for a whole chapter at once held a phone's main thread as the page loaded (and\n"
+    "  // styled the sections content-visibility leaves for later); in each batch, every box is\n"
+    "  // found before any is moved (a style read after a move restyles the page again)\n"
+    "  const near = new IntersectionObserver(entries => {\n"
+    "    const boxes = [];\n"
+    "    entries.forEach(entry => {\n"
+    "      if (!entry.isIntersecting) return;\n"
+    "      near.unobserve(entry.target);\n"
+    "      let c = entry.target;\n"
+    '      while (c.tagName !== "MAIN" && getComputedStyle(c).overflowX === "visible") c = c.parentElement;\n'
+    '      if (c.tagName === "MAIN" || c.closest(".shardbook-figure-frame") || boxes.includes(c)) return;\n'
+    "      boxes.push(c);\n"
+    "    });\n"
+    "    const framed = boxes.filter(c => !boxes.some(o => o !== c && o.contains(c)));\n"
+    "    framed.forEach(c => {\n"
+    '      const frame = document.createElement("div");\n'
+    '      frame.className = "shardbook-figure-frame shardbook-scroll-frame";\n'
+    '      c.before(frame); frame.append(c); c.classList.add("shardbook-figure-scroll");\n'
+    "    });\n"
+    "    const sizes = framed.map(measure);\n"
+    "    framed.forEach((f, i) => { apply(f, sizes[i]); watch(f); });\n"
+    '  }, { rootMargin: "100% 0px" });\n'
+    '  document.querySelectorAll("main table, main pre").forEach(e => near.observe(e));\n'
     "  // for a table a script draws later (the planner's result): put it in a frame and watch it\n"
     "  window.shardbookFrame = c => {\n"
     '    const frame = document.createElement("div");\n'
@@ -78,6 +88,38 @@ FRAME_SOURCE = (
     '    c.classList.add("shardbook-figure-scroll"); frame.append(c); watch(c); return frame;\n'
     "  };\n"
     "});\n"
+)
+
+
+# On a phone, a chapter's sections below the first screen are not styled or
+# laid out for the first paint (content-visibility: auto while html has
+# .shardbook-defer, shardbook.css): laying out a whole chapter at once held a
+# phone's main thread 0.3-0.6 s as it loaded (Lighthouse, chapters 2-4). After
+# the first paint they are laid out one at a time, each in an idle moment of
+# its own, outer sections before the ones inside them; when all are, the page
+# is as it would have been (html[data-laid-out]; what measures the page, such
+# as an accessibility checker reading colours behind text, waits for it). A
+# page opened at a place in it (a #fragment, back, reload) is laid out whole
+# at once, as before, so that the place is found exactly.
+DEFER_SOURCE = (
+    "(function (html) {\n"
+    '  var nav = window.performance && performance.getEntriesByType && performance.getEntriesByType("navigation")[0];\n'
+    '  if (!matchMedia("(max-width: 767.98px)").matches || location.hash || (nav && nav.type !== "navigate")\n'
+    '      || !(window.CSS && CSS.supports("content-visibility", "auto"))) { html.dataset.laidOut = ""; return; }\n'
+    '  html.classList.add("shardbook-defer");\n'
+    "  var idle = window.requestIdleCallback || function (f) { return setTimeout(f, 1); };\n"
+    '  addEventListener("DOMContentLoaded", function () {\n'
+    '    var sections = [].slice.call(document.querySelectorAll(".bd-article section > section"));\n'
+    "    var next = function () {\n"
+    "      var s = sections.shift();\n"
+    '      if (!s) { html.classList.remove("shardbook-defer"); html.dataset.laidOut = ""; return; }\n'
+    '      s.classList.add("shardbook-laid-out");\n'
+    "      s.offsetHeight;  // its layout now, in this idle moment, on its own\n"
+    "      idle(next, { timeout: 1000 });\n"
+    "    };\n"
+    "    requestAnimationFrame(function () { setTimeout(function () { idle(next, { timeout: 1000 }); }); });\n"
+    "  });\n"
+    "})(document.documentElement);\n"
 )
 
 
@@ -125,7 +167,7 @@ MODE_SOURCE = (
     "    });\n"
     '  }, { rootMargin: "200px 0px" });\n'
     "  window.shardbookTabStop = function (e) { shardbookTabStops.observe(e); };\n"
-    "}\n" + FRAME_SOURCE
+    "}\n" + DEFER_SOURCE + FRAME_SOURCE
 )
 
 

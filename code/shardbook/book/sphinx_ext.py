@@ -163,8 +163,13 @@ def _finish_site(app, exc):
     theme_assets.trim_icons(app, icons)
     theme_assets.subset_icon_fonts(app, icons)
     theme_assets.purge_stylesheets(app)
-    theme_assets.route_tab_stops(app)
-    theme_assets.lazy_back_to_top(app)
+    for patch in (theme_assets.route_tab_stops, theme_assets.lazy_back_to_top, theme_assets.lazy_theme_reads):
+        if not patch(app):
+            from sphinx.util import logging
+
+            logging.getLogger(__name__).warning(
+                f"shardbook: theme_assets.{patch.__name__} left the theme's script as it is: its code changed"
+            )
     live_assets.copy_live_assets(app)
     katex_math.copy_katex_assets(app)
     pages.rewrite_pages(Path(app.outdir))

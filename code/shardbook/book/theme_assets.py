@@ -199,26 +199,31 @@ THEME_TAB_STOP_ROUTED = (
 )
 
 
-def _patch_theme_script(app, name, code, patched):
-    """Replace the theme's `code` in the built _static/scripts/`name` by
-    `patched` (atomically; a second build finds it patched and leaves it);
-    False if the script is missing or no longer has that code once."""
+def _patch_theme_script(app, name, *replacements):
+    """Replace, in the built _static/scripts/`name`, each (code, patched)
+    pair's theme `code` by `patched`, all in one atomic write; a second build
+    finds them patched and leaves the script. False, writing nothing, if the
+    script is missing or any `code` is neither patched nor there exactly once
+    (the theme changed: a patch is never half applied)."""
     script = Path(app.outdir) / "_static" / "scripts" / name
     if not script.exists():
         return False
-    text = script.read_text()
-    if patched in text:
-        return True
-    if text.count(code) != 1:
-        return False
-    transaction.commit_one(script, text.replace(code, patched))
+    original = text = script.read_text()
+    for code, patched in replacements:
+        if patched in text:
+            continue
+        if text.count(code) != 1:
+            return False
+        text = text.replace(code, patched)
+    if text != original:
+        transaction.commit_one(script, text)
     return True
 
 
 def route_tab_stops(app):
     """Route the theme script's tab-stop check through window.shardbookTabStop
     (THEME_TAB_STOP); False if the theme's script no longer has that code."""
-    return _patch_theme_script(app, "pydata-sphinx-theme.js", THEME_TAB_STOP, THEME_TAB_STOP_ROUTED)
+    return _patch_theme_script(app, "pydata-sphinx-theme.js", (THEME_TAB_STOP, THEME_TAB_STOP_ROUTED))
 
 
 # pydata-sphinx-theme's back-to-top button reads the header's box as its
@@ -242,7 +247,51 @@ def lazy_back_to_top(app):
     """Have the theme's back-to-top button read the header's box on the first
     scroll, not as bootstrap.js runs (THEME_BACK_TO_TOP); False if the
     theme's script no longer has that code."""
-    return _patch_theme_script(app, "bootstrap.js", THEME_BACK_TO_TOP, THEME_BACK_TO_TOP_LAZY)
+    return _patch_theme_script(app, "bootstrap.js", (THEME_BACK_TO_TOP, THEME_BACK_TO_TOP_LAZY))
+
+
+# pydata-sphinx-theme's script, as it runs, reads three sizes before the page
+# has been laid out, each forcing the whole chapter's first style and layout
+# into the script (Lighthouse, a phone: 0.25-0.6 s of blocked main thread on
+# chapters 2-4): the banners' height (there is no banner in this book: it reads
+# 0), the sidebar's link positions, to scroll the chapter list to the current
+# page, and the header's height, for the contents highlight. Each read is
+# moved to the next rendering step (requestAnimationFrame), where the page is
+# laid out anyway: the sidebar is still scrolled before the first paint; the
+# banners and the highlight, which show nothing at load, a task after it.
+AFTER_PAINT_JS = "(function(f){requestAnimationFrame(function(){setTimeout(f)})})"
+THEME_BANNERS = "e(async function(){await Promise.allSettled([O(),N()]);"
+THEME_BANNERS_LATER = f"e(async function(){{await Promise.allSettled([O(),N()]);await new Promise({AFTER_PAINT_JS});"
+THEME_SIDEBAR_SCROLL = (
+    'e(function(){if(!document.querySelector(".bd-docs-nav"))return;var e=document.querySelector("div.bd-sidebar");'
+)
+THEME_SIDEBAR_SCROLL_LATER = (
+    'e(function(){requestAnimationFrame(function(){if(!document.querySelector(".bd-docs-nav"))return;'
+    'var e=document.querySelector("div.bd-sidebar");'
+)
+# ... and the same function's end, to close the callback it now sits in
+THEME_SIDEBAR_SCROLL_END = (
+    'window.addEventListener("beforeunload",()=>{sessionStorage.setItem("sidebar-scroll-top",e.scrollTop)})}),'
+)
+THEME_SIDEBAR_SCROLL_END_LATER = (
+    'window.addEventListener("beforeunload",()=>{sessionStorage.setItem("sidebar-scroll-top",e.scrollTop)})})}),'
+)
+THEME_TOC_HIGHLIGHT = 'window.addEventListener("resize",_(c,300)),c()}'
+THEME_TOC_HIGHLIGHT_LATER = f'window.addEventListener("resize",_(c,300)),{AFTER_PAINT_JS}(c)}}'
+
+
+def lazy_theme_reads(app):
+    """Move pydata-sphinx-theme's three reads of sizes at load (banners,
+    sidebar scroll, contents highlight) to the next rendering step; False,
+    patching none, if the theme's script no longer has that code."""
+    return _patch_theme_script(
+        app,
+        "pydata-sphinx-theme.js",
+        (THEME_BANNERS, THEME_BANNERS_LATER),
+        (THEME_SIDEBAR_SCROLL, THEME_SIDEBAR_SCROLL_LATER),
+        (THEME_SIDEBAR_SCROLL_END, THEME_SIDEBAR_SCROLL_END_LATER),
+        (THEME_TOC_HIGHLIGHT, THEME_TOC_HIGHLIGHT_LATER),
+    )
 
 
 THEBE_ASSETS = ("sphinx-thebe.js", "sphinx-thebe.css")
