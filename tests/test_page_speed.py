@@ -209,3 +209,31 @@ def test_a_page_opened_at_a_place_in_it_is_laid_out_whole(server, browser):  # n
     page.goto(f"{server}/chapters/04_tensor_parallel.html", wait_until="domcontentloaded")
     assert page.evaluate(SKIPPED_JS) == 0
     page.close()
+
+
+def test_a_link_to_a_place_in_the_page_lays_it_out_whole_first(server, browser):  # noqa: F811
+    """A reader who follows a link to a place in the chapter before the
+    sections are all laid out (a phone too busy to be idle yet: the idle
+    callbacks held back here) gets the whole page laid out first, so the
+    sections skipped above the place cannot move it afterwards."""
+    page = browser.new_page()
+    page.set_viewport_size(PHONE)
+    page.add_init_script("window.requestIdleCallback = () => 0;")
+    page.goto(f"{server}/chapters/04_tensor_parallel.html", wait_until="load")
+    assert page.evaluate(SKIPPED_JS) > 0
+    target = page.evaluate("document.querySelectorAll('.bd-article section > section')[6].id")
+    skipped, top = page.evaluate(
+        """([id, skipped]) => {
+      const a = document.createElement('a');
+      a.href = '#' + id;
+      a.textContent = 'to ' + id;
+      document.querySelector('.bd-article').prepend(a);
+      a.click();
+      return [eval(skipped)(), document.getElementById(id).getBoundingClientRect().top];
+    }""",
+        [target, SKIPPED_JS],
+    )
+    assert skipped == 0
+    assert not page.evaluate("document.documentElement.classList.contains('shardbook-defer')")
+    assert -5 <= top < 200, f"#{target} at {top} px"
+    page.close()

@@ -108,11 +108,19 @@ DEFER_SOURCE = (
     '      || !(window.CSS && CSS.supports("content-visibility", "auto"))) { html.dataset.laidOut = ""; return; }\n'
     '  html.classList.add("shardbook-defer");\n'
     "  var idle = window.requestIdleCallback || function (f) { return setTimeout(f, 1); };\n"
+    "  var sections = [];\n"
+    '  var whole = function () { sections = []; html.classList.remove("shardbook-defer"); html.dataset.laidOut = ""; };\n'
+    "  // a link to a place in the page lays it out whole before the browser scrolls there: a section\n"
+    "  // skipped above the place would otherwise move it when laid out (Safari anchors no scroll)\n"
+    '  addEventListener("click", function (e) {\n'
+    "    var a = e.target.closest && e.target.closest(\"a[href*='#']\");\n"
+    '    if (a && a.pathname === location.pathname && !("laidOut" in html.dataset)) { whole(); }\n'
+    "  }, true);\n"
     '  addEventListener("DOMContentLoaded", function () {\n'
-    '    var sections = [].slice.call(document.querySelectorAll(".bd-article section > section"));\n'
+    '    sections = [].slice.call(document.querySelectorAll(".bd-article section > section"));\n'
     "    var next = function () {\n"
     "      var s = sections.shift();\n"
-    '      if (!s) { html.classList.remove("shardbook-defer"); html.dataset.laidOut = ""; return; }\n'
+    "      if (!s) { whole(); return; }\n"
     '      s.classList.add("shardbook-laid-out");\n'
     "      s.offsetHeight;  // its layout now, in this idle moment, on its own\n"
     "      idle(next, { timeout: 1000 });\n"
