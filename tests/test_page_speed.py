@@ -26,11 +26,12 @@ THEME_BOOTSTRAP = (
 )
 
 
-def _site_with(tmp_path, text):
-    scripts = tmp_path / "_static" / "scripts"
-    scripts.mkdir(parents=True)
-    (scripts / "bootstrap.js").write_text(text)
-    return SimpleNamespace(outdir=str(tmp_path)), scripts / "bootstrap.js"
+def _site_with(tmp_path, text, name="bootstrap.js"):
+    """A built site's stand-in (its outdir) whose theme script `name` holds `text`, and that script's path."""
+    script = tmp_path / "_static" / "scripts" / name
+    script.parent.mkdir(parents=True)
+    script.write_text(text)
+    return SimpleNamespace(outdir=str(tmp_path)), script
 
 
 def test_the_themes_back_to_top_reads_the_header_on_the_first_scroll(tmp_path):
@@ -72,15 +73,8 @@ THEME_READS = (
 )
 
 
-def _theme_site(tmp_path, text):
-    scripts = tmp_path / "_static" / "scripts"
-    scripts.mkdir(parents=True)
-    (scripts / "pydata-sphinx-theme.js").write_text(text)
-    return SimpleNamespace(outdir=str(tmp_path)), scripts / "pydata-sphinx-theme.js"
-
-
 def test_the_themes_reads_at_load_move_to_the_next_rendering_step(tmp_path):
-    app, script = _theme_site(tmp_path, THEME_SCRIPT.read_text())
+    app, script = _site_with(tmp_path, THEME_SCRIPT.read_text(), THEME_SCRIPT.name)
     assert theme_assets.lazy_theme_reads(app)
     text = script.read_text()
     for code, patched in THEME_READS:
@@ -102,7 +96,7 @@ def test_the_themes_reads_at_load_move_to_the_next_rendering_step(tmp_path):
 def test_a_theme_whose_code_changed_is_not_half_patched(tmp_path, changed):
     """If any one of the codes is not in the theme's script, nothing is written."""
     original = THEME_SCRIPT.read_text().replace(THEME_READS[changed][0], "/* changed */")
-    app, script = _theme_site(tmp_path, original)
+    app, script = _site_with(tmp_path, original, THEME_SCRIPT.name)
     assert theme_assets.lazy_theme_reads(app) is False
     assert script.read_text() == original
 
