@@ -198,17 +198,23 @@ def live_seconds(page="chapters/01_topology.html", then="chapters/07_choosing_a_
     return seconds[0], seconds[1], again
 
 
+def _chart_on_screen(tab, chart):
+    """The instant chart `chart`'s figure, scrolled on screen and built: the
+    page builds a chart only as it nears the screen (or for print)."""
+    fig = tab.locator(f"figure#chart-{chart}")
+    fig.wait_for(state="attached")
+    fig.scroll_into_view_if_needed()
+    tab.wait_for_function(f"document.querySelector('figure#chart-{chart}').dataset.state === 'ready'")
+    return fig
+
+
 def drag_chart_slider(tab, chart, control, to_index):
     """Drag the slider `control` of the instant chart `chart` (its name) with
     the mouse from where it is to grid position `to_index`, and wait for the
     redraw it causes. Returns the chart's own measure of that redraw (the
     milliseconds from the last input event to the frame after it was drawn)
     and the grid position the slider reached."""
-    fig = tab.locator(f"figure#chart-{chart}")
-    fig.wait_for(state="attached")
-    # on screen first: the page builds a chart as it nears the screen (or when idle)
-    fig.scroll_into_view_if_needed()
-    tab.wait_for_function(f"document.querySelector('figure#chart-{chart}').dataset.state === 'ready'")
+    fig = _chart_on_screen(tab, chart)
     rng = fig.locator(f"input[type=range][name={control}]")
     box = rng.bounding_box()
     top = int(rng.get_attribute("max"))
@@ -258,8 +264,8 @@ def chart_redraw_ms(drags=6):
         tab = browser.new_page(viewport={"width": 1280, "height": 900})
         for page, (chart, control) in CHART_PAGES.items():
             tab.goto(f"{base}/{page}", wait_until="networkidle")
-            top = int(tab.locator(f"figure#chart-{chart} input[name={control}]").get_attribute("max"))
-            rng = tab.locator(f"figure#chart-{chart} input[name={control}]")
+            rng = _chart_on_screen(tab, chart).locator(f"input[name={control}]")
+            top = int(rng.get_attribute("max"))
             times = []
             for k in range(drags):
                 to_index = (k * 5 + 3) % (top + 1)
