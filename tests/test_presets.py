@@ -313,6 +313,21 @@ def test_megatron_core_gpt_shapes_give_the_published_sizes(size, published):
     assert models.param_count(m) / 1e9 == pytest.approx(published, rel=0.03)
 
 
+def test_bloom_shape_is_bigscience_training_script():
+    # bigscience-tr11-176b: tr11-176B-ml.slurm, NHIDDEN=14336, NLAYERS=70, NHEADS=112,
+    # --pad-vocab-size-to 250880; README.md, "embedding size: `v*h`: `250880*14336` =>
+    # `3_596_615_680` params", "one layer size: `12*h**2 + 13*h`: ... => `2_466_437_120` params",
+    # "Model size: 176B"
+    m = models.get("BLOOM 176B")
+    assert (m.d_model, m.n_layers, m.n_heads, m.vocab_size) == (14336, 70, 112, 250880)
+    assert (m.d_ff, m.head_dim, m.gated_mlp, m.tied_embeddings) == (4 * 14336, 128, False, True)
+    assert m.vocab_size * m.d_model == 3_596_615_680
+    # the book's layer leaves out the biases (13·D in the README's count, 2·D of norms here)
+    per_layer = (models.param_count(m) - m.vocab_size * m.d_model - m.d_model) / m.n_layers
+    assert per_layer == pytest.approx(2_466_437_120, rel=1e-4)
+    assert round(models.param_count(m) / 1e9) == 176
+
+
 def test_gpt_presets_resolve_but_stay_out_of_the_book_presets():
     assert models.get("GPT 1008.0B (SC21)").n_layers == 128
     assert not set(models.gpt_names()) & set(models.names())

@@ -32,6 +32,14 @@ def test_every_source_has_a_stack_family_and_the_families_are_named():
         transfer.stack_family(dataclasses.replace(measured.VALIDATION_RUNS[0], source="nowhere"))
 
 
+def test_the_deepspeed_family_holds_bloom_priced_with_the_books_own_figures():
+    # BigScience's Megatron-DeepSpeed run is held out: no figure of the book comes from its source
+    (run,) = measured.BLOOM_A100_RUNS
+    assert transfer.stack_family(run) == "deepspeed" and run in transfer.HELD_OUT_RUNS
+    assert run.source not in transfer.sources() and run.source not in transfer.HELD_OUT_OWN_FIGURES
+    assert transfer.held_out_fold(run.source) == transfer.book_fold()
+
+
 @pytest.mark.slow
 def test_a_fold_refits_every_figure_without_the_source(folds):
     # Megatron-Core's H100 table holds five of H100's calibration runs: without them H100's η is fitted

@@ -13,8 +13,10 @@ from shardbook import hardware, measured, models
 BIB_KEYS = set(re.findall(r"@\w+\{([^,]+),", (ROOT / "references.bib").read_text()))
 RUNS = measured.VALIDATION_RUNS
 # every published run the planner is held to: the validation runs, the runs on several slices and
-# the held-out runs of another framework (MPT with PyTorch FSDP)
-EVERY_RUN = RUNS + measured.MULTISLICE_RUNS + measured.MPT_H100_RUNS + measured.TPU_RECIPES_V5P_RUNS
+# the held-out runs of other frameworks (MPT with PyTorch FSDP, BLOOM with Megatron-DeepSpeed)
+EVERY_RUN = (
+    RUNS + measured.MULTISLICE_RUNS + measured.MPT_H100_RUNS + measured.TPU_RECIPES_V5P_RUNS + measured.BLOOM_A100_RUNS
+)
 AXES = ("dp", "fsdp", "tp", "cp", "ep", "pp")
 
 
@@ -465,6 +467,55 @@ def test_tpu_recipes_v5p_runs_are_held_out_and_miss_as_chapter_97_says(table):
     assert dense.error > validation.TOLERANCE and moe.error < -validation.TOLERANCE
 
 
+def test_bloom_run_is_the_log_line_bigscience_prints():
+    # bigscience-tr11-176b, train/tr11-176B-ml/README.md at 9e64ede, "Replica setup": "GPUs = 384 (48
+    # nodes of 8)", "TP=4 PP=12 DP=8 MBS=2"; "Important checkpoints", the first epoch's last log line:
+    # "iteration   85376/ 115311 | ... | elapsed time per iteration (s): 104.70 | ... | global batch
+    # size: 2048 | ... | samples per second: 19.561 | TFLOPs: 149.77"; tr11-176B-ml.slurm at 1698fa0:
+    # SEQ_LEN=2048, GLOBAL_BATCH_SIZE=2048, --checkpoint-activations, ZERO_STAGE=0 (the BF16 optimizer's
+    # own ZeRO-1), --pp-partition-method 'type:transformer|embedding' (5 layers on the first and last
+    # stages, 6 on the rest)
+    from shardbook import pipeline
+
+    (run,) = measured.BLOOM_A100_RUNS
+    assert (run.accelerator, run.n_devices, run.mesh) == ("A100", 384, {"tp": 4, "pp": 12, "dp": 8})
+    assert (run.micro_batch_seqs, run.seq_len, run.sequences_per_step) == (2, 2048, 2048)
+    assert (run.step_s, run.tflops_per_s_per_device) == (104.70, 149.77)
+    assert run.sequences_per_step / run.step_s == pytest.approx(19.561, abs=5e-4)
+    # the log's TFLOPs are SC21's equation 3 (megatron/training.py of bigscience-workshop/Megatron-DeepSpeed,
+    # #251: the recomputed forward counted, the padded vocabulary of 250,880)
+    m = models.get(run.model)
+    flops = measured.sc21_flops_per_iteration(2048, 2048, m.n_layers, m.d_model, m.vocab_size)
+    assert flops / (384 * 104.70 * 1e12) == pytest.approx(149.77, abs=0.01)
+    options = (run.recompute, run.zero, run.state_recipe, run.schedule, run.attention)
+    assert options == ("full", 1, "megatron", "1f1b", "eager")
+    # DeepSpeed's TrainSchedule reduces the gradients after the last backward (ReduceGrads at its final step)
+    assert run.grad_reduce_overlap is False and run.sequence_parallel is False and run.tp_comm_overlap is False
+    assert run.uneven_pipeline and pipeline.uneven_chunk_layers(m.n_layers, 12, 1) == [[5]] + [[6]] * 10 + [[5]]
+    with pytest.raises(ValueError, match="^log: "):
+        measured._bloom_run(dict(measured.BLOOM_TR11_LOG, tflops=150.5))
+
+
+def test_bloom_run_is_held_out_and_what_chapter_97_says_of_it(table):
+    # held out like the MPT runs: in neither set, its source calibrates nothing, its family DeepSpeed
+    from shardbook import transfer, validation
+
+    (run,) = measured.BLOOM_A100_RUNS
+    assert run in measured.HELD_OUT_RUNS and run.name not in {r.name for r in RUNS}
+    assert run.source not in {r.source for r in validation.calibration_runs()}
+    assert transfer.stack_family(run) == "deepspeed"
+    row = table[run.name]
+    assert row.role == "held out"
+    # the chapter: it runs as much of the peak as SC21's runs (which fit A100's eta), yet is expected
+    # shorter than measured by more than any of them
+    sc21 = [table[r.name] for r in measured.SC21_RUNS]
+    hfu = [validation.hardware_flops_fraction(r.run) for r in sc21]
+    assert min(hfu) <= validation.hardware_flops_fraction(run) <= max(hfu)
+    assert row.error < min(r.error for r in sc21) < 0
+    # its gradient reduction is on the critical path, whole
+    assert row.expected.expected_exposed_s["dp"] == row.expected.expected_terms["dp"] > 0
+
+
 def test_maxtext_llama2_70b_v6e_row_is_the_linked_recipe():
     # maxtext-tiering: 43.8 % and 900 tokens/s/device; tpu-recipes-llama2-70b-trillium at
     # 8239ba3: llama2_70b_4096_sc, remat qkv_proj_offloaded, and a log of 9.052 s per step,
@@ -553,6 +604,7 @@ def table():
     rows.update({r.name: validation.row(r, role="multislice") for r in measured.MULTISLICE_RUNS})
     rows.update({r.name: validation.row(r, role="held out") for r in measured.MPT_H100_RUNS})
     rows.update({r.name: validation.row(r, role="held out") for r in measured.TPU_RECIPES_V5P_RUNS})
+    rows.update({r.name: validation.row(r, role="held out") for r in measured.BLOOM_A100_RUNS})
     return rows
 
 

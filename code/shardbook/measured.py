@@ -1259,6 +1259,74 @@ def _amd_mi355x_run(mesh_run, seq_len=4096, per_device_seqs=4):
 AMD_MI355X_RUNS = tuple(_amd_mi355x_run(r) for r in DEEPSEEK2_16B_MI355X)
 
 
+# BLOOM 176B as BigScience trained it (bigscience-tr11-176b): Megatron-DeepSpeed on 48 nodes of
+# eight A100 80GB at IDRIS's Jean Zay, train/tr11-176B-ml of bigscience-workshop/bigscience. The
+# README's "Replica setup" gives TP 4, PP 12, DP 8 and MBS 2 on 384 GPUs; tr11-176B-ml.slurm as
+# it ran on 48 nodes (1698fa0, the commit before the switch to 24 nodes) global batch 2,048
+# sequences of 2,048 tokens, --checkpoint-activations with DeepSpeed's activation checkpointing
+# (every layer's forward run again: the planner's 'full'), --bf16, ZERO_STAGE 0 with DeepSpeed's
+# BF16_Optimizer, which "implements its own ZeRO Stage 1" and keeps an unsharded FP32 gradient
+# buffer (the planner's 'megatron' recipe, 18 bytes, at zero 1), and --pp-partition-method
+# 'type:transformer|embedding': the first and last stages hold 5 layers and the embedding, the
+# rest 6, as the planner's uneven pipeline places 70 layers on 12 stages. DeepSpeed's pipeline
+# engine runs its own 1F1B-like TrainSchedule and reduces the gradients after the last
+# microbatch's backward (ReduceGrads at the schedule's final step, deepspeed/runtime/pipe/schedule.py),
+# so nothing hides the reduction; the fused softmax kernels of 2022 keep the attention eager; no
+# sequence parallelism, no TP overlap. The README's "Important checkpoints" prints the log line
+# that ended the first epoch, at full batch, on 48 nodes: its elapsed time per iteration is the
+# measured step. The log's TFLOPs count as SC21's equation 3 does (megatron/training.py of
+# bigscience-workshop/Megatron-DeepSpeed since #251: the recomputed forward included, the
+# padded vocabulary), sc21_flops_per_iteration. Not a validation run: it came into the book after
+# the planner's figures were fixed, and chapter 97 sets it beside them, held out from everything.
+# The planner prices a DGX A100 node (NVSwitch, eight HDR InfiniBand links); Jean Zay's nodes
+# have "NVLink 4 inter-gpu connects, 4 OmniPath links" (the README), which it does not model.
+BLOOM_TR11_LOG = {"iteration": 85376, "step_s": 104.70, "global_batch": 2048, "samples_per_s": 19.561, "tflops": 149.77}
+
+
+def _bloom_run(log=BLOOM_TR11_LOG, tp=4, pp=12, dp=8, micro=2, seq_len=2048):
+    from . import models
+
+    m = models.get("BLOOM 176B")
+    n_gpus, batch, step_s = tp * pp * dp, log["global_batch"], log["step_s"]
+    tflops = sc21_flops_per_iteration(batch, seq_len, m.n_layers, m.d_model, m.vocab_size) / (n_gpus * step_s * 1e12)
+    # the log's own figures agree with each other to their printed rounding
+    if abs(tflops / log["tflops"] - 1) > 1e-4 or abs(batch / step_s / log["samples_per_s"] - 1) > 1e-4:
+        raise ValueError(f"log: {log} is not one step of {batch} sequences on {n_gpus} GPUs in {step_s} s")
+    model_flops = sc21_model_flops_per_iteration(batch, seq_len, m.n_layers, m.d_model, m.vocab_size)
+    return PublishedRun(
+        f"BLOOM 176B, {n_gpus} A100",
+        m.name,
+        "A100",
+        {"tp": tp, "pp": pp, "dp": dp},
+        seq_len,
+        batch,
+        micro,
+        model_flops / (step_s * n_gpus * 312e12),
+        "bigscience-tr11-176b",
+        recompute="full",
+        uneven_pipeline=True,
+        note=f"Megatron-DeepSpeed, BF16; microbatch {micro}, DeepSpeed's pipeline schedule; every layer "
+        "checkpointed; BF16_Optimizer (ZeRO-1 over DP, FP32 gradient buffer unsharded); gradients reduced "
+        "after the last microbatch; eager attention with ALiBi; Jean Zay's Omni-Path network not modelled",
+        remat_policy="full",
+        schedule="1f1b",
+        n_virtual=1,
+        attention="eager",
+        state_recipe="megatron",
+        zero=1,
+        grad_reduce_overlap=False,
+        sequence_parallel=False,
+        tflops_per_s_per_device=log["tflops"],
+        step_s=step_s,
+        step_basis=f"measured (the log's elapsed time per iteration at iteration {log['iteration']:,}: {step_s} s)",
+        where="train/tr11-176B-ml/README.md ('Replica setup'; 'Important checkpoints', iteration "
+        f"{log['iteration']}); tr11-176B-ml.slurm at 1698fa0",
+    )
+
+
+BLOOM_A100_RUNS = (_bloom_run(),)
+
+
 def one_slice_run(run):
     """The one-slice run of MULTISLICE_RUNS's `run`: the same size on the
     same slice, from VALIDATION_RUNS."""
@@ -1306,8 +1374,9 @@ VALIDATION_RUNS = (
 
 # The runs held out from the split (in neither set), which the planner is held to with the book's
 # own figures: MosaicML's MPT table, tpu-recipes' 2025 v5p jobs, the AMD seed's sweep (whose own
-# figures, MI355X's η and overlap, leave-one-source-out leaves out: transfer.held_out_fold).
-HELD_OUT_RUNS = MPT_H100_RUNS + TPU_RECIPES_V5P_RUNS + AMD_MI355X_RUNS
+# figures, MI355X's η and overlap, leave-one-source-out leaves out: transfer.held_out_fold),
+# BigScience's BLOOM on Megatron-DeepSpeed.
+HELD_OUT_RUNS = MPT_H100_RUNS + TPU_RECIPES_V5P_RUNS + AMD_MI355X_RUNS + BLOOM_A100_RUNS
 
 
 def run_named(name):

@@ -371,8 +371,18 @@ def _mpt(size, d_model, n_heads, n_layers):
     return _gpt(f"MPT {size}", "llm-foundry-benchmarks", d_model, n_layers, n_heads, MPT_VOCAB, True, dropout=False)
 
 
+# BLOOM as BigScience trained it with Megatron-DeepSpeed (bigscience-tr11-176b: tr11-176B-ml.slurm
+# and README.md of bigscience-workshop/bigscience): NHIDDEN 14,336, NLAYERS 70, NHEADS 112, a
+# plain GeLU MLP of 4·D, the output layer tied to the embedding, --pad-vocab-size-to 250880 (the
+# tokenizer's 250,680 padded), dropout left at Megatron's 0.1 (the script sets none). ALiBi adds
+# a bias to the attention scores and keeps no position table (the book counts none for any GPT
+# preset); the embedding LayerNorm and the biases (13·D per layer in the README's count, 2·D here)
+# are left out, 0.006 % of the parameters.
+BLOOM_SHAPE = (14336, 70, 112, 250880)
+
+
 # The models of published throughput runs that are not the book's teaching presets (they appear
-# in the validation appendix only): Megatron-LM's GPT models, MaxText's scaled models, MPT.
+# in the validation appendix only): Megatron-LM's GPT models, MaxText's scaled models, MPT, BLOOM.
 GPT_PRESETS = {
     m.name: m
     for m in [
@@ -390,6 +400,7 @@ GPT_PRESETS = {
         ),
         *(_maxtext(size, *shape) for size, shape in MAXTEXT_V5P_SHAPES.items()),
         *(_mpt(size, *shape) for size, shape in MPT_SHAPES.items()),
+        _gpt("BLOOM 176B", "bigscience-tr11-176b", *BLOOM_SHAPE, True),
     ]
 }
 

@@ -44,6 +44,8 @@ STACK_OF_SOURCE = {
     # the AMD seed's sweep ran MaxText on ROCm
     "scale-your-model-amd": "maxtext",
     "deepseek2024v3": "deepseek",
+    # BigScience trained BLOOM with its fork of Megatron-DeepSpeed: DeepSpeed's pipeline engine and optimizer
+    "bigscience-tr11-176b": "deepspeed",
 }
 
 HELD_OUT_RUNS = measured.HELD_OUT_RUNS  # priced with the book's own figures
