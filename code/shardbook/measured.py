@@ -1325,6 +1325,96 @@ def _bloom_run(log=BLOOM_TR11_LOG, tp=4, pp=12, dp=8, micro=2, seq_len=2048):
 
 
 BLOOM_A100_RUNS = (_bloom_run(),)
+# Megatron Bridge's DGX-H100 rows of two mixtures of experts (megatron-bridge-perf-summary,
+# docs/performance-summary.md at 17a381f9, the 26.04.01 NeMo container), as printed: (model, GPUs,
+# GBS, MBS, sequence length, TP, PP, VP, EP, tokens/s/GPU, model TFLOP/s/GPU); FSDP 0 and CP 1 in
+# both rows, FP8 (current scaling). The recipes (scripts/performance/configs/qwen/
+# qwen3_workload_base_configs.py and qwen3_llm_pretrain.py, src/megatron/bridge/recipes/qwen/
+# qwen3_moe.py, same commit) run both with expert TP 1, no recomputation (recompute_granularity
+# None), the distributed optimizer with FP32 main weights, gradients and Adam moments, BF16
+# gradient reduction, grouped GEMMs, permute fusion, and routing forced to balance ("required for
+# token dropless"). Not validation runs: they came into the book after the planner's figures were
+# fixed, and chapter 97 sets them beside it as a check held out from the split; since their
+# source's Llama rows calibrate, leave-one-source-out prices them without that source.
+# Left out: GPT OSS 120B (64 GPUs, BF16, TP 1, PP 4, EP 8: 5,824 tokens/s, 159 TFLOP/s), whose
+# layers alternate 128-token sliding-window and full attention and carry attention sinks, neither
+# of which the planner's attention models; Nemotron 3 Nano, a hybrid of Mamba and attention layers.
+MEGATRON_BRIDGE_H100_MOE_TABLE = (
+    ("Qwen3-30B-A3B", 16, 1024, 1, 4096, 1, 1, None, 16, 8960, 204),
+    ("Qwen3-235B-A22B", 256, 8192, 1, 4096, 2, 8, 4, 32, 1696, 252),
+)
+
+# What each recipe sets beyond the table, and how the planner prices it: (the summary's heading,
+# the workload config, tp_comm_overlap, the rest). The planner's ep axis is
+# orthogonal to tp (planner.layout: the experts split over tp × ep, the tokens over ep); Megatron
+# carves its EP group from a stage's TP × DP ranks with expert TP 1. The runs take ep = EP / TP:
+# the same expert parameters per device and the same routed bytes per device, in the same share
+# off the node. The dense weights are replicated over the ep ranks, as Megatron's DP replicates
+# them (planner.search.PUBLISHED_LAYOUTS: dense_over_ep False).
+_MEGATRON_BRIDGE_MOE_RECIPES = {
+    "Qwen3-30B-A3B": (
+        "Qwen3_30B_a3B",
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+        True,
+        "the flex dispatcher with HybridEP (on 32 SMs), which sends a token once to each node that holds one of its "
+        "experts and forwards it over NVLink: priced as one copy per node over the network "
+        "(planner.search.PUBLISHED_LAYOUTS: routing_node_limit 2, the nodes of the EP group, which restricts "
+        "no routing); no overlap of the expert exchanges (moe_a2a_overlap False): priced exposed",
+    ),
+    "Qwen3-235B-A22B": (
+        "Qwen3_235B_a22B",
+        "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
+        False,
+        "EP 32 over TP 2 x DP 16 with expert TP 1 taken as tp 2 x ep 16: each expert split over the two TP "
+        "ranks, its grouped GEMM at a quarter of the rows (1,024 a microbatch, not 4,096), and TP's gather and "
+        "scatter around the MoE block, which expert TP 1 skips, counted; the alltoall dispatcher (one copy per "
+        "routed expert, as the planner prices it); the expert exchanges overlapped across microbatches "
+        "(moe_a2a_overlap True: overlap_moe_expert_parallel_comm, delay_wgrad_compute), an overlap the "
+        "planner has no figure for on H100: priced exposed; 94 layers and the embedding and loss as one layer "
+        "each in 32 chunks of three (account_for_*_in_pipeline_split)",
+    ),
+}
+
+
+def _megatron_bridge_moe_run(model, n_gpus, gbs, mbs, seq_len, tp, pp, vp, ep, tokens_per_s, tflops):
+    from . import hardware, models
+
+    if ep % tp or (n_gpus // pp) % ep:
+        raise ValueError(
+            f"ep: {model}: EP {ep} must be a multiple of TP {tp} and divide the {n_gpus // pp} GPUs a stage"
+        )
+    mesh = {"dp": n_gpus // (pp * ep), "tp": tp, "ep": ep // tp, "pp": pp}
+    mesh = {axis: degree for axis, degree in mesh.items() if degree > 1}
+    heading, config, tp_comm_overlap, how = _MEGATRON_BRIDGE_MOE_RECIPES[model]
+    virtual = f"; {vp} virtual stages" if vp else ""
+    return PublishedRun(
+        f"Megatron Bridge {model}, {n_gpus:,} H100, FP8",
+        model,
+        "H100",
+        mesh,
+        seq_len,
+        gbs,
+        mbs,
+        tflops * 1e12 / hardware.get("H100").bf16_dense_flops_per_s,
+        "megatron-bridge-perf-summary",
+        uneven_pipeline=pp > 1 and models.get(model).n_layers % (pp * (vp or 1)) != 0,
+        note=f"FP8 (current scaling); TP {tp}, PP {pp}, EP {ep}, expert TP 1{virtual}; distributed optimizer; "
+        f"no recomputation; routing forced to balance; {how}",
+        remat_policy="none",
+        schedule="interleaved" if vp else "1f1b",
+        n_virtual=vp,
+        state_recipe="megatron",
+        zero=1,
+        precision="fp8",
+        tp_comm_overlap=tp_comm_overlap,
+        sequence_parallel=tp > 1,
+        tokens_per_s_per_device=tokens_per_s,
+        tflops_per_s_per_device=tflops,
+        where=f"performance-summary.md, 26.04.01, {heading} DGX-H100 row; qwen3_workload_base_configs.py {config}",
+    )
+
+
+MEGATRON_BRIDGE_H100_MOE_RUNS = tuple(_megatron_bridge_moe_run(*row) for row in MEGATRON_BRIDGE_H100_MOE_TABLE)
 
 
 def one_slice_run(run):
@@ -1375,8 +1465,9 @@ VALIDATION_RUNS = (
 # The runs held out from the split (in neither set), which the planner is held to with the book's
 # own figures: MosaicML's MPT table, tpu-recipes' 2025 v5p jobs, the AMD seed's sweep (whose own
 # figures, MI355X's η and overlap, leave-one-source-out leaves out: transfer.held_out_fold),
-# BigScience's BLOOM on Megatron-DeepSpeed.
-HELD_OUT_RUNS = MPT_H100_RUNS + TPU_RECIPES_V5P_RUNS + AMD_MI355X_RUNS + BLOOM_A100_RUNS
+# BigScience's BLOOM on Megatron-DeepSpeed, Megatron Bridge's Qwen3 MoE rows on H100 (whose source's
+# Llama rows calibrate: leave-one-source-out prices them without that source).
+HELD_OUT_RUNS = MPT_H100_RUNS + TPU_RECIPES_V5P_RUNS + AMD_MI355X_RUNS + BLOOM_A100_RUNS + MEGATRON_BRIDGE_H100_MOE_RUNS
 
 
 def run_named(name):

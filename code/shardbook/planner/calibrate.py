@@ -425,7 +425,10 @@ STEP_BANDS = {
     "maxtext": Band(-0.05, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
     "any": Band(-0.11, 0.12, 69, "every dense run"),
     "moe": Band(
-        -0.69, 0.03, 8, "every MoE run (Mixtral on v6e, DeepSeek-V3 on H800 and v5p, DeepSeek-V2-Lite on MI355X)"
+        -0.68,
+        0.10,
+        10,
+        "every MoE run (Mixtral on v6e, DeepSeek-V3 on H800 and v5p, DeepSeek-V2-Lite on MI355X, Qwen3 on H100)",
     ),
 }
 
