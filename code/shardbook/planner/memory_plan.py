@@ -93,13 +93,14 @@ def check_attention(attention):
 
 
 def activation_bytes_per_layer(
-    model, seq_len, micro_batch_seqs, *, pp, tp, cp, sequence_parallel, recompute, attention
+    model, seq_len, micro_batch_seqs, *, pp, tp, cp, sequence_parallel, recompute, attention, precision="bf16"
 ):
     """Bytes one layer keeps in HBM for its backward on one device, for one
     microbatch, as a stage of a `pp`-stage pipeline counts it
     (memory.activation_bytes_per_stage_layer: for an MoE model with dense
     first layers, the mean over the model's layers with pp = 1, the larger
-    kind with pp > 1)."""
+    kind with pp > 1); `precision` 'fp8': the GEMM inputs Transformer
+    Engine saves in FP8 (memory.TE_FP8_SAVED_BYTES)."""
     check_recompute(recompute)
     check_attention(attention)
     return memory.activation_bytes_per_stage_layer(
@@ -112,6 +113,7 @@ def activation_bytes_per_layer(
         sequence_parallel=sequence_parallel,
         recompute=recompute,
         attention=attention,
+        precision=precision,
     )
 
 
@@ -239,6 +241,7 @@ def layer_in_flight_bytes(lay, recompute):
     recomputation's memory (§5, "plus the activations of one layer").
     With eager attention, the two score-sized BF16 buffers its backward
     forms (the gradients of the probabilities and of the scores) too.
+    Both counts in the plan's precision (FP8: memory.TE_FP8_SAVED_BYTES).
     0 under 'none'. The TPU compiler places the peak of every 'full' plan
     inside the backward's recomputed layer. The breakdown shows what it
     holds beyond the loss's logits, which are freed before the layers'
@@ -260,6 +263,7 @@ def layer_in_flight_bytes(lay, recompute):
             sequence_parallel=lay.sequence_parallel,
             recompute=policy,
             attention=lay.attention,
+            precision=lay.precision,
         )
     # eager attention's backward also forms the probabilities' and the scores' gradients (dP = dO·Vᵀ,
     # dS = P ⊙ (dP − rowsum)), each a BF16 score-sized buffer beside P; a flash kernel keeps them on chip
@@ -404,6 +408,7 @@ def device_breakdowns(lay, recompute):
         sequence_parallel=lay.sequence_parallel,
         recompute=recompute,
         attention=lay.attention,
+        precision=lay.precision,
     )
     logits = logits_bytes(
         m, lay.seq_len, lay.micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], loss_logits=lay.loss_logits
