@@ -12,8 +12,11 @@ do, with FlashAttention-style kernels by default (no s² probabilities), the
 recomputation policies of Megatron and MaxText, and what MaxText offloads to
 host memory. Gather buffers, communication buffers and allocator overhead
 are not included.
+FP8 (`precision`): the tensors Transformer Engine saves in one byte
+(TE_FP8_SAVED_BYTES) and its FP8 weights (te_fp8_weight_bytes).
 Ref: rajbhandari2020zero, korthikanti2022reducing, dao2022flashattention,
-megatron-distrib-optimizer, maxtext, distributed-training-notes.
+megatron-distrib-optimizer, maxtext, distributed-training-notes,
+transformer-engine, megatron-core-fp8.
 """
 
 import functools
@@ -155,6 +158,34 @@ STATE_RECIPES = {
 }
 
 ZERO_STAGES = (0, 1, 2, 3)
+
+# The layers' linear weights under Transformer Engine's FP8. Megatron Bridge's FP8 recipes hold
+# them in FP8 only (mixed_precision.py, bf16_with_fp8_current_scaling_mixed: fp8_param_gather =
+# True, which scripts/performance/utils/precision.py gives every fp8_cs run, Megatron-Bridge at
+# 17a381f9), the FP32 master in the optimizer: one byte each, and a transposed copy where the FP8
+# GEMM takes only the TN layout: TE's post_all_gather_processing (tensor/utils.py at d0067d0d)
+# calls _create_transpose unless is_non_tn_fp8_gemm_supported() (utils.py: compute capability
+# 10.x, 11.x or 13+, the Blackwell parts), and float8_tensor.py backs both usages with one
+# buffer there. Megatron-LM's default (fp8_param_gather off) keeps the BF16 weights and caches
+# their FP8 copy, row-wise and column-wise, across microbatches (linear.py: `_fp8_workspaces`,
+# refreshed on the first microbatch).
+FP8_NON_TN_GEMM_ACCELERATORS = ("B200", "GB200 NVL72", "GB300 NVL72")  # sm100/sm103
+FP8_WEIGHTS = ("primary", "cached")
+
+
+def te_fp8_weight_bytes(non_tn_gemm, fp8_weights="primary"):
+    """Bytes per parameter of a transformer layer's linear weight under
+    Transformer Engine's FP8: 'primary' (Megatron Bridge's FP8 recipes,
+    fp8_param_gather): the FP8 weight, 1 byte, plus its 1-byte transpose
+    unless the accelerator's FP8 GEMM takes non-TN layouts (`non_tn_gemm`,
+    Blackwell): 2 on Hopper, 1 on Blackwell. 'cached' (Megatron-LM's
+    default): the BF16 weight, 2, and TE's cached FP8 copy beside it: 4 on
+    Hopper, 3 on Blackwell. Ref: transformer-engine, megatron-bridge-perf-summary."""
+    if not isinstance(non_tn_gemm, bool):
+        raise ValueError(f"non_tn_gemm: must be True or False, got {non_tn_gemm!r}")
+    _validate.choice("fp8_weights", fp8_weights, FP8_WEIGHTS)
+    fp8 = 1 if non_tn_gemm else 2
+    return fp8 if fp8_weights == "primary" else 2 + fp8
 
 
 def state_recipe(recipe):
@@ -489,10 +520,11 @@ def activation_bytes_per_layer(
     Korthikanti policy the attention's and a dense MLP's inputs and the
     MLP's last matmul's input (the SwiGLU product, or the GELU output) and
     an MoE layer's dispatched tokens take 1 byte per element, all else as
-    in BF16 (a dense SwiGLU layer keeps sbh·(4 + 1 + 1) + Q, K, V and the
-    attention output in BF16 + sb·F·(2 + 2 + 1)/t, tp-split as above).
+    in BF16 (without SP, a dense SwiGLU layer without dropout keeps
+    sbh·(4 + 1 + 1) + 2·sb·(Q + K + V + O)/t + sb·F·(2 + 2 + 1)/t and the
+    log-sum-exp; an MLA model's attention side stays as in BF16).
     Ref: korthikanti2022reducing, dao2022flashattention, maxtext,
-    transformer-engine.
+    transformer-engine, megatron-core-fp8.
     """
     m = models.get(model)
     policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer, precision)
