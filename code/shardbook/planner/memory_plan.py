@@ -214,8 +214,8 @@ def precision_note(precision, state_recipe, recompute):
     kind = memory.recompute_policy(recompute).kind
     if kind == "korthikanti":
         kept = (
-            "activations as Transformer Engine saves them (the inputs of the attention's and the MLP's "
-            "FP8 matmuls and the dispatched tokens in 1 byte, the rest BF16)"
+            "activations as Transformer Engine saves them (the FP8 matmuls' inputs it keeps in 1 byte, "
+            "memory.TE_FP8_SAVED_BYTES; the rest BF16)"
         )
     elif kind == "recipe":
         kept = f"activations as the {recompute} recipe keeps them"
