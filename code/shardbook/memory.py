@@ -12,8 +12,11 @@ do, with FlashAttention-style kernels by default (no s² probabilities), the
 recomputation policies of Megatron and MaxText, and what MaxText offloads to
 host memory. Gather buffers, communication buffers and allocator overhead
 are not included.
+FP8 (`precision`): the tensors Transformer Engine saves in one byte
+(TE_FP8_SAVED_BYTES) and its FP8 weights (te_fp8_weight_bytes).
 Ref: rajbhandari2020zero, korthikanti2022reducing, dao2022flashattention,
-megatron-distrib-optimizer, maxtext, distributed-training-notes.
+megatron-distrib-optimizer, maxtext, distributed-training-notes,
+transformer-engine, megatron-core-fp8.
 """
 
 import functools
@@ -155,6 +158,34 @@ STATE_RECIPES = {
 }
 
 ZERO_STAGES = (0, 1, 2, 3)
+
+# The layers' linear weights under Transformer Engine's FP8. Megatron Bridge's FP8 recipes hold
+# them in FP8 only (mixed_precision.py, bf16_with_fp8_current_scaling_mixed: fp8_param_gather =
+# True, which scripts/performance/utils/precision.py gives every fp8_cs run, Megatron-Bridge at
+# 17a381f9), the FP32 master in the optimizer: one byte each, and a transposed copy where the FP8
+# GEMM takes only the TN layout: TE's post_all_gather_processing (tensor/utils.py at d0067d0d)
+# calls _create_transpose unless is_non_tn_fp8_gemm_supported() (utils.py: compute capability
+# 10.x, 11.x or 13+, the Blackwell parts), and float8_tensor.py backs both usages with one
+# buffer there. Megatron-LM's default (fp8_param_gather off) keeps the BF16 weights and caches
+# their FP8 copy, row-wise and column-wise, across microbatches (linear.py: `_fp8_workspaces`,
+# refreshed on the first microbatch).
+FP8_NON_TN_GEMM_ACCELERATORS = ("B200", "GB200 NVL72", "GB300 NVL72")  # sm100/sm103
+FP8_WEIGHTS = ("primary", "cached")
+
+
+def te_fp8_weight_bytes(non_tn_gemm, fp8_weights="primary"):
+    """Bytes per parameter of a transformer layer's linear weight under
+    Transformer Engine's FP8: 'primary' (Megatron Bridge's FP8 recipes,
+    fp8_param_gather): the FP8 weight, 1 byte, plus its 1-byte transpose
+    unless the accelerator's FP8 GEMM takes non-TN layouts (`non_tn_gemm`,
+    Blackwell): 2 on Hopper, 1 on Blackwell. 'cached' (Megatron-LM's
+    default): the BF16 weight, 2, and TE's cached FP8 copy beside it: 4 on
+    Hopper, 3 on Blackwell. Ref: transformer-engine, megatron-bridge-perf-summary."""
+    if not isinstance(non_tn_gemm, bool):
+        raise ValueError(f"non_tn_gemm: must be True or False, got {non_tn_gemm!r}")
+    _validate.choice("fp8_weights", fp8_weights, FP8_WEIGHTS)
+    fp8 = 1 if non_tn_gemm else 2
+    return fp8 if fp8_weights == "primary" else 2 + fp8
 
 
 def state_recipe(recipe):
@@ -306,6 +337,43 @@ DEEPSEEK_V3_RECIPE = {
     "swiglu_inputs": 1,  # FP8
     "swiglu_output": 0,  # recomputed
 }
+# What Transformer Engine's FP8 path (Megatron-Core's, FP8 current scaling; precision 'fp8') keeps
+# of a layer for its backward, bytes per element, where BF16 keeps 2 of each. Read in
+# TransformerEngine at d0067d0d (transformer_engine/pytorch/module/*.py) and Megatron-LM at
+# d98e8a64 (megatron/core); only the Korthikanti policies (none, selective, full) take it: a
+# MaxText policy keeps what it names in BF16, and DeepSeek-V3's recipe is its own precision.
+TE_FP8_SAVED_BYTES = {
+    # The input of an FP8 GEMM whose weight needs a gradient is saved quantized, one copy:
+    # linear.py `_linear_forward_impl` keeps the column-wise (on Hopper transposed) data and drops
+    # the row-wise ("Discard row-wise data since it is not needed in backward pass"); with
+    # sequence parallelism the local shard row-wise, gathered again in the backward (current
+    # scaling cannot all-gather column-wise data). layernorm_linear.py saves its ln_out the same
+    # way (`ln_out.update_usage(rowwise_usage=False)`) beside its BF16 input: so the attention's
+    # input (the QKV projection's) and a dense MLP's input (fc1's) are FP8 ...
+    "norm_output": 1,
+    # ... and so are the input of the MLP's last matmul (fc2: the SwiGLU or GELU output) and an
+    # MoE layer's dispatched tokens (grouped_linear.py: `inputmat.update_usage(rowwise_usage=False,
+    # columnwise_usage=True)`, the experts' fc1 input).
+    "fc2_input": 1,
+    "dispatched_inputs": 1,
+    # The activation's input (fc1's output: gate and up) stays BF16: Megatron's bias_swiglu and
+    # bias_gelu save it in the activation dtype (activation_func_fp8_input_store False by default;
+    # layernorm_mlp.py keeps fc1_out in the activation dtype too).
+    "fc1_output": 2,
+    # The attention's output, the output projection's input, stays BF16 once: Megatron-Core sets
+    # save_original_input on linear_proj for FP8 recipes other than delayed scaling (attention.py:
+    # "linear_proj also saves the quantized tensor of this output ... to avoid the extra memory"),
+    # so the projection saves the BF16 tensor the attention kernel keeps (fp8_dpa off: Q, K, V
+    # BF16 too). Under delayed scaling it would add an FP8 copy (1 more byte).
+    "attention_output": 2,
+    # An MoE layer's MLP input stays BF16: the router saves it, and Megatron-Core sets
+    # save_original_input on the shared experts' fc1 (shared_experts.py: "the output of
+    # pre_mlp_layernorm is saved by router"). The norms' inputs (layernorm_linear.py saves
+    # `inputmat` in the activation dtype), the experts' outputs (BF16 GEMM outputs the combine's
+    # backward reads) and the router's FP32 probabilities are unchanged.
+    "moe_mlp_input": 2,
+}
+PRECISIONS = ("bf16", "fp8")
 KORTHIKANTI_POLICIES = ("none", "selective", "full")
 ATTENTION = ("flash", "eager")
 LSE_BYTES = 4  # FlashAttention keeps one FP32 log-sum-exp per query row and head
@@ -384,8 +452,9 @@ def _named_bytes(m, name, s, b, tp, sequence_parallel, dense_layer):
     return token_wise * routed
 
 
-def _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer):
+def _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer, precision="bf16"):
     _validate.count("seq_len", seq_len)
+    _validate.choice("precision", precision, PRECISIONS)
     _validate.count("micro_batch_seqs", micro_batch_seqs)
     _validate.count("tp", tp)
     _validate.count("cp", cp)
@@ -410,6 +479,7 @@ def activation_bytes_per_layer(
     recompute="none",
     attention="flash",
     dense_layer=False,
+    precision="bf16",
 ):
     """Bytes of activations one transformer layer keeps in HBM for its
     backward pass, per device, for `micro_batch_seqs` sequences of `seq_len`
@@ -445,11 +515,22 @@ def activation_bytes_per_layer(
     A parallel block (model.parallel_block) keeps one norm input and one
     input shared by attention and MLP, and one dropout mask. `dense_layer`:
     one of the first dense layers of an MoE model instead of an MoE layer.
-    Ref: korthikanti2022reducing, dao2022flashattention, maxtext.
+    `precision` 'fp8': the matmuls in FP8 through Transformer Engine, which
+    saves an FP8 GEMM's input in one byte (TE_FP8_SAVED_BYTES): under a
+    Korthikanti policy the attention's and a dense MLP's inputs and the
+    MLP's last matmul's input (the SwiGLU product, or the GELU output) and
+    an MoE layer's dispatched tokens take 1 byte per element, all else as
+    in BF16 (without SP, a dense SwiGLU layer without dropout keeps
+    sbh·(4 + 1 + 1) + 2·sb·(Q + K + V + O)/t + sb·F·(2 + 2 + 1)/t and the
+    log-sum-exp; an MLA model's attention side stays as in BF16).
+    Ref: korthikanti2022reducing, dao2022flashattention, maxtext,
+    transformer-engine, megatron-core-fp8.
     """
     m = models.get(model)
-    policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
-    return _kept_bytes(m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, False)
+    policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer, precision)
+    return _kept_bytes(
+        m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, False, precision
+    )
 
 
 def offloaded_activation_bytes_per_layer(
@@ -463,27 +544,60 @@ def offloaded_activation_bytes_per_layer(
     recompute="none",
     attention="flash",
     dense_layer=False,
+    precision="bf16",
 ):
     """Bytes of one layer's activations a remat policy moves to pinned host
     memory instead of HBM (MaxText's qkv_proj_offloaded and
     minimal_offloaded; 0 for every other policy), per device; arguments as
-    activation_bytes_per_layer. Ref: maxtext."""
+    activation_bytes_per_layer (a MaxText policy keeps what it names in
+    BF16 whatever the `precision`). Ref: maxtext."""
     m = models.get(model)
-    policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
-    return _kept_bytes(m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, True)
+    policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer, precision)
+    return _kept_bytes(
+        m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, True, precision
+    )
 
 
-def _kept_bytes(m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, offloaded):
+def _kept_bytes(
+    m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, offloaded, precision="bf16"
+):
     """One layer's activation bytes per device, its seq_len/cp local queries
     attending all seq_len keys: those kept in HBM, or (`offloaded`) those
     the policy moves to host memory; arguments already checked (_args)."""
     s = seq_len // cp
     if offloaded:
         return sum(_named_bytes(m, n, s, micro_batch_seqs, tp, sequence_parallel, dense_layer) for n in policy.offloads)
-    return _layer_bytes(m, s, seq_len, micro_batch_seqs, tp, sequence_parallel, policy, attention, dense_layer)
+    return _layer_bytes(
+        m, s, seq_len, micro_batch_seqs, tp, sequence_parallel, policy, attention, dense_layer, precision
+    )
 
 
-def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_parallel, policy, attention, dense_layer):
+def _element_bytes(m, precision, dense_layer):
+    """Bytes per element of the tensors a Korthikanti-counted layer keeps
+    whose precision FP8 changes: all 2 in BF16; under 'fp8' as
+    TE_FP8_SAVED_BYTES says. Left at 2 under FP8: an MLA model's attention
+    input and latents (Megatron-Core's MLA feeds the norm output to two down
+    projections, each saving its own FP8 copy unless a fused variant is
+    chosen: 2 bytes is the larger of the two), a parallel block's shared
+    input (read by the QKV and fc1 GEMMs, one FP8 copy each), and an MoE
+    layer's MLP input (TE_FP8_SAVED_BYTES["moe_mlp_input"])."""
+    bf16 = dict.fromkeys(("attention_input", "mlp_input", "fc1_output", "fc2_input", "dispatched_inputs"), 2)
+    if precision == "bf16":
+        return bf16
+    t = TE_FP8_SAVED_BYTES
+    moe_layer = m.is_moe and not dense_layer
+    return {
+        "attention_input": 2 if m.mla is not None else t["norm_output"],
+        "mlp_input": t["moe_mlp_input"] if moe_layer else t["norm_output"],
+        "fc1_output": t["fc1_output"],
+        "fc2_input": t["fc2_input"],
+        "dispatched_inputs": t["dispatched_inputs"],
+    }
+
+
+def _layer_bytes(
+    m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_parallel, policy, attention, dense_layer, precision
+):
     """activation_bytes_per_layer for `query_tokens` local tokens whose
     queries attend `key_tokens` keys (they differ under context parallelism)."""
     s, b, h = query_tokens, micro_batch_seqs, m.d_model
@@ -499,18 +613,20 @@ def _layer_bytes(m, query_tokens, key_tokens, micro_batch_seqs, tp, sequence_par
     f_tokens, routed, n_experts = _mlp_shape(m, dense_layer)
     if policy.kind == "recipe":
         return _recipe_bytes(m, s, b, tp, sequence_parallel, ctx, latent, rope_key, f_tokens, routed, n_experts)
+    e = _element_bytes(m, precision, dense_layer)
     mask = 1 if m.dropout else 0
     # kept whole on every TP rank unless sequence parallelism splits them:
     # two norm inputs, the attention and MLP inputs, two dropout masks; MLA's
     # latents (norm input and output) and its shared RoPE key; an MoE
     # layer's router probabilities (FP32), dispatched inputs and expert outputs
-    replicated = 2 * 2 * sbh + 2 * sbh + 2 * sbh + 2 * mask * sbh
+    replicated = 2 * 2 * sbh + e["attention_input"] * sbh + e["mlp_input"] * sbh + 2 * mask * sbh
     if m.parallel_block:  # one norm input, one input shared by attention and MLP, one dropout on their sum
         replicated = 2 * sbh + 2 * sbh + mask * sbh
     replicated += 2 * 2 * s * b * latent + 2 * s * b * rope_key
-    replicated += 4 * s * b * n_experts + 2 * routed * 2 * sbh
-    # split by TP: Q, K, V, the output projection's input, the MLP intermediates
-    intermediates = (3 if m.gated_mlp else 2) * 2 * s * b * f_tokens / tp
+    replicated += 4 * s * b * n_experts + routed * (e["dispatched_inputs"] + 2) * sbh
+    # split by TP: Q, K, V, the output projection's input, the MLP intermediates (gated: gate and
+    # up, the activation's input, and their product, fc2's input; else the activation's input and output)
+    intermediates = ((2 if m.gated_mlp else 1) * e["fc1_output"] + e["fc2_input"]) * s * b * f_tokens / tp
     sharded = 2 * s * b * (q + k + v + ctx) + intermediates
     if policy.name == "selective":
         core = 0
@@ -665,16 +781,28 @@ def _stage_layer_bytes(*args):
     return _remembered_stage_layer_bytes(*args)
 
 
-def _stage_layer_bytes_of(m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, offloaded):
+def _stage_layer_bytes_of(
+    m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, offloaded, precision="bf16"
+):
     _validate.count("pp", pp)
     kinds = (False, True) if m.n_dense_layers else (False,)
     policy = None
     for dense_layer in kinds:
-        policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer)
+        policy = _args(m, seq_len, micro_batch_seqs, tp, cp, recompute, attention, dense_layer, precision)
 
     def one(dense_layer):
         return _kept_bytes(
-            m, seq_len, micro_batch_seqs, tp, cp, sequence_parallel, policy, attention, dense_layer, offloaded
+            m,
+            seq_len,
+            micro_batch_seqs,
+            tp,
+            cp,
+            sequence_parallel,
+            policy,
+            attention,
+            dense_layer,
+            offloaded,
+            precision,
         )
 
     if len(kinds) == 1:
@@ -698,6 +826,7 @@ def activation_bytes_per_stage_layer(
     sequence_parallel=False,
     recompute="none",
     attention="flash",
+    precision="bf16",
 ):
     """Bytes per layer, for one microbatch on one device, that the book
     multiplies by the layers of a pipeline stage: for a model whose layers
@@ -711,7 +840,9 @@ def activation_bytes_per_stage_layer(
     activation_bytes_per_layer; `pp` the pipeline stages.
     Ref: korthikanti2022reducing, deepseek2024v3."""
     m = models.get(model)
-    return _stage_layer_bytes(m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, False)
+    return _stage_layer_bytes(
+        m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, False, precision
+    )
 
 
 def _per_device(
@@ -729,6 +860,7 @@ def _per_device(
     n_virtual,
     uneven_pipeline,
     offloaded,
+    precision="bf16",
 ):
     m = models.get(model)
     _validate.count("pp", pp)
@@ -736,7 +868,7 @@ def _per_device(
     if not uneven_pipeline and m.n_layers % pp:
         raise ValueError(f"pp: must divide the layers ({m.n_layers}) of {m.name}, got {pp} (or set uneven_pipeline)")
     per_layer = _stage_layer_bytes(
-        m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, offloaded
+        m, seq_len, micro_batch_seqs, pp, tp, cp, sequence_parallel, recompute, attention, offloaded, precision
     )
     layers = pipeline.deepest_stage_layers(m.n_layers, pp, n_virtual, uneven=uneven_pipeline)
     in_flight = microbatches_in_flight(pp, n_microbatches, schedule, n_virtual) if pp > 1 else 1
@@ -758,6 +890,7 @@ def activation_bytes_per_device(
     attention="flash",
     n_virtual=1,
     uneven_pipeline=False,
+    precision="bf16",
 ):
     """Peak activation bytes in HBM on one device: the layers of the deepest
     pipeline stage (pipeline.deepest_stage_layers; `uneven_pipeline` lets pp
@@ -770,7 +903,8 @@ def activation_bytes_per_device(
     exact sum over the model with pp = 1, every layer at the larger of its
     two kinds with pp > 1). Embeddings, the
     output logits (`logits_bytes`) and what a policy offloads to host
-    (`offloaded_activation_bytes_per_device`) are not counted.
+    (`offloaded_activation_bytes_per_device`) are not counted; `precision`
+    as activation_bytes_per_layer.
     Ref: korthikanti2022reducing, narayanan2021megatron.
     """
     return _per_device(
@@ -788,6 +922,7 @@ def activation_bytes_per_device(
         n_virtual,
         uneven_pipeline,
         offloaded=False,
+        precision=precision,
     )
 
 
@@ -806,6 +941,7 @@ def offloaded_activation_bytes_per_device(
     attention="flash",
     n_virtual=1,
     uneven_pipeline=False,
+    precision="bf16",
 ):
     """Peak bytes of activations in pinned host memory for one device under
     an offloading remat policy (0 for the others): as
@@ -826,6 +962,7 @@ def offloaded_activation_bytes_per_device(
         n_virtual,
         uneven_pipeline,
         offloaded=True,
+        precision=precision,
     )
 
 

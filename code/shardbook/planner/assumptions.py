@@ -72,7 +72,8 @@ ASSUMPTIONS = f"""\
   optimistic: it prices the DCN transfers, but MaxText's published
   multislice runs lost more than those explain, more the more slices
   (appendix "The planner against published runs");
-- FSDP gathers weights (BF16) forward and backward for every microbatch
+- FSDP gathers weights (BF16, in FP8 plans too, though fp8_param_gather
+  gathers the FP8 weights) forward and backward for every microbatch
   (once per step with keep_gathered_weights) and reduce-scatters each
   microbatch's gradients; on TPUs as the compiler emits them (chapter 97's
   compiled plans): the gradients all-reduced (twice the traffic) on v5p, v5e
@@ -101,7 +102,14 @@ ASSUMPTIONS = f"""\
 - memory per device, on the device that holds the most (every stage
   compared): the state recipe's bytes per parameter (memory.STATE_RECIPES;
   default bf16_master, 16; megatron 18; fp32 16; pure_bf16 8; or a
-  memory.StateRecipe) over fsdp (ZeRO-3), tp, ep (experts, and dense
+  memory.StateRecipe; in FP8 under megatron or bf16_master the layers'
+  weights as Megatron Bridge's FP8 recipes hold them (fp8_param_gather: 1
+  byte and a 1-byte transpose where the GEMM takes only TN, so 2 on Hopper
+  and 1 on Blackwell, memory.te_fp8_weight_bytes; Megatron-LM without
+  --fp8-param-gather would keep the BF16 weights and a cached FP8 copy, 2
+  more, which is not counted); the gradients in the recipe's dtype in FP8
+  too, as Transformer Engine writes them into main_grad)
+  over fsdp (ZeRO-3), tp, ep (experts, and dense
   weights with dense_over_ep) and ZeRO-`zero` over the data-parallel
   ranks, for the stage's own layers (an uneven pipeline takes the missing
   layers from the first stage's first chunk and the last stage's last
@@ -113,7 +121,11 @@ ASSUMPTIONS = f"""\
   weights and optimizer state of half the pair's (DeepSeek-V3's MTP module
   is not counted); activations (memory.activation_bytes_per_layer: flash
   attention keeps no s² probabilities; sequence parallelism with tp > 1;
-  what a remat policy offloads to the host is not in HBM) of the stage's
+  what a remat policy offloads to the host is not in HBM; in FP8 what
+  Transformer Engine saves in one byte, the inputs of the attention's QKV
+  and a dense MLP's first matmul, of the MLP's last and the dispatched
+  tokens, the rest BF16, memory.TE_FP8_SAVED_BYTES; a MaxText policy's and
+  DeepSeek-V3's recipe as they say) of the stage's
   layers for the microbatches its schedule keeps in flight
   (pipeline.stage_activation_layer_microbatches: 1F1B and ZB-H1 p−s on
   stage s (at most m), interleaved its warm-up plus one chunk, GPipe all;
@@ -130,7 +142,8 @@ ASSUMPTIONS = f"""\
   with more than one microbatch, a second gradient buffer (JAX's scan
   holds the sum and the microbatch's gradient); FSDP's gather buffers (two
   of the device's mean transformer layer, or every weight it holds when
-  kept) and, once the layers' backward is done, the embedding's gradient
+  kept; the layers' in their FP8 bytes in an FP8 plan) and, once the
+  layers' backward is done, the embedding's gradient
   formed whole and reduced (two tables' worth, where that exceeds the
   activations then freed);
   a reserve for the framework's context, communication buffers and

@@ -17,7 +17,7 @@ import inspect
 import math
 
 from .. import _validate
-from . import timing
+from . import memory_plan, timing
 from .candidate import evaluate
 from .layout import layout
 from .placement import AXES
@@ -216,7 +216,8 @@ def format_explain(cand, rows, parts, memory):
             ("headroom", f"{memory.get('headroom', 0.0) / 1e9:,.2f}", "" if cand.fits else "does not fit"),
         ]
     )
-    return "\n".join(lines)
+    note = memory_plan.precision_note(cand.precision, cand.state_recipe, cand.recompute)
+    return "\n".join(lines + ([note] if note else []))
 
 
 def _columns(table):

@@ -93,13 +93,14 @@ def check_attention(attention):
 
 
 def activation_bytes_per_layer(
-    model, seq_len, micro_batch_seqs, *, pp, tp, cp, sequence_parallel, recompute, attention
+    model, seq_len, micro_batch_seqs, *, pp, tp, cp, sequence_parallel, recompute, attention, precision="bf16"
 ):
     """Bytes one layer keeps in HBM for its backward on one device, for one
     microbatch, as a stage of a `pp`-stage pipeline counts it
     (memory.activation_bytes_per_stage_layer: for an MoE model with dense
     first layers, the mean over the model's layers with pp = 1, the larger
-    kind with pp > 1)."""
+    kind with pp > 1); `precision` 'fp8': the GEMM inputs Transformer
+    Engine saves in FP8 (memory.TE_FP8_SAVED_BYTES)."""
     check_recompute(recompute)
     check_attention(attention)
     return memory.activation_bytes_per_stage_layer(
@@ -112,6 +113,7 @@ def activation_bytes_per_layer(
         sequence_parallel=sequence_parallel,
         recompute=recompute,
         attention=attention,
+        precision=precision,
     )
 
 
@@ -177,9 +179,58 @@ def parameter_copies(schedule):
 
 # --- the breakdown of one device ----------------------------------------------------------
 WEIGHT_BYTES = 2  # the BF16 compute copy FSDP gathers
+# State recipes whose weights are Megatron's BF16 compute copy, which Transformer Engine's FP8
+# replaces in a transformer layer's linear weights (memory.te_fp8_weight_bytes); MaxText's
+# recipes and DeepSeek-V3's own keep their weights as they say.
+TE_FP8_RECIPES = ("megatron", "bf16_master")
 
 
-def _state(lay, dense, expert, copies):
+def fp8_layer_weight_bytes(lay):
+    """Bytes per parameter of a transformer layer's weights under the plan,
+    or None where they are the state recipe's: with precision 'fp8' and a
+    Megatron-style recipe (TE_FP8_RECIPES), Transformer Engine's FP8 weights
+    as Megatron Bridge's FP8 recipes keep them (memory.te_fp8_weight_bytes,
+    'primary': 2 bytes with the transpose a Hopper GEMM needs, 1 on
+    Blackwell). The norms' few weights are counted with them. The embedding
+    and the output layer stay BF16 (they are not Transformer Engine FP8 layers)."""
+    check_layout(lay)
+    if lay.precision != "fp8" or not isinstance(lay.state_recipe, str) or lay.state_recipe not in TE_FP8_RECIPES:
+        return None
+    non_tn = lay.accelerator.name in memory.FP8_NON_TN_GEMM_ACCELERATORS
+    return memory.te_fp8_weight_bytes(non_tn, "primary")
+
+
+def precision_note(precision, state_recipe, recompute):
+    """One line saying how a plan's memory counts its precision ('' in BF16):
+    under 'fp8', which activations Transformer Engine keeps in one byte
+    (memory.TE_FP8_SAVED_BYTES; a MaxText policy's named tensors and
+    DeepSeek-V3's recipe as they say), the layers' weights
+    (fp8_layer_weight_bytes) and the gradients (Transformer Engine writes a
+    weight's gradient into main_grad in its own dtype, the state recipe's;
+    activation gradients are BF16 and transient)."""
+    check_recompute(recompute)
+    if precision != "fp8":
+        return ""
+    kind = memory.recompute_policy(recompute).kind
+    if kind == "korthikanti":
+        kept = (
+            "activations as Transformer Engine saves them (the FP8 matmuls' inputs it keeps in 1 byte, "
+            "memory.TE_FP8_SAVED_BYTES; the rest BF16)"
+        )
+    elif kind == "recipe":
+        kept = f"activations as the {recompute} recipe keeps them"
+    else:
+        kept = f"activations in BF16 as the {recompute} policy names them"
+    if isinstance(state_recipe, str) and state_recipe in TE_FP8_RECIPES:
+        weights = (
+            "the layers' weights in FP8 (2 bytes a parameter with the transpose a Hopper GEMM needs, 1 on Blackwell)"
+        )
+    else:
+        weights = "weights as the state recipe keeps them"
+    return f"FP8: {kept}; {weights}; gradients in the state recipe's dtype."
+
+
+def _state(lay, dense, expert, copies, ends=0.0):
     """Weights, gradients, master weights and optimizer state of one device
     holding `dense` and `expert` parameters (per device, every stage it runs
     together), which runs `copies` stages (`parameter_copies`: DualPipe's
@@ -201,6 +252,12 @@ def _state(lay, dense, expert, copies):
         state[key] += value
     state["weights"] *= copies
     state["gradients"] *= copies
+    fp8 = fp8_layer_weight_bytes(lay)
+    if fp8 is not None:  # the layers' weights (all but the `ends`, embedding and output layer) in FP8
+        extra = fp8 - memory.state_recipe(lay.state_recipe).weight_bytes
+        sharded = lay.zero >= 3
+        state["weights"] += extra * (dense - ends) / (lay.dense_replicas if sharded else 1)
+        state["weights"] += extra * expert / (lay.expert_replicas if sharded else 1)
     return state
 
 
@@ -225,10 +282,12 @@ def _gathered(lay, dense, expert, layers, ends=0.0):
     )
     if not full:
         return 0.0
-    if lay.keep_gathered_weights:
-        return WEIGHT_BYTES * full
     layer_full = full - (ends * lay.dense_shard if dense_gathered else 0.0)
-    return 2 * WEIGHT_BYTES * layer_full / max(layers, 1)
+    fp8 = fp8_layer_weight_bytes(lay)  # FP8 weights are gathered in FP8 (and transposed where the GEMM needs it)
+    layer_bytes = WEIGHT_BYTES if fp8 is None else fp8
+    if lay.keep_gathered_weights:
+        return WEIGHT_BYTES * full if fp8 is None else WEIGHT_BYTES * (full - layer_full) + fp8 * layer_full
+    return 2 * layer_bytes * layer_full / max(layers, 1)
 
 
 def layer_in_flight_bytes(lay, recompute):
@@ -239,6 +298,7 @@ def layer_in_flight_bytes(lay, recompute):
     recomputation's memory (§5, "plus the activations of one layer").
     With eager attention, the two score-sized BF16 buffers its backward
     forms (the gradients of the probabilities and of the scores) too.
+    Both counts in the plan's precision (FP8: memory.TE_FP8_SAVED_BYTES).
     0 under 'none'. The TPU compiler places the peak of every 'full' plan
     inside the backward's recomputed layer. The breakdown shows what it
     holds beyond the loss's logits, which are freed before the layers'
@@ -260,6 +320,7 @@ def layer_in_flight_bytes(lay, recompute):
             sequence_parallel=lay.sequence_parallel,
             recompute=policy,
             attention=lay.attention,
+            precision=lay.precision,
         )
     # eager attention's backward also forms the probabilities' and the scores' gradients (dP = dO·Vᵀ,
     # dS = P ⊙ (dP − rowsum)), each a BF16 score-sized buffer beside P; a flash kernel keeps them on chip
@@ -381,7 +442,7 @@ def _policy_free(lay):
         parts = {}
         for label, (dense, expert, layers, copies, held, has_logits) in devices(lay).items():
             ends = max(0.0, dense - lay.dense_layer_local * layers * copies)
-            state = _state(lay, dense, expert, copies)
+            state = _state(lay, dense, expert, copies, ends)
             parts[label] = (state, ends, _gathered(lay, dense, expert, layers, ends), held, has_logits)
         _policy_free_last[:] = [lay, parts]
     return _policy_free_last[1]
@@ -404,6 +465,7 @@ def device_breakdowns(lay, recompute):
         sequence_parallel=lay.sequence_parallel,
         recompute=recompute,
         attention=lay.attention,
+        precision=lay.precision,
     )
     logits = logits_bytes(
         m, lay.seq_len, lay.micro_batch_seqs, tp=mesh["tp"], cp=mesh["cp"], loss_logits=lay.loss_logits
