@@ -313,6 +313,47 @@ def test_megatron_core_gpt_shapes_give_the_published_sizes(size, published):
     assert models.param_count(m) / 1e9 == pytest.approx(published, rel=0.03)
 
 
+def test_bloom_shape_is_bigscience_training_script():
+    # bigscience-tr11-176b: tr11-176B-ml.slurm, NHIDDEN=14336, NLAYERS=70, NHEADS=112,
+    # --pad-vocab-size-to 250880; README.md, "embedding size: `v*h`: `250880*14336` =>
+    # `3_596_615_680` params", "one layer size: `12*h**2 + 13*h`: ... => `2_466_437_120` params",
+    # "Model size: 176B"
+    m = models.get("BLOOM 176B")
+    assert (m.d_model, m.n_layers, m.n_heads, m.vocab_size) == (14336, 70, 112, 250880)
+    assert (m.d_ff, m.head_dim, m.gated_mlp, m.tied_embeddings) == (4 * 14336, 128, False, True)
+    assert m.vocab_size * m.d_model == 3_596_615_680
+    # the book's layer leaves out the biases (13·D in the README's count, 2·D of norms here)
+    per_layer = (models.param_count(m) - m.vocab_size * m.d_model - m.d_model) / m.n_layers
+    assert per_layer == pytest.approx(2_466_437_120, rel=1e-4)
+    assert round(models.param_count(m) / 1e9) == 176
+
+
+def test_qwen3_moe_presets_give_the_published_sizes_and_read_as_their_config():
+    # qwen2025qwen3 (Table 2) and the model cards: Qwen3-30B-A3B 30.5B total, 3.3B activated;
+    # Qwen3-235B-A22B 235B total, 22B activated, 234B without the embeddings; 48 and 94 layers,
+    # 32 and 64 query heads, 4 KV heads, 128 experts with 8 activated, embeddings untied
+    from shardbook import hf_config
+
+    for name, layers, heads, total, active in (
+        ("Qwen3-30B-A3B", 48, 32, 30.5e9, 3.3e9),
+        ("Qwen3-235B-A22B", 94, 64, 235e9, 22e9),
+    ):
+        m = models.get(name)
+        assert (m.n_layers, m.n_heads, m.n_kv_heads, m.n_experts, m.top_k) == (layers, heads, 4, 128, 8)
+        assert not m.tied_embeddings and m.n_shared_experts == 0 and m.n_dense_layers == 0
+        # the cards print one or two digits: 30.5B is 30.53B, 235B 235.09B; 3.3B and 22B are 3.35B and 22.19B
+        assert models.param_count(m) == pytest.approx(total, rel=0.005)
+        assert models.active_param_count(m) == pytest.approx(active, rel=0.02)
+    big = models.get("Qwen3-235B-A22B")
+    assert (models.param_count(big) - 2 * big.vocab_size * big.d_model) / 1e9 == pytest.approx(234, abs=0.5)
+    # the 30B preset is the released config.json, read by the config reader
+    read = hf_config.from_hf_config(str(ROOT / "tests/data/hf_configs/qwen3-30b-a3b.json"))
+    ours = models.get("Qwen3-30B-A3B")
+    for field in ("d_model", "d_ff", "n_layers", "n_heads", "n_kv_heads", "head_dim", "vocab_size", "n_experts"):
+        assert getattr(read, field) == getattr(ours, field), field
+    assert (read.top_k, read.tied_embeddings, read.qkv_bias) == (ours.top_k, ours.tied_embeddings, ours.qkv_bias)
+
+
 def test_gpt_presets_resolve_but_stay_out_of_the_book_presets():
     assert models.get("GPT 1008.0B (SC21)").n_layers == 128
     assert not set(models.gpt_names()) & set(models.names())

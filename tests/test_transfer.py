@@ -32,6 +32,14 @@ def test_every_source_has_a_stack_family_and_the_families_are_named():
         transfer.stack_family(dataclasses.replace(measured.VALIDATION_RUNS[0], source="nowhere"))
 
 
+def test_the_deepspeed_family_holds_bloom_priced_with_the_books_own_figures():
+    # BigScience's Megatron-DeepSpeed run is held out: no figure of the book comes from its source
+    (run,) = measured.BLOOM_A100_RUNS
+    assert transfer.stack_family(run) == "deepspeed" and run in transfer.HELD_OUT_RUNS
+    assert run.source not in transfer.sources() and run.source not in transfer.HELD_OUT_OWN_FIGURES
+    assert transfer.held_out_fold(run.source) == transfer.book_fold()
+
+
 @pytest.mark.slow
 def test_a_fold_refits_every_figure_without_the_source(folds):
     # Megatron-Core's H100 table holds five of H100's calibration runs: without them H100's η is fitted
@@ -92,10 +100,23 @@ def test_held_out_runs_are_priced_with_the_books_own_figures(loso):
     held = [r for r in loso if r.held_out]
     assert [r.run for r in held] == list(measured.HELD_OUT_RUNS)
     own = [r for r in held if r.run.source in transfer.HELD_OUT_OWN_FIGURES]
+    calibrating = set(transfer.sources())
     for row in held:
-        if row.run.source in transfer.HELD_OUT_OWN_FIGURES:
+        if row.run.source in transfer.HELD_OUT_OWN_FIGURES or row.run.source in calibrating:
             continue
         assert row.expected_step_s == pytest.approx(validation.expected_for_run(row.run).expected_step_s, rel=1e-12)
+    # a held-out run of a source whose other runs calibrate (Megatron Bridge's MoE rows; its Llama
+    # rows fit the FP8 speedup) is priced as that source's runs are: by the fold fitted without it
+    bridge = [r for r in held if r.run.source in calibrating]
+    assert [r.run for r in bridge] == list(measured.MEGATRON_BRIDGE_H100_MOE_RUNS)
+    left_out = next(r.fold for r in loso if not r.held_out and r.run.source == "megatron-bridge-perf-summary")
+    for row in bridge:
+        assert row.fold is left_out and row.fold.left_out == row.run.source
+        assert row.fold.fp8_speedup == transfer.FP8_SPEEDUP_PRIOR  # no other FP8 run to fit it on
+        with transfer._figures(row.fold):
+            step = validation.expected_for_run(row.run).expected_step_s
+        assert row.expected_step_s == pytest.approx(step, rel=1e-12)
+        assert abs(step / validation.expected_for_run(row.run).expected_step_s - 1) > 0.01
     # the AMD seed's sweep fits MI355X's routed-expert efficiency (its endpoints) and gives its stack's
     # exchange overlap: its rows are priced without both (routed experts at η, exchanges exposed in full)
     assert [r.run.name for r in own] == [r.name for r in measured.AMD_MI355X_RUNS]

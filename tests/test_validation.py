@@ -13,8 +13,16 @@ from shardbook import hardware, measured, models
 BIB_KEYS = set(re.findall(r"@\w+\{([^,]+),", (ROOT / "references.bib").read_text()))
 RUNS = measured.VALIDATION_RUNS
 # every published run the planner is held to: the validation runs, the runs on several slices and
-# the held-out runs of another framework (MPT with PyTorch FSDP)
-EVERY_RUN = RUNS + measured.MULTISLICE_RUNS + measured.MPT_H100_RUNS + measured.TPU_RECIPES_V5P_RUNS
+# the held-out runs of other frameworks (MPT with PyTorch FSDP, BLOOM with Megatron-DeepSpeed) and
+# Megatron Bridge's MoE rows on H100
+EVERY_RUN = (
+    RUNS
+    + measured.MULTISLICE_RUNS
+    + measured.MPT_H100_RUNS
+    + measured.TPU_RECIPES_V5P_RUNS
+    + measured.BLOOM_A100_RUNS
+    + measured.MEGATRON_BRIDGE_H100_MOE_RUNS
+)
 AXES = ("dp", "fsdp", "tp", "cp", "ep", "pp")
 
 
@@ -337,6 +345,72 @@ def test_megatron_bridge_h100_rows_as_published():
         assert tokens * per_token / 1e12 == pytest.approx(tflops, rel=0.04)
 
 
+# megatron-bridge-perf-summary (docs/performance-summary.md at 17a381f9, 26.04.01): the DGX-H100
+# pre-training rows of Qwen3_30B_a3B and Qwen3_235B_a22B as printed: GPUs, precision, GBS, MBS,
+# sequence length, FSDP, TP, PP, CP, VP (None: n/a), EP, tokens/s/GPU, model TFLOP/s/GPU.
+MEGATRON_BRIDGE_H100_MOE = {
+    "Qwen3-30B-A3B": (16, "FP8", 1024, 1, 4096, 0, 1, 1, 1, None, 16, 8960, 204),
+    "Qwen3-235B-A22B": (256, "FP8", 8192, 1, 4096, 0, 2, 8, 1, 4, 32, 1696, 252),
+}
+
+
+def test_megatron_bridge_h100_moe_rows_as_published():
+    from shardbook import training
+
+    assert len(measured.MEGATRON_BRIDGE_H100_MOE_RUNS) == len(MEGATRON_BRIDGE_H100_MOE)
+    for run in measured.MEGATRON_BRIDGE_H100_MOE_RUNS:
+        n, precision, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep, tokens, tflops = MEGATRON_BRIDGE_H100_MOE[run.model]
+        assert (precision, fsdp, cp) == ("FP8", 0, 1)
+        assert run.source == "megatron-bridge-perf-summary" and run.accelerator == "H100"
+        assert run.precision == "fp8" and run.zero == 1 and run.state_recipe == "megatron"
+        assert run.n_devices == n and "fsdp" not in run.mesh and "cp" not in run.mesh
+        # Megatron's EP group is carved from a stage's TP x DP ranks (expert TP 1): the planner's ep
+        # axis, orthogonal to tp, takes EP / TP, and every rank of a stage is in it
+        assert (run.mesh.get("tp", 1), run.mesh.get("pp", 1), run.n_virtual) == (tp, pp, vp)
+        assert run.mesh["ep"] * tp == ep and run.mesh.get("dp", 1) == 1
+        assert (run.sequences_per_step, run.micro_batch_seqs, run.seq_len) == (gbs, mbs, seq)
+        assert run.tokens_per_s_per_device == tokens and run.tflops_per_s_per_device == tflops
+        assert run.step_s == pytest.approx(gbs * seq / (n * tokens), rel=1e-12)
+        # the recipes (qwen3_llm_pretrain.py): no recomputation, sequence parallelism with TP
+        assert run.recompute == "none" and run.sequence_parallel == (tp > 1)
+        assert run.schedule == ("interleaved" if vp else "1f1b")
+        # the row's two rates describe one step: the planner's model FLOPs (causal scores) over the
+        # row's TFLOP/s land within 10 % of its tokens/s (Megatron Bridge counts its own way)
+        per_token = training.model_flops_per_token(run.model, seq, causal=True)
+        assert tokens * per_token / 1e12 == pytest.approx(tflops, rel=0.10)
+    # qwen3_workload_base_configs.py: QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1 dispatches with
+    # HybridEP (flex) and runs qwen3_llm_pretrain.py's tp_comm_overlap True;
+    # QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2 the alltoall dispatcher, tp_comm_overlap False;
+    # both: the dense weights replicated over the EP ranks (Megatron's DP)
+    from shardbook import planner
+
+    small, large = measured.MEGATRON_BRIDGE_H100_MOE_RUNS
+    assert (small.tp_comm_overlap, large.tp_comm_overlap) == (True, False)
+    small_options, large_options = planner.run_options(small), planner.run_options(large)
+    assert small_options["dense_over_ep"] is False and large_options["dense_over_ep"] is False
+    assert small_options["routing_node_limit"] == 2 and "routing_node_limit" not in large_options
+    assert planner.place("H100", small.mesh)["ep"].n_domains == 2  # EP 16 over two 8-GPU nodes
+    # 94 layers and the embedding and loss as a layer each, in 8 x 4 chunks of three
+    assert large.uneven_pipeline and not small.uneven_pipeline
+    with pytest.raises(ValueError, match="^ep: "):
+        measured._megatron_bridge_moe_run("Qwen3-235B-A22B", 256, 8192, 1, 4096, 4, 8, 4, 2, 1696, 252)
+
+
+def test_megatron_bridge_moe_runs_are_held_out_and_miss_as_chapter_97_says(table):
+    # held out from the split; the 30B run is expected faster than it ran, the 235B run slower,
+    # each by more than the tolerance, and every rule but the tolerance holds (bound, fit)
+    from shardbook import validation
+
+    names = {r.name for r in measured.MEGATRON_BRIDGE_H100_MOE_RUNS}
+    assert not names & {r.name for r in RUNS} and names <= {r.name for r in measured.HELD_OUT_RUNS}
+    small, large = (table[r.name] for r in measured.MEGATRON_BRIDGE_H100_MOE_RUNS)
+    assert small.role == large.role == "held out"
+    assert small.error < -validation.TOLERANCE and large.error > validation.TOLERANCE
+    # the 235B run's exchanges, priced exposed (no figure for the recipe's moe_a2a_overlap on H100),
+    # are most of its expected step
+    assert large.expected.expected_terms["ep"] > 0.5 * large.expected_step_s
+
+
 # llm-foundry-benchmarks (scripts/train/benchmarking/README.md at 49521837), H100 80GB BF16, the
 # rows at 2048 tokens: NumParams as printed (MPT with its learned position table of 2048 x D).
 MPT_NUM_PARAMS = {
@@ -465,6 +539,55 @@ def test_tpu_recipes_v5p_runs_are_held_out_and_miss_as_chapter_97_says(table):
     assert dense.error > validation.TOLERANCE and moe.error < -validation.TOLERANCE
 
 
+def test_bloom_run_is_the_log_line_bigscience_prints():
+    # bigscience-tr11-176b, train/tr11-176B-ml/README.md at 9e64ede, "Replica setup": "GPUs = 384 (48
+    # nodes of 8)", "TP=4 PP=12 DP=8 MBS=2"; "Important checkpoints", the first epoch's last log line:
+    # "iteration   85376/ 115311 | ... | elapsed time per iteration (s): 104.70 | ... | global batch
+    # size: 2048 | ... | samples per second: 19.561 | TFLOPs: 149.77"; tr11-176B-ml.slurm at 1698fa0:
+    # SEQ_LEN=2048, GLOBAL_BATCH_SIZE=2048, --checkpoint-activations, ZERO_STAGE=0 (the BF16 optimizer's
+    # own ZeRO-1), --pp-partition-method 'type:transformer|embedding' (5 layers on the first and last
+    # stages, 6 on the rest)
+    from shardbook import pipeline
+
+    (run,) = measured.BLOOM_A100_RUNS
+    assert (run.accelerator, run.n_devices, run.mesh) == ("A100", 384, {"tp": 4, "pp": 12, "dp": 8})
+    assert (run.micro_batch_seqs, run.seq_len, run.sequences_per_step) == (2, 2048, 2048)
+    assert (run.step_s, run.tflops_per_s_per_device) == (104.70, 149.77)
+    assert run.sequences_per_step / run.step_s == pytest.approx(19.561, abs=5e-4)
+    # the log's TFLOPs are SC21's equation 3 (megatron/training.py of bigscience-workshop/Megatron-DeepSpeed,
+    # #251: the recomputed forward counted, the padded vocabulary of 250,880)
+    m = models.get(run.model)
+    flops = measured.sc21_flops_per_iteration(2048, 2048, m.n_layers, m.d_model, m.vocab_size)
+    assert flops / (384 * 104.70 * 1e12) == pytest.approx(149.77, abs=0.01)
+    options = (run.recompute, run.zero, run.state_recipe, run.schedule, run.attention)
+    assert options == ("full", 1, "megatron", "1f1b", "eager")
+    # DeepSpeed's TrainSchedule reduces the gradients after the last backward (ReduceGrads at its final step)
+    assert run.grad_reduce_overlap is False and run.sequence_parallel is False and run.tp_comm_overlap is False
+    assert run.uneven_pipeline and pipeline.uneven_chunk_layers(m.n_layers, 12, 1) == [[5]] + [[6]] * 10 + [[5]]
+    with pytest.raises(ValueError, match="^log: "):
+        measured._bloom_run(dict(measured.BLOOM_TR11_LOG, tflops=150.5))
+
+
+def test_bloom_run_is_held_out_and_what_chapter_97_says_of_it(table):
+    # held out like the MPT runs: in neither set, its source calibrates nothing, its family DeepSpeed
+    from shardbook import transfer, validation
+
+    (run,) = measured.BLOOM_A100_RUNS
+    assert run in measured.HELD_OUT_RUNS and run.name not in {r.name for r in RUNS}
+    assert run.source not in {r.source for r in validation.calibration_runs()}
+    assert transfer.stack_family(run) == "deepspeed"
+    row = table[run.name]
+    assert row.role == "held out"
+    # the chapter: it runs as much of the peak as SC21's runs (which fit A100's eta), yet is expected
+    # shorter than measured by more than any of them
+    sc21 = [table[r.name] for r in measured.SC21_RUNS]
+    hfu = [validation.hardware_flops_fraction(r.run) for r in sc21]
+    assert min(hfu) <= validation.hardware_flops_fraction(run) <= max(hfu)
+    assert row.error < min(r.error for r in sc21) < 0
+    # its gradient reduction is on the critical path, whole
+    assert row.expected.expected_exposed_s["dp"] == row.expected.expected_terms["dp"] > 0
+
+
 def test_maxtext_llama2_70b_v6e_row_is_the_linked_recipe():
     # maxtext-tiering: 43.8 % and 900 tokens/s/device; tpu-recipes-llama2-70b-trillium at
     # 8239ba3: llama2_70b_4096_sc, remat qkv_proj_offloaded, and a log of 9.052 s per step,
@@ -553,6 +676,8 @@ def table():
     rows.update({r.name: validation.row(r, role="multislice") for r in measured.MULTISLICE_RUNS})
     rows.update({r.name: validation.row(r, role="held out") for r in measured.MPT_H100_RUNS})
     rows.update({r.name: validation.row(r, role="held out") for r in measured.TPU_RECIPES_V5P_RUNS})
+    rows.update({r.name: validation.row(r, role="held out") for r in measured.BLOOM_A100_RUNS})
+    rows.update({r.name: validation.row(r, role="held out") for r in measured.MEGATRON_BRIDGE_H100_MOE_RUNS})
     return rows
 
 

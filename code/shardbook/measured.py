@@ -1310,6 +1310,164 @@ def _amd_mi355x_run(mesh_run, seq_len=4096, per_device_seqs=4):
 AMD_MI355X_RUNS = tuple(_amd_mi355x_run(r) for r in DEEPSEEK2_16B_MI355X)
 
 
+# BLOOM 176B as BigScience trained it (bigscience-tr11-176b): Megatron-DeepSpeed on 48 nodes of
+# eight A100 80GB at IDRIS's Jean Zay, train/tr11-176B-ml of bigscience-workshop/bigscience. The
+# README's "Replica setup" gives TP 4, PP 12, DP 8 and MBS 2 on 384 GPUs; tr11-176B-ml.slurm as
+# it ran on 48 nodes (1698fa0, the commit before the switch to 24 nodes) global batch 2,048
+# sequences of 2,048 tokens, --checkpoint-activations with DeepSpeed's activation checkpointing
+# (every layer's forward run again: the planner's 'full'), --bf16, ZERO_STAGE 0 with DeepSpeed's
+# BF16_Optimizer, which "implements its own ZeRO Stage 1" and keeps an unsharded FP32 gradient
+# buffer (the planner's 'megatron' recipe, 18 bytes, at zero 1), and --pp-partition-method
+# 'type:transformer|embedding': the first and last stages hold 5 layers and the embedding, the
+# rest 6, as the planner's uneven pipeline places 70 layers on 12 stages. DeepSpeed's pipeline
+# engine runs its own 1F1B-like TrainSchedule and reduces the gradients after the last
+# microbatch's backward (ReduceGrads at the schedule's final step, deepspeed/runtime/pipe/schedule.py),
+# so nothing hides the reduction; the fused softmax kernels of 2022 keep the attention eager; no
+# sequence parallelism, no TP overlap. The README's "Important checkpoints" prints the log line
+# that ended the first epoch, at full batch, on 48 nodes: its elapsed time per iteration is the
+# measured step. The log's TFLOPs count as SC21's equation 3 does (megatron/training.py of
+# bigscience-workshop/Megatron-DeepSpeed since #251: the recomputed forward included, the
+# padded vocabulary), sc21_flops_per_iteration. Not a validation run: it came into the book after
+# the planner's figures were fixed, and chapter 97 sets it beside them, held out from everything.
+# The planner prices a DGX A100 node (NVSwitch, eight HDR InfiniBand links); Jean Zay's nodes
+# have "NVLink 4 inter-gpu connects, 4 OmniPath links" (the README), which it does not model.
+BLOOM_TR11_LOG = {"iteration": 85376, "step_s": 104.70, "global_batch": 2048, "samples_per_s": 19.561, "tflops": 149.77}
+
+
+def _bloom_run(log=BLOOM_TR11_LOG, tp=4, pp=12, dp=8, micro=2, seq_len=2048):
+    from . import models
+
+    m = models.get("BLOOM 176B")
+    n_gpus, batch, step_s = tp * pp * dp, log["global_batch"], log["step_s"]
+    tflops = sc21_flops_per_iteration(batch, seq_len, m.n_layers, m.d_model, m.vocab_size) / (n_gpus * step_s * 1e12)
+    # the log's own figures agree with each other to their printed rounding
+    if abs(tflops / log["tflops"] - 1) > 1e-4 or abs(batch / step_s / log["samples_per_s"] - 1) > 1e-4:
+        raise ValueError(f"log: {log} is not one step of {batch} sequences on {n_gpus} GPUs in {step_s} s")
+    model_flops = sc21_model_flops_per_iteration(batch, seq_len, m.n_layers, m.d_model, m.vocab_size)
+    return PublishedRun(
+        f"BLOOM 176B, {n_gpus} A100",
+        m.name,
+        "A100",
+        {"tp": tp, "pp": pp, "dp": dp},
+        seq_len,
+        batch,
+        micro,
+        model_flops / (step_s * n_gpus * 312e12),
+        "bigscience-tr11-176b",
+        recompute="full",
+        uneven_pipeline=True,
+        note=f"Megatron-DeepSpeed, BF16; microbatch {micro}, DeepSpeed's pipeline schedule; every layer "
+        "checkpointed; BF16_Optimizer (ZeRO-1 over DP, FP32 gradient buffer unsharded); gradients reduced "
+        "after the last microbatch; eager attention with ALiBi; Jean Zay's Omni-Path network not modelled",
+        remat_policy="full",
+        schedule="1f1b",
+        n_virtual=1,
+        attention="eager",
+        state_recipe="megatron",
+        zero=1,
+        grad_reduce_overlap=False,
+        sequence_parallel=False,
+        tflops_per_s_per_device=log["tflops"],
+        step_s=step_s,
+        step_basis=f"measured (the log's elapsed time per iteration at iteration {log['iteration']:,}: {step_s} s)",
+        where="train/tr11-176B-ml/README.md ('Replica setup'; 'Important checkpoints', iteration "
+        f"{log['iteration']}); tr11-176B-ml.slurm at 1698fa0",
+    )
+
+
+BLOOM_A100_RUNS = (_bloom_run(),)
+# Megatron Bridge's DGX-H100 rows of two mixtures of experts (megatron-bridge-perf-summary,
+# docs/performance-summary.md at 17a381f9, the 26.04.01 NeMo container), as printed: (model, GPUs,
+# GBS, MBS, sequence length, TP, PP, VP, EP, tokens/s/GPU, model TFLOP/s/GPU); FSDP 0 and CP 1 in
+# both rows, FP8 (current scaling). The recipes (scripts/performance/configs/qwen/
+# qwen3_workload_base_configs.py and qwen3_llm_pretrain.py, src/megatron/bridge/recipes/qwen/
+# qwen3_moe.py, same commit) run both with expert TP 1, no recomputation (recompute_granularity
+# None), the distributed optimizer with FP32 main weights, gradients and Adam moments, BF16
+# gradient reduction, grouped GEMMs, permute fusion, and routing forced to balance ("required for
+# token dropless"). Not validation runs: they came into the book after the planner's figures were
+# fixed, and chapter 97 sets them beside it as a check held out from the split; since their
+# source's Llama rows calibrate, leave-one-source-out prices them without that source.
+# Left out: GPT OSS 120B (64 GPUs, BF16, TP 1, PP 4, EP 8: 5,824 tokens/s, 159 TFLOP/s), whose
+# layers alternate 128-token sliding-window and full attention and carry attention sinks, neither
+# of which the planner's attention models; Nemotron 3 Nano, a hybrid of Mamba and attention layers.
+MEGATRON_BRIDGE_H100_MOE_TABLE = (
+    ("Qwen3-30B-A3B", 16, 1024, 1, 4096, 1, 1, None, 16, 8960, 204),
+    ("Qwen3-235B-A22B", 256, 8192, 1, 4096, 2, 8, 4, 32, 1696, 252),
+)
+
+# What each recipe sets beyond the table, and how the planner prices it: (the summary's heading,
+# the workload config, tp_comm_overlap, the rest). The planner's ep axis is
+# orthogonal to tp (planner.layout: the experts split over tp × ep, the tokens over ep); Megatron
+# carves its EP group from a stage's TP × DP ranks with expert TP 1. The runs take ep = EP / TP:
+# the same expert parameters per device and the same routed bytes per device, in the same share
+# off the node. The dense weights are replicated over the ep ranks, as Megatron's DP replicates
+# them (planner.search.PUBLISHED_LAYOUTS: dense_over_ep False).
+_MEGATRON_BRIDGE_MOE_RECIPES = {
+    "Qwen3-30B-A3B": (
+        "Qwen3_30B_a3B",
+        "QWEN3_30B_A3B_PRETRAIN_CONFIG_H100_FP8_CS_V1",
+        True,
+        "the flex dispatcher with HybridEP (on 32 SMs), which sends a token once to each node that holds one of its "
+        "experts and forwards it over NVLink: priced as one copy per node over the network "
+        "(planner.search.PUBLISHED_LAYOUTS: routing_node_limit 2, the nodes of the EP group, which restricts "
+        "no routing); no overlap of the expert exchanges (moe_a2a_overlap False): priced exposed",
+    ),
+    "Qwen3-235B-A22B": (
+        "Qwen3_235B_a22B",
+        "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
+        False,
+        "EP 32 over TP 2 x DP 16 with expert TP 1 taken as tp 2 x ep 16: each expert split over the two TP "
+        "ranks, its grouped GEMM at a quarter of the rows (1,024 a microbatch, not 4,096), and TP's gather and "
+        "scatter around the MoE block, which expert TP 1 skips, counted; the alltoall dispatcher (one copy per "
+        "routed expert, as the planner prices it); the expert exchanges overlapped across microbatches "
+        "(moe_a2a_overlap True: overlap_moe_expert_parallel_comm, delay_wgrad_compute), an overlap the "
+        "planner has no figure for on H100: priced exposed; 94 layers and the embedding and loss as one layer "
+        "each in 32 chunks of three (account_for_*_in_pipeline_split)",
+    ),
+}
+
+
+def _megatron_bridge_moe_run(model, n_gpus, gbs, mbs, seq_len, tp, pp, vp, ep, tokens_per_s, tflops):
+    from . import hardware, models
+
+    if ep % tp or (n_gpus // pp) % ep:
+        raise ValueError(
+            f"ep: {model}: EP {ep} must be a multiple of TP {tp} and divide the {n_gpus // pp} GPUs a stage"
+        )
+    mesh = {"dp": n_gpus // (pp * ep), "tp": tp, "ep": ep // tp, "pp": pp}
+    mesh = {axis: degree for axis, degree in mesh.items() if degree > 1}
+    heading, config, tp_comm_overlap, how = _MEGATRON_BRIDGE_MOE_RECIPES[model]
+    virtual = f"; {vp} virtual stages" if vp else ""
+    return PublishedRun(
+        f"Megatron Bridge {model}, {n_gpus:,} H100, FP8",
+        model,
+        "H100",
+        mesh,
+        seq_len,
+        gbs,
+        mbs,
+        tflops * 1e12 / hardware.get("H100").bf16_dense_flops_per_s,
+        "megatron-bridge-perf-summary",
+        uneven_pipeline=pp > 1 and models.get(model).n_layers % (pp * (vp or 1)) != 0,
+        note=f"FP8 (current scaling); TP {tp}, PP {pp}, EP {ep}, expert TP 1{virtual}; distributed optimizer; "
+        f"no recomputation; routing forced to balance; {how}",
+        remat_policy="none",
+        schedule="interleaved" if vp else "1f1b",
+        n_virtual=vp,
+        state_recipe="megatron",
+        zero=1,
+        precision="fp8",
+        tp_comm_overlap=tp_comm_overlap,
+        sequence_parallel=tp > 1,
+        tokens_per_s_per_device=tokens_per_s,
+        tflops_per_s_per_device=tflops,
+        where=f"performance-summary.md, 26.04.01, {heading} DGX-H100 row; qwen3_workload_base_configs.py {config}",
+    )
+
+
+MEGATRON_BRIDGE_H100_MOE_RUNS = tuple(_megatron_bridge_moe_run(*row) for row in MEGATRON_BRIDGE_H100_MOE_TABLE)
+
+
 def one_slice_run(run):
     """The one-slice run of MULTISLICE_RUNS's `run`: the same size on the
     same slice, from VALIDATION_RUNS."""
@@ -1358,8 +1516,10 @@ VALIDATION_RUNS = (
 
 # The runs held out from the split (in neither set), which the planner is held to with the book's
 # own figures: MosaicML's MPT table, tpu-recipes' 2025 v5p jobs, the AMD seed's sweep (whose own
-# figures, MI355X's η and overlap, leave-one-source-out leaves out: transfer.held_out_fold).
-HELD_OUT_RUNS = MPT_H100_RUNS + TPU_RECIPES_V5P_RUNS + AMD_MI355X_RUNS
+# figures, MI355X's η and overlap, leave-one-source-out leaves out: transfer.held_out_fold),
+# BigScience's BLOOM on Megatron-DeepSpeed, Megatron Bridge's Qwen3 MoE rows on H100 (whose source's
+# Llama rows calibrate: leave-one-source-out prices them without that source).
+HELD_OUT_RUNS = MPT_H100_RUNS + TPU_RECIPES_V5P_RUNS + AMD_MI355X_RUNS + BLOOM_A100_RUNS + MEGATRON_BRIDGE_H100_MOE_RUNS
 
 
 def run_named(name):

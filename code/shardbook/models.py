@@ -371,8 +371,37 @@ def _mpt(size, d_model, n_heads, n_layers):
     return _gpt(f"MPT {size}", "llm-foundry-benchmarks", d_model, n_layers, n_heads, MPT_VOCAB, True, dropout=False)
 
 
+# BLOOM as BigScience trained it with Megatron-DeepSpeed (bigscience-tr11-176b: tr11-176B-ml.slurm
+# and README.md of bigscience-workshop/bigscience): NHIDDEN 14,336, NLAYERS 70, NHEADS 112, a
+# plain GeLU MLP of 4·D, the output layer tied to the embedding, --pad-vocab-size-to 250880 (the
+# tokenizer's 250,680 padded), dropout left at Megatron's 0.1 (the script sets none). ALiBi adds
+# a bias to the attention scores and keeps no position table (the book counts none for any GPT
+# preset); the embedding LayerNorm and the biases (13·D per layer in the README's count, 2·D here)
+# are left out, 0.006 % of the parameters.
+BLOOM_SHAPE = (14336, 70, 112, 250880)
+
+
+# Qwen3's two mixtures of experts, as Megatron Bridge's performance recipes train them
+# (megatron-bridge-perf-summary: the recipes build the model from the released config.json,
+# AutoBridge.from_hf_pretrained). The Qwen3 report (qwen2025qwen3, Table 2) gives the layers,
+# the query and KV heads, the experts (128, 8 routed per token) and untied embeddings; the widths
+# are the released configs' (hidden_size, moe_intermediate_size, head_dim 128, vocabulary
+# 151,936; tests/data/hf_configs/qwen3-30b-a3b.json). Every layer is an MoE layer
+# (decoder_sparse_step 1, no mlp_only_layers), with no shared expert and no biases; the per-head
+# Q/K norms are not counted. (d_model, F, layers, heads) per model; 4 KV heads each.
+QWEN3_MOE_SHAPES = {
+    "Qwen3-30B-A3B": (2048, 768, 48, 32),
+    "Qwen3-235B-A22B": (4096, 1536, 94, 64),
+}
+
+
+def _qwen3_moe(name, d_model, d_ff, n_layers, n_heads):
+    return Model(name, "qwen2025qwen3", d_model, d_ff, n_layers, n_heads, 4, 128, 151936, n_experts=128, top_k=8)
+
+
 # The models of published throughput runs that are not the book's teaching presets (they appear
-# in the validation appendix only): Megatron-LM's GPT models, MaxText's scaled models, MPT.
+# in the validation appendix only): Megatron-LM's GPT models, MaxText's scaled models, MPT, BLOOM,
+# Qwen3's MoE.
 GPT_PRESETS = {
     m.name: m
     for m in [
@@ -390,6 +419,8 @@ GPT_PRESETS = {
         ),
         *(_maxtext(size, *shape) for size, shape in MAXTEXT_V5P_SHAPES.items()),
         *(_mpt(size, *shape) for size, shape in MPT_SHAPES.items()),
+        _gpt("BLOOM 176B", "bigscience-tr11-176b", *BLOOM_SHAPE, True),
+        *(_qwen3_moe(name, *shape) for name, shape in QWEN3_MOE_SHAPES.items()),
     ]
 }
 

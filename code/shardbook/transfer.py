@@ -5,7 +5,8 @@ every fitted figure is fitted again, by validation's procedure, on the
 calibration runs of the other sources (`fit_fold`), and that source's runs
 are priced with them; the runs held out from the split
 (`measured.HELD_OUT_RUNS`) are priced with the book's own figures, less
-those taken from their own source (`held_out_fold`). Errors
+those taken from their own source (`held_out_fold`), or by the fit without
+their source where its other runs calibrate. Errors
 are reported per stack family (`STACK_FAMILIES`) and per accelerator; their
 spread is the band every plan carries (`planner.calibrate.STEP_BANDS`).
 Chapter 97 (sec-valid-transfer) says why and shows the result.
@@ -44,9 +45,11 @@ STACK_OF_SOURCE = {
     # the AMD seed's sweep ran MaxText on ROCm
     "scale-your-model-amd": "maxtext",
     "deepseek2024v3": "deepseek",
+    # BigScience trained BLOOM with its fork of Megatron-DeepSpeed: DeepSpeed's pipeline engine and optimizer
+    "bigscience-tr11-176b": "deepspeed",
 }
 
-HELD_OUT_RUNS = measured.HELD_OUT_RUNS  # priced with the book's own figures
+HELD_OUT_RUNS = measured.HELD_OUT_RUNS  # priced with the book's own figures (or without their source's)
 
 # Without a run to fit it on, the FP8 speedup of the matmuls is taken as the FP8 peak ratio: FP8
 # matmuls sustain the share of their own peak that BF16 ones sustain of theirs.
@@ -233,13 +236,17 @@ def leave_one_source_out(tol=1e-3, held_out=True):
     """A TransferRow for every run of measured.VALIDATION_RUNS, each priced
     by the Fold without its source, then (with `held_out`) for every run of
     HELD_OUT_RUNS, priced by the book's own figures less any taken from its
-    own source (held_out_fold)."""
-    out, terms = [], {}
+    own source (held_out_fold), or, where its source's other runs calibrate
+    (Megatron Bridge's MoE rows), by the Fold without that source."""
+    out, terms, left_out = [], {}, {}
     for source in sources():
-        fold = fit_fold(source, tol, terms)
+        fold = left_out[source] = fit_fold(source, tol, terms)
         out += [_priced(r, fold, False) for r in measured.VALIDATION_RUNS if r.source == source]
     if held_out:
-        folds = {source: held_out_fold(source) for source in dict.fromkeys(r.source for r in HELD_OUT_RUNS)}
+        folds = {
+            source: left_out.get(source) or held_out_fold(source)
+            for source in dict.fromkeys(r.source for r in HELD_OUT_RUNS)
+        }
         out += [_priced(r, folds[r.source], True) for r in HELD_OUT_RUNS]
     return out
 

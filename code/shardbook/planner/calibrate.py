@@ -445,9 +445,12 @@ STEP_BANDS = {
     "megatron": Band(-0.09, 0.06, 30, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge"),
     "pytorch": Band(-0.16, 0.16, 22, "the dense runs of Meta's Llama 3 stack and MosaicML's llm-foundry (MPT)"),
     "maxtext": Band(-0.05, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
-    "any": Band(-0.12, 0.12, 69, "every dense run"),
+    "any": Band(-0.12, 0.12, 70, "every dense run"),
     "moe": Band(
-        -0.69, 0.03, 8, "every MoE run (Mixtral on v6e, DeepSeek-V3 on H800 and v5p, DeepSeek-V2-Lite on MI355X)"
+        -0.68,
+        0.10,
+        10,
+        "every MoE run (Mixtral on v6e, DeepSeek-V3 on H800 and v5p, DeepSeek-V2-Lite on MI355X, Qwen3 on H100)",
     ),
 }
 

@@ -689,6 +689,14 @@ PUBLISHED_LAYOUTS = {
         "routing_node_limit": 4,
         "fp8_dispatch": True,
     },
+    # megatron-bridge-perf-summary (measured.MEGATRON_BRIDGE_H100_MOE_RUNS): Megatron's EP is carved
+    # from the data-parallel ranks, which replicate the dense weights (the distributed optimizer
+    # shards their state). Qwen3-30B-A3B's recipe dispatches with HybridEP, which sends a token
+    # once to each node holding one of its experts and forwards it there over NVLink: the one
+    # copy per node that node-limited routing sends, at a limit of the EP group's two nodes
+    # (which restricts no routing); Qwen3-235B-A22B's sends one copy per routed expert (alltoall).
+    ("Qwen3-30B-A3B", "H100"): {"dense_over_ep": False, "routing_node_limit": 2},
+    ("Qwen3-235B-A22B", "H100"): {"dense_over_ep": False},
 }
 
 
