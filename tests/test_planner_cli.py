@@ -465,6 +465,15 @@ def test_h800_plans_carry_the_single_run_caveat(capsys):
     assert calibrate.single_run_caveat("H100") == "" == inputs.accelerator_note("TPU v5p")
 
 
+def test_gb200_plans_carry_the_single_run_caveat(capsys):
+    # GB200's η is fitted on Megatron Bridge's one DGX-GB200 row the planner prices: a plan says so
+    lines = _lines(capsys, "LLaMA-3 8B", "GB200 NVL72", "8", "1M", "--top", "1")
+    value = calibrate.MATMUL_EFFICIENCY["GB200 NVL72"].value
+    assert lines[2] == calibrate.single_run_caveat("GB200 NVL72")
+    assert lines[2].startswith(f"GB200 NVL72's matmul efficiency ({value:.2f}) is fitted on one run")
+    assert "not fitted on any published run" not in "\n".join(lines)
+
+
 @pytest.mark.slow  # two default searches, the renamed template's and the preset's: seconds of one core (make test runs it)
 def test_the_template_says_how_to_keep_the_presets_calibration(tmp_path, capsys):
     template = accelerator_file.to_toml("H100")

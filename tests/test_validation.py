@@ -837,8 +837,9 @@ def test_calibration_table_holds_the_fit():
     from shardbook.planner import calibrate
 
     fitted = validation.fitted_efficiencies()
-    # TPU v5e joined with MaxText's v5e table (maxtext-v5e-perf): its η is fitted, no longer printed
-    assert set(fitted) == {"A100", "H100", "H800", "TPU v5p", "TPU v5e", "TPU v6e"}
+    # TPU v5e joined with MaxText's v5e table (maxtext-v5e-perf): its η is fitted, no longer printed;
+    # GB200 NVL72 with Megatron Bridge's DGX-GB200 row (tests/test_megatron_bridge_gb200.py)
+    assert set(fitted) == {"A100", "H100", "H800", "GB200 NVL72", "TPU v5p", "TPU v5e", "TPU v6e"}
     for acc, value in fitted.items():
         figure = calibrate.MATMUL_EFFICIENCY[acc]
         assert figure.source == "fit"
