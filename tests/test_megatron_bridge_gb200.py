@@ -2,6 +2,8 @@
 of its performance summary as printed, which of them the planner prices and
 why the others are left out, and GB200's η fitted on its calibration run."""
 
+import dataclasses
+
 import pytest
 
 from shardbook import measured, training, validation
@@ -37,7 +39,11 @@ def _printed(run):
 
 
 def test_gb200_rows_as_published():
-    runs = measured.MEGATRON_BRIDGE_GB200_RUNS + measured.MEGATRON_BRIDGE_GB200_UNFIT_RUNS
+    runs = (
+        measured.MEGATRON_BRIDGE_GB200_RUNS
+        + measured.MEGATRON_BRIDGE_GB200_UNFIT_RUNS
+        + measured.MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
+    )
     # every row but the FSDP one with activations offloaded to the host, which the planner cannot price
     assert {(r.model, _printed(r)) for r in runs} == set(GB200_ROWS) - {("LLaMA-3 70B", "FP8")}
     for run in runs:
@@ -83,16 +89,27 @@ def test_gb200_eta_holds_its_fit():
 
 
 def test_left_out_gb200_rows_stay_out_while_the_planner_calls_them_unfit():
-    # they ran; the planner counts their activations in BF16 (Transformer Engine keeps the matmuls'
-    # FP8 inputs) and calls them unfit. When it no longer does, they belong in the split: move them
-    # to MEGATRON_BRIDGE_GB200_TABLE (validation, then calibration), refit GB200's η and the bands
+    # it ran; the planner's memory count puts it over a GPU's HBM. When it no longer does, it belongs
+    # beside the 405B MXFP8 row: held out as a check of GB200's η (or in the split, with a refit)
     held = {r.name for r in measured.VALIDATION_RUNS + measured.HELD_OUT_RUNS}
     for run in measured.MEGATRON_BRIDGE_GB200_UNFIT_RUNS:
         assert run.name not in held
         cand = validation.expected_for_run(run)
-        assert not cand.fits, f"{run.name} now fits as the planner counts memory: add it to the split"
+        assert not cand.fits, f"{run.name} now fits as the planner counts memory: hold it out beside the MXFP8 row"
     for run in measured.MEGATRON_BRIDGE_GB200_RUNS:
         assert validation.expected_for_run(run).fits, run.name
+
+
+def test_the_405b_mxfp8_row_fits_with_fp8_activations_and_is_held_out_of_the_fit():
+    # with the matmuls' inputs counted in one byte, as Transformer Engine keeps them (memory.TE_FP8_SAVED_BYTES),
+    # the 405B MXFP8 row fits; counted in BF16 it would not, which is why it waited
+    (run,) = measured.MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
+    assert run in measured.HELD_OUT_RUNS and run not in measured.VALIDATION_RUNS
+    assert _printed(run) == "MXFP8" and run.model == "LLaMA-3 405B"
+    assert validation.expected_for_run(run).fits
+    assert not validation.expected_for_run(dataclasses.replace(run, precision="bf16")).fits
+    # GB200's η is fitted without it: on the 70B row alone
+    assert [r.name for r in validation.efficiency_runs(GB200)] == [r.name for r in measured.MEGATRON_BRIDGE_GB200_RUNS]
 
 
 def test_accelerators_fitted_on_one_run_carry_the_caveat():
