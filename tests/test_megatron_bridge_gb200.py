@@ -39,18 +39,14 @@ def _printed(run):
 
 
 def test_gb200_rows_as_published():
-    runs = (
-        measured.MEGATRON_BRIDGE_GB200_RUNS
-        + measured.MEGATRON_BRIDGE_GB200_UNFIT_RUNS
-        + measured.MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
-    )
+    runs = measured.MEGATRON_BRIDGE_GB200_RUNS + measured.MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
     # every row but the FSDP one with activations offloaded to the host, which the planner cannot price
     assert {(r.model, _printed(r)) for r in runs} == set(GB200_ROWS) - {("LLaMA-3 70B", "FP8")}
     for run in runs:
         key = (run.model, _printed(run))
         n, gbs, mbs, seq, fsdp, tp, pp, cp, vp, tokens, tflops = GB200_ROWS[key]
         assert run.source == "megatron-bridge-perf-summary" and run.accelerator == GB200
-        assert fsdp == 0 and run.mesh.get("fsdp", 1) == 1 and run.zero == 1 and run.state_recipe == "megatron"
+        assert fsdp == 0 and run.mesh.get("fsdp", 1) == 1 and run.zero == 1 and run.state_recipe == "bf16_master"
         assert run.n_devices == n and run.mesh["dp"] == n // (tp * pp * cp)
         assert (run.mesh["tp"], run.mesh["pp"], run.mesh.get("cp", 1), run.n_virtual) == (tp, pp, cp, vp)
         assert (run.sequences_per_step, run.micro_batch_seqs, run.seq_len) == (gbs, mbs, seq)
@@ -88,27 +84,19 @@ def test_gb200_eta_holds_its_fit():
         validation.fit_matmul_efficiency("B200")
 
 
-def test_left_out_gb200_rows_stay_out_while_the_planner_calls_them_unfit():
-    # it ran; the planner's memory count puts it over a GPU's HBM. When it no longer does, it belongs
-    # beside the 405B MXFP8 row: held out as a check of GB200's η (or in the split, with a refit)
-    held = {r.name for r in measured.VALIDATION_RUNS + measured.HELD_OUT_RUNS}
-    for run in measured.MEGATRON_BRIDGE_GB200_UNFIT_RUNS:
-        assert run.name not in held
-        cand = validation.expected_for_run(run)
-        assert not cand.fits, f"{run.name} now fits as the planner counts memory: hold it out beside the MXFP8 row"
+def test_the_405b_rows_fit_with_fp8_activations_and_are_held_out_of_the_fit():
+    # with the matmuls' inputs counted in one byte, as Transformer Engine keeps them
+    # (memory.TE_FP8_SAVED_BYTES), and BF16 gradients (grad_reduce_in_fp32 False in
+    # llama31_llm_pretrain.py at 17a381f9), both 405B rows fit; counted in BF16 they would not
+    held = measured.MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
+    assert {(r.model, _printed(r)) for r in held} == {("LLaMA-3 405B", "FP8"), ("LLaMA-3 405B", "MXFP8")}
+    for run in held:
+        assert run in measured.HELD_OUT_RUNS and run not in measured.VALIDATION_RUNS
+        assert validation.expected_for_run(run).fits, run.name
+        assert not validation.expected_for_run(dataclasses.replace(run, precision="bf16")).fits, run.name
     for run in measured.MEGATRON_BRIDGE_GB200_RUNS:
         assert validation.expected_for_run(run).fits, run.name
-
-
-def test_the_405b_mxfp8_row_fits_with_fp8_activations_and_is_held_out_of_the_fit():
-    # with the matmuls' inputs counted in one byte, as Transformer Engine keeps them (memory.TE_FP8_SAVED_BYTES),
-    # the 405B MXFP8 row fits; counted in BF16 it would not, which is why it waited
-    (run,) = measured.MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
-    assert run in measured.HELD_OUT_RUNS and run not in measured.VALIDATION_RUNS
-    assert _printed(run) == "MXFP8" and run.model == "LLaMA-3 405B"
-    assert validation.expected_for_run(run).fits
-    assert not validation.expected_for_run(dataclasses.replace(run, precision="bf16")).fits
-    # GB200's η is fitted without it: on the 70B row alone
+    # GB200's η is fitted without them: on the 70B row alone
     assert [r.name for r in validation.efficiency_runs(GB200)] == [r.name for r in measured.MEGATRON_BRIDGE_GB200_RUNS]
 
 

@@ -332,7 +332,8 @@ def test_megatron_bridge_h100_rows_as_published():
     for run in measured.MEGATRON_BRIDGE_H100_RUNS:
         n, precision, gbs, mbs, seq, fsdp, tp, pp, cp, vp, tokens, tflops = MEGATRON_BRIDGE_H100[run.model]
         assert (precision, fsdp) == ("FP8", 0)  # FSDP 0: data parallelism with the distributed optimizer
-        assert run.precision == "fp8" and run.zero == 1 and run.state_recipe == "megatron"
+        # grad_reduce_in_fp32 False (llama3_llm_pretrain.py, llama31_llm_pretrain.py at 17a381f9): BF16 gradients
+        assert run.precision == "fp8" and run.zero == 1 and run.state_recipe == "bf16_master"
         assert run.n_devices == n and run.mesh.get("fsdp", 1) == 1
         assert (run.mesh["tp"], run.mesh["pp"], run.mesh.get("cp", 1), run.n_virtual) == (tp, pp, cp, vp)
         assert (run.sequences_per_step, run.micro_batch_seqs, run.seq_len) == (gbs, mbs, seq)
@@ -362,7 +363,8 @@ def test_megatron_bridge_h100_moe_rows_as_published():
         n, precision, gbs, mbs, seq, fsdp, tp, pp, cp, vp, ep, tokens, tflops = MEGATRON_BRIDGE_H100_MOE[run.model]
         assert (precision, fsdp, cp) == ("FP8", 0, 1)
         assert run.source == "megatron-bridge-perf-summary" and run.accelerator == "H100"
-        assert run.precision == "fp8" and run.zero == 1 and run.state_recipe == "megatron"
+        # grad_reduce_in_fp32 False (qwen3_llm_pretrain.py at 17a381f9): BF16 gradients
+        assert run.precision == "fp8" and run.zero == 1 and run.state_recipe == "bf16_master"
         assert run.n_devices == n and "fsdp" not in run.mesh and "cp" not in run.mesh
         # Megatron's EP group is carved from a stage's TP x DP ranks (expert TP 1): the planner's ep
         # axis, orthogonal to tp, takes EP / TP, and every rank of a stage is in it

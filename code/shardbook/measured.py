@@ -975,7 +975,9 @@ MAXTEXT_V5E_RUNS = tuple(_maxtext_v5e_run(*row) for row in MAXTEXT_V5E_TABLE)
 # TFLOP/s/GPU), all FP8 with current scaling. The recipes of the same commit
 # (scripts/performance/configs/llama/*_workload_base_configs.py, H100 FP8_CS V2;
 # src/megatron/bridge/recipes/llama/llama3.py) keep no recomputation, use Megatron's distributed
-# optimizer (ZeRO-1) with FP32 gradients (18 bytes per parameter), sequence parallelism, TP
+# optimizer (ZeRO-1) with BF16 gradients (llama3_llm_pretrain.py and llama31_llm_pretrain.py set
+# grad_reduce_in_fp32 False, so Megatron's gradient buffer takes the parameters' dtype: the
+# planner's 'bf16_master' recipe, 16 bytes per parameter), sequence parallelism, TP
 # communication overlapped with userbuffers, the gradient reduction overlapped, and for 405B count
 # the embedding and the loss as pipeline layers (account_for_*_in_pipeline_split): 126 layers in
 # 64 chunks of two, the first chunk's and the last's one layer short, as the planner's uneven
@@ -1024,7 +1026,7 @@ def _megatron_bridge_run(
         remat_policy="none",
         schedule="interleaved",
         n_virtual=vp,
-        state_recipe="megatron",
+        state_recipe="bf16_master",
         zero=1,
         precision="fp8",
         tp_comm_overlap=True,
@@ -1054,18 +1056,17 @@ MEGATRON_BRIDGE_H100_RUNS = tuple(_megatron_bridge_run(*row) for row in MEGATRON
 #   layers offloaded to the Grace CPU's memory (cpu_offloading_num_layers). The planner has no
 #   host offloading on a GPU: it counts those activations in HBM, far more than a GPU holds, and
 #   prices no transfer to the host.
-# - Llama 3.1 405B in FP8 (GB200 FP8_CS V2: TP 4, PP 16, VP 4, data parallelism 4):
-#   MEGATRON_BRIDGE_GB200_UNFIT_TABLE. It ran, but the planner's memory count (FP8 activations as
-#   Transformer Engine keeps them, memory.TE_FP8_SAVED_BYTES) still puts it over a GPU's HBM; the
-#   tests hold every run kept to fitting, and tests/test_megatron_bridge_gb200.py says when it fits.
 # Held out:
-# - Llama 3.1 405B in MXFP8 (GB200 FP8_MX V2: TP 4, PP 16, VP 8, data parallelism 4):
-#   MEGATRON_BRIDGE_GB200_HELD_OUT_TABLE. It fits once FP8 activations are counted as Transformer
-#   Engine keeps them; it came in after GB200's η was fitted on the 70B row, so it stays out of the
-#   split (in HELD_OUT_RUNS) as the one run that checks that one-run fit.
+# - Llama 3.1 405B in FP8 and MXFP8 (GB200 FP8_CS V2 and FP8_MX V2: TP 4, PP 16, VP 4 and 8, data
+#   parallelism 4): MEGATRON_BRIDGE_GB200_HELD_OUT_TABLE. They fit as the planner counts memory (FP8
+#   activations as Transformer Engine keeps them, memory.TE_FP8_SAVED_BYTES; BF16 gradients); they
+#   came in after GB200's η was fitted on the 70B row, so they stay out of the split (in
+#   HELD_OUT_RUNS) as the runs that check that one-run fit.
 MEGATRON_BRIDGE_GB200_TABLE = (("LLaMA-3 70B", 64, 256, 1, 8192, 2, 4, 1, 5, 3840, 1699, "MXFP8"),)
-MEGATRON_BRIDGE_GB200_UNFIT_TABLE = (("LLaMA-3 405B", 256, 1536, 1, 8192, 4, 16, 1, 4, 832, 2065, "FP8"),)
-MEGATRON_BRIDGE_GB200_HELD_OUT_TABLE = (("LLaMA-3 405B", 256, 1536, 1, 8192, 4, 16, 1, 8, 800, 2004, "MXFP8"),)
+MEGATRON_BRIDGE_GB200_HELD_OUT_TABLE = (
+    ("LLaMA-3 405B", 256, 1536, 1, 8192, 4, 16, 1, 4, 832, 2065, "FP8"),
+    ("LLaMA-3 405B", 256, 1536, 1, 8192, 4, 16, 1, 8, 800, 2004, "MXFP8"),
+)
 
 
 def _megatron_bridge_gb200_run(*row):
@@ -1074,7 +1075,6 @@ def _megatron_bridge_gb200_run(*row):
 
 
 MEGATRON_BRIDGE_GB200_RUNS = tuple(_megatron_bridge_gb200_run(*row) for row in MEGATRON_BRIDGE_GB200_TABLE)
-MEGATRON_BRIDGE_GB200_UNFIT_RUNS = tuple(_megatron_bridge_gb200_run(*row) for row in MEGATRON_BRIDGE_GB200_UNFIT_TABLE)
 MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS = tuple(
     _megatron_bridge_gb200_run(*row) for row in MEGATRON_BRIDGE_GB200_HELD_OUT_TABLE
 )
@@ -1387,10 +1387,11 @@ BLOOM_A100_RUNS = (_bloom_run(),)
 # both rows, FP8 (current scaling). The recipes (scripts/performance/configs/qwen/
 # qwen3_workload_base_configs.py and qwen3_llm_pretrain.py, src/megatron/bridge/recipes/qwen/
 # qwen3_moe.py, same commit) run both with expert TP 1, no recomputation (recompute_granularity
-# None), the distributed optimizer with FP32 main weights, gradients and Adam moments, BF16
-# gradient reduction, grouped GEMMs, permute fusion, and routing forced to balance ("required for
-# token dropless"). Not validation runs: they came into the book after the planner's figures were
-# fixed, and chapter 97 sets them beside it as a check held out from the split; since their
+# None), the distributed optimizer with FP32 main weights and Adam moments and BF16 gradients
+# (grad_reduce_in_fp32 False: the planner's 'bf16_master' recipe), grouped GEMMs, permute fusion,
+# and routing forced to balance ("required for token dropless"). Not validation runs: they came
+# into the book after the planner's figures were fixed, and chapter 97 sets them beside it as a
+# check held out from the split; since their
 # source's Llama rows calibrate, leave-one-source-out prices them without that source.
 # Left out: GPT OSS 120B (64 GPUs, BF16, TP 1, PP 4, EP 8: 5,824 tokens/s, 159 TFLOP/s), whose
 # layers alternate 128-token sliding-window and full attention and carry attention sinks, neither
@@ -1459,7 +1460,7 @@ def _megatron_bridge_moe_run(model, n_gpus, gbs, mbs, seq_len, tp, pp, vp, ep, t
         remat_policy="none",
         schedule="interleaved" if vp else "1f1b",
         n_virtual=vp,
-        state_recipe="megatron",
+        state_recipe="bf16_master",
         zero=1,
         precision="fp8",
         tp_comm_overlap=tp_comm_overlap,
@@ -1522,8 +1523,8 @@ VALIDATION_RUNS = (
 # The runs held out from the split (in neither set), which the planner is held to with the book's
 # own figures: MosaicML's MPT table, tpu-recipes' 2025 v5p jobs, the AMD seed's sweep (whose own
 # figures, MI355X's η and overlap, leave-one-source-out leaves out: transfer.held_out_fold),
-# BigScience's BLOOM on Megatron-DeepSpeed, Megatron Bridge's Qwen3 MoE rows on H100 and its Llama 3.1
-# 405B MXFP8 row on GB200 (whose source's Llama rows calibrate: leave-one-source-out prices them
+# BigScience's BLOOM on Megatron-DeepSpeed, Megatron Bridge's Qwen3 MoE rows on H100 and its two Llama
+# 3.1 405B rows on GB200 (whose source's Llama rows calibrate: leave-one-source-out prices them
 # without that source).
 HELD_OUT_RUNS = (
     MPT_H100_RUNS
