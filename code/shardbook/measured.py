@@ -1047,7 +1047,7 @@ MEGATRON_BRIDGE_H100_RUNS = tuple(_megatron_bridge_run(*row) for row in MEGATRON
 # (70B: GBS 256, V1 128; 405B: 256 GPUs and GBS 1536, V1 128 and 64), whose settings beyond the
 # mesh are the H100 rows' (no recomputation, the distributed optimizer, sequence parallelism, TP
 # overlap with userbuffers). Appended after the H100 rows, so those keep their roles in the split.
-# The planner prices one of them as it ran:
+# The planner prices three of them as they ran, one fitted on and two held out:
 # - Llama 3 70B on 64 GPUs in MXFP8 (llama3_workload_base_configs.py GB200 FP8_MX V2: TP 2, PP 4,
 #   VP 5, data parallelism 8). It calibrates GB200's η.
 # Left out:

@@ -147,7 +147,7 @@ def single_run_caveat(accelerator):
                     "so a dense plan here is likely priced slow"
                 )
             return fitted + (
-                "one run held out from the fit checks it (the validation appendix): time a few steps before "
+                "runs held out from the fit check it (the validation appendix): time a few steps before "
                 "trusting the ranking, the bound holds either way"
             )
     if figure is None or figure.source == "fit" or origin == "file":  # a reader's own figure is theirs to trust
