@@ -196,7 +196,7 @@ def measured_alpha(factors, spec_flops_per_s):
 
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero_bubble", "dualpipe")
-PRECISIONS = ("bf16", "fp8")
+PRECISIONS = memory.PRECISIONS  # the precisions memory counts and the planner prices
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from .shape import Layout, check_layout
 
 __all__ = ["Layout", "TooFewSequences", "check_layout", "check_options", "layout", "layout_plan", "stage_chunk_layers"]
 
-PRECISIONS = ("bf16", "fp8")
+PRECISIONS = memory.PRECISIONS  # the precisions memory counts, one list for the planner and the run records
 
 
 class TooFewSequences(memory_plan.Unusable):

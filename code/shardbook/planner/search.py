@@ -230,7 +230,7 @@ def _variants(m, acc, mesh, options):
     keeps = (keep,) if keep is not None else ((False, True) if _gathers_weights(mesh, options) else (False,))
     precision = options.precision
     if precision == AUTO_PRECISION:
-        precisions = ("bf16", "fp8") if calibrate.fp8_peak_ratio(acc) > 1 else ("bf16",)
+        precisions = PRECISIONS if calibrate.fp8_peak_ratio(acc) > 1 else ("bf16",)
     else:
         precisions = (precision,)
     return [
