@@ -183,7 +183,9 @@ TESTS_BESIDE_THE_BUILD := _build/tests_beside_the_build.log
 test: train-in-background setup chromium buildcheck lint
 	@# forced execution: the execution cache is emptied, so every chapter runs
 	@# afresh; what it records is then reused by the PDF test's build
-	@status=0; start=$$(date +%s); \
+	@# the tables the chapters and the tests share (shardbook.book.computed_once)
+	@# are emptied too: this run computes each once, for the build and the tests
+	@status=0; start=$$(date +%s); rm -rf _build/computed_once; \
 	echo "==> the tests that need no build, at low priority beside it (log: $(TESTS_BESIDE_THE_BUILD))"; \
 	nice -n 19 $(BIN)/python -m pytest -q tests -m "not build" -n 2 --dist loadgroup -p no:cacheprovider --durations=5 > $(TESTS_BESIDE_THE_BUILD) 2>&1 & beside=$$!; \
 	echo "==> checking the GitHub Actions workflows with actionlint"; \

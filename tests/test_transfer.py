@@ -3,19 +3,24 @@ leave one source out, the band every plan carries, the ties it marks, and
 the memory reserve fitted on the runs that ran."""
 
 import dataclasses
+import json
 import math
 
 import pytest
 
 from conftest import run_main
 from shardbook import explorer, hardware, measured, transfer, validation
+from shardbook.book import computed_once
 from shardbook.planner import calibrate, cli
 
 
 @pytest.fixture(scope="module")
 def loso():
-    """Every run priced by a fit that never saw it (about 15 s: nine folds)."""
-    return transfer.leave_one_source_out()
+    """Every run priced by a fit that never saw it (about 35 s: nine folds),
+    computed once per version of the package: the table chapters 7 and 97
+    show (computed_once; `make test` computes it once for the build and the
+    tests)."""
+    return computed_once.leave_one_source_out()
 
 
 @pytest.fixture(scope="module")
@@ -77,6 +82,18 @@ def test_a_left_out_sources_rows_are_priced_with_its_folds_figures(loso):
     # the book's own fit prices them otherwise
     book = [validation.expected_for_run(r.run).expected_step_s for r in rows]
     assert any(abs(b / r.expected_step_s - 1) > 1e-3 for b, r in zip(book, rows, strict=True))
+
+
+@pytest.mark.slow
+def test_the_shared_table_reads_back_as_the_table_it_wrote(loso):
+    # computed_once keeps the table as json: every run, fold and float comes back as it was
+    records = json.loads(json.dumps(transfer.table_records(loso)))
+    again = transfer.table_from_records(records)
+    assert again == loso and [r.run for r in again] == [r.run for r in loso]
+    # the rows of one fold share one Fold, as the table's do
+    assert len({id(r.fold) for r in again}) == len({id(r.fold) for r in loso}) == len(records["folds"])
+    with pytest.raises(ValueError, match="no published run 'nowhere'"):
+        transfer.table_from_records({"folds": records["folds"], "rows": [["nowhere", "nowhere", 0, False, 1.0]]})
 
 
 @pytest.mark.slow

@@ -251,6 +251,37 @@ def leave_one_source_out(tol=1e-3, held_out=True):
     return out
 
 
+def table_records(table):
+    """`table` (TransferRows) as plain data (lists, dicts, strings and
+    floats) that json writes and reads back exactly: each Fold once, each
+    row naming its run (by source and name) and its fold by position."""
+    folds, fold_index, rows = [], {}, []
+    for row in table:
+        if id(row.fold) not in fold_index:
+            fold_index[id(row.fold)] = len(folds)
+            folds.append(dataclasses.asdict(row.fold))
+        rows.append([row.run.source, row.run.name, fold_index[id(row.fold)], row.held_out, row.expected_step_s])
+    return {"folds": folds, "rows": rows}
+
+
+def table_from_records(records):
+    """The TransferRows of table_records' output: the runs are those of
+    measured.VALIDATION_RUNS and HELD_OUT_RUNS, the rows of one fold share
+    one Fold, the errors are computed again from the expected steps."""
+    runs = {(r.source, r.name): r for r in measured.VALIDATION_RUNS + HELD_OUT_RUNS}
+    folds = [
+        Fold(**{**f, "unfitted": tuple(f["unfitted"]), "without_own_figures": tuple(f["without_own_figures"])})
+        for f in records["folds"]
+    ]
+    out = []
+    for source, name, fold, held_out, expected in records["rows"]:
+        if (source, name) not in runs:
+            raise ValueError(f"records: no published run {name!r} of {source!r}")
+        run = runs[source, name]
+        out.append(TransferRow(run, folds[fold], held_out, stack_family(run), expected, expected / run.step_s - 1))
+    return out
+
+
 @dataclass(frozen=True)
 class Summary:
     """A group of TransferRows: how many, how many within `tolerance`, the
