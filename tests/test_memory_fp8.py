@@ -6,8 +6,8 @@ Ref: transformer-engine (TransformerEngine at d0067d0d), megatron-core-fp8
 
 import pytest
 
-from shardbook import measured, memory, models, validation
-from shardbook.planner import evaluate, run_options
+from shardbook import accelerator_file, hardware, measured, memory, models, validation
+from shardbook.planner import calibrate, evaluate, run_options
 from shardbook.planner.cli import main as cli_main
 
 # LLaMA-3 70B: h 8192, 64 query heads and 8 KV heads of 128, SwiGLU F 28672, no dropout.
@@ -167,6 +167,21 @@ def test_fp8_plan_on_blackwell_holds_its_layer_weights_in_one_byte():
     saved = bf16.memory_breakdown["weights"] - fp8.memory_breakdown["weights"]
     assert saved == pytest.approx(layer_params_per_device * (2 - 1), rel=1e-5)
     assert fp8.memory_breakdown["gradients"] == bf16.memory_breakdown["gradients"]
+
+
+def _renamed_file(preset, name):
+    """An accelerator file of `preset` under `name`, keeping its calibration (based_on)."""
+    text = accelerator_file.to_toml(hardware.get(preset)).replace(f'name = "{preset}"', f'name = "{name}"', 1)
+    return accelerator_file.from_text(f'{text}\n[calibration]\nbased_on = "{preset}"\n', "toml")
+
+
+@pytest.mark.parametrize("preset", ["H100", "B200"])
+def test_an_accelerator_file_keeps_fp8_weights_as_the_preset_it_is_based_on(preset):
+    """Whether a GEMM needs the FP8 weight's transpose is the chip's (Hopper yes, Blackwell no):
+    a file based on a preset is planned as that preset, byte for byte."""
+    acc = _renamed_file(preset, f"My {preset}")
+    assert acc.name == f"My {preset}" and calibrate.preset_name(acc) == preset
+    assert _plan(acc, "fp8").memory_breakdown == _plan(preset, "fp8").memory_breakdown
 
 
 def test_bf16_plans_are_unchanged_by_the_precision_keyword():

@@ -191,12 +191,13 @@ def fp8_layer_weight_bytes(lay):
     Megatron-style recipe (TE_FP8_RECIPES), Transformer Engine's FP8 weights
     as Megatron Bridge's FP8 recipes keep them (memory.te_fp8_weight_bytes,
     'primary': 2 bytes with the transpose a Hopper GEMM needs, 1 on
-    Blackwell). The norms' few weights are counted with them. The embedding
-    and the output layer stay BF16 (they are not Transformer Engine FP8 layers)."""
+    Blackwell; an accelerator file, as the preset it is based on). The norms'
+    few weights are counted with them. The embedding and the output layer
+    stay BF16 (they are not Transformer Engine FP8 layers)."""
     check_layout(lay)
     if lay.precision != "fp8" or not isinstance(lay.state_recipe, str) or lay.state_recipe not in TE_FP8_RECIPES:
         return None
-    non_tn = lay.accelerator.name in memory.FP8_NON_TN_GEMM_ACCELERATORS
+    non_tn = calibrate.preset_name(lay.accelerator) in memory.FP8_NON_TN_GEMM_ACCELERATORS
     return memory.te_fp8_weight_bytes(non_tn, "primary")
 
 
