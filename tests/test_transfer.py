@@ -123,20 +123,25 @@ def test_held_out_runs_are_priced_with_the_books_own_figures(loso):
             continue
         assert row.expected_step_s == pytest.approx(validation.expected_for_run(row.run).expected_step_s, rel=1e-12)
     # a held-out run of a source whose other runs calibrate (Megatron Bridge's MoE rows on H100 and
-    # its 405B rows on GB200; its Llama rows fit the FP8 speedup and GB200's η) is priced as that
-    # source's runs are: by the fold fitted without it
-    bridge = [r for r in held if r.run.source in calibrating]
-    assert [r.run for r in bridge] == list(
-        measured.MEGATRON_BRIDGE_H100_MOE_RUNS + measured.MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
+    # its 405B rows on GB200, whose Llama rows fit the FP8 speedup and GB200's η; Llama 3's
+    # long-context row, whose 8K rows fit H100's η) is priced as that source's runs are: by the fold
+    # fitted without it
+    of_calibrating = [r for r in held if r.run.source in calibrating]
+    assert [r.run for r in of_calibrating] == list(
+        measured.MEGATRON_BRIDGE_H100_MOE_RUNS
+        + measured.MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
+        + measured.LLAMA3_LONG_CONTEXT_RUNS
     )
-    left_out = next(r.fold for r in loso if not r.held_out and r.run.source == "megatron-bridge-perf-summary")
-    for row in bridge:
-        assert row.fold is left_out and row.fold.left_out == row.run.source
-        assert row.fold.fp8_speedup == transfer.FP8_SPEEDUP_PRIOR  # no other FP8 run to fit it on
+    left_out = {r.run.source: r.fold for r in loso if not r.held_out}
+    for row in of_calibrating:
+        assert row.fold is left_out[row.run.source] and row.fold.left_out == row.run.source
+        if row.run.source == "megatron-bridge-perf-summary":
+            assert row.fold.fp8_speedup == transfer.FP8_SPEEDUP_PRIOR  # no other FP8 run to fit it on
         with transfer._figures(row.fold):
             step = validation.expected_for_run(row.run).expected_step_s
         assert row.expected_step_s == pytest.approx(step, rel=1e-12)
-        assert abs(step / validation.expected_for_run(row.run).expected_step_s - 1) > 0.01
+        if row.run.source == "megatron-bridge-perf-summary":  # its fold's FP8 speedup and GB200 η are not the book's
+            assert abs(step / validation.expected_for_run(row.run).expected_step_s - 1) > 0.01
     # the AMD seed's sweep fits MI355X's routed-expert efficiency (its endpoints) and gives its stack's
     # exchange overlap: its rows are priced without both (routed experts at η, exchanges exposed in full)
     assert [r.run.name for r in own] == [r.name for r in measured.AMD_MI355X_RUNS]
@@ -154,6 +159,31 @@ def test_held_out_runs_are_priced_with_the_books_own_figures(loso):
     # no held-out run is in either set of the split
     names = {r.name for r in measured.VALIDATION_RUNS}
     assert not names & {r.name for r in measured.HELD_OUT_RUNS}
+
+
+@pytest.mark.slow  # four refits of H100's η: seconds of one core
+def test_each_reading_refits_h100_and_prices_the_long_context_row_its_way():
+    from shardbook import training
+
+    (long_context,) = measured.LLAMA3_LONG_CONTEXT_RUNS
+    out = {r.label: r for r in transfer.readings()}
+    assert list(out) == [label for label, _ in transfer.READINGS]
+    tokens_per_device_s = long_context.global_tokens / (long_context.n_devices * 380e12)  # 380 TFLOP/s, Table 4
+    for label, causal in (("as the book reads them", False), ("Llama 3's TFLOP/s counted with causal attention", True)):
+        reading = out[label]
+        step = training.model_flops_per_token("LLaMA-3 405B", 131072, causal=causal) * tokens_per_device_s
+        with validation.matmul_efficiency_set("H100", reading.h100_eta):
+            expected = validation.expected_for_run(long_context).expected_step_s
+        assert reading.long_context_error == pytest.approx(expected / step - 1, rel=1e-9), label
+    # the causal count shortens the measured step by 29 %, so it moves this row's error far more than any 8K row's
+    book, causal = out["as the book reads them"], out["Llama 3's TFLOP/s counted with causal attention"]
+    moved = {name: abs(causal.errors[name] - book.errors[name]) for name in book.errors}
+    assert causal.long_context_error - book.long_context_error > 0.2 > 2 * max(moved.values())
+    # the other readings change Megatron-Core's rows only: the long-context row moves with H100's η alone
+    for label in ("Megatron-Core's pipelined rows on 1F1B", "Megatron-Core at two sequences a microbatch"):
+        with validation.matmul_efficiency_set("H100", out[label].h100_eta):
+            expected = validation.expected_for_run(long_context).expected_step_s
+        assert out[label].long_context_error == pytest.approx(expected / long_context.step_s - 1, rel=1e-9)
 
 
 @pytest.mark.slow

@@ -615,6 +615,29 @@ def test_llama3_rows_are_table_4():
         assert run.schedule == "interleaved"
 
 
+def test_llama3_long_context_row_is_table_4_row_3_held_out():
+    # dubey2024llama3 Table 4, row 3: 16,384 GPUs, TP 8, CP 16, PP 16, DP 8, sequence 131,072,
+    # batch size per DP 16, 16M tokens per batch, 380 TFLOP/s per GPU, 38 % BF16 MFU.
+    from shardbook import training, validation
+
+    (run,) = measured.LLAMA3_LONG_CONTEXT_RUNS
+    assert run.source == "dubey2024llama3" and run.n_devices == 16384
+    assert run.mesh == {"tp": 8, "cp": 16, "pp": 16, "fsdp": 8}
+    assert run.seq_len == 131072 and run.sequences_per_step == 8 * 16
+    assert run.global_tokens == 16 * 2**20
+    assert (run.tflops_per_s_per_device, run.mfu) == (380, 0.38)
+    # its step, as the 8K rows': the PaLM/Megatron FLOP count (6N + full-square attention) over the TFLOP/s
+    flops = training.model_flops_per_token("LLaMA-3 405B", 131072) * 16 * 2**20
+    assert run.step_s == pytest.approx(flops / (16384 * 380e12), rel=1e-12)
+    # at 131,072 tokens the causal count is 29 % smaller (the 8K rows': 4 %), so the reading decides this row
+    causal = training.model_flops_per_token("LLaMA-3 405B", 131072, causal=True) * 16 * 2**20
+    assert 1 - causal / flops == pytest.approx(0.286, abs=1e-3)
+    # held out of the split (the source's 8K rows calibrate H100): not a validation run
+    assert run in measured.HELD_OUT_RUNS and run not in measured.VALIDATION_RUNS
+    row = validation.row(run, role="held out")
+    assert row.expected.fits and row.bound.mfu > row.measured_mfu
+
+
 def test_deepseek_v3_step_from_gpu_hours():
     # deepseek2024v3: 2.664M H800 GPU hours for 14.8T tokens on 2,048 GPUs, 15,360 x 4,096 per step
     run = measured.run_named("DeepSeek-V3, 2,048 H800")

@@ -387,11 +387,14 @@ READINGS = (
 @dataclass(frozen=True)
 class Reading:
     """One reading of the unpublished details: `label`, H100's η refitted
-    under it, and {run name: error} of H100's BF16 runs under that η."""
+    under it, {run name: error} of H100's BF16 runs under that η, and the
+    error of Llama 3's long-context row (measured.LLAMA3_LONG_CONTEXT_RUNS,
+    held out of the split) under that η, its step read the same way."""
 
     label: str
     h100_eta: float
     errors: dict
+    long_context_error: float
 
 
 def readings(tol=1e-3):
@@ -402,9 +405,11 @@ def readings(tol=1e-3):
         h100 = [r for r in runs if r.accelerator == "H100" and r.precision != "fp8"]
         fit_on = [r for r in validation.calibration_runs(runs) if r in h100]
         eta = validation.fit_matmul_efficiency("H100", fit_on, tol=tol)
+        (long_context,) = [change(r) if change else r for r in measured.LLAMA3_LONG_CONTEXT_RUNS]
         with validation.matmul_efficiency_set("H100", eta):
             errors = {r.name: validation.expected_for_run(r).expected_step_s / r.step_s - 1 for r in h100}
-        out.append(Reading(label, eta, errors))
+            long_context_error = validation.expected_for_run(long_context).expected_step_s / long_context.step_s - 1
+        out.append(Reading(label, eta, errors, long_context_error))
     return out
 
 
