@@ -92,6 +92,9 @@ def test_the_shared_table_reads_back_as_the_table_it_wrote(loso):
     assert again == loso and [r.run for r in again] == [r.run for r in loso]
     # the rows of one fold share one Fold, as the table's do
     assert len({id(r.fold) for r in again}) == len({id(r.fold) for r in loso}) == len(records["folds"])
+    for bad in (3.0, {"folds": records["folds"]}, {"folds": records["folds"], "rows": [[1, 2]]}):
+        with pytest.raises(ValueError, match="records: must be what table_records gives"):
+            transfer.table_from_records(bad)
     with pytest.raises(ValueError, match="no published run 'nowhere'"):
         transfer.table_from_records({"folds": records["folds"], "rows": [["nowhere", "nowhere", 0, False, 1.0]]})
 

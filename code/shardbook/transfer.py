@@ -268,6 +268,13 @@ def table_from_records(records):
     """The TransferRows of table_records' output: the runs are those of
     measured.VALIDATION_RUNS and HELD_OUT_RUNS, the rows of one fold share
     one Fold, the errors are computed again from the expected steps."""
+    shape = "records: must be what table_records gives: a dict of 'folds' (dicts) and 'rows' (lists of five)"
+    if not isinstance(records, dict) or not isinstance(records.get("folds"), list):
+        raise ValueError(shape)
+    if not isinstance(records.get("rows"), list) or not all(isinstance(f, dict) for f in records["folds"]):
+        raise ValueError(shape)
+    if not all(isinstance(r, list) and len(r) == 5 for r in records["rows"]):
+        raise ValueError(shape)
     runs = {(r.source, r.name): r for r in measured.VALIDATION_RUNS + HELD_OUT_RUNS}
     folds = [
         Fold(**{**f, "unfitted": tuple(f["unfitted"]), "without_own_figures": tuple(f["without_own_figures"])})
