@@ -65,10 +65,14 @@ def test_gb200_rows_as_published():
 def test_gb200_rows_follow_the_h100_rows_in_the_split():
     bridge = [r for r in measured.VALIDATION_RUNS if r.source == "megatron-bridge-perf-summary"]
     assert bridge[: len(measured.MEGATRON_BRIDGE_H100_RUNS)] == list(measured.MEGATRON_BRIDGE_H100_RUNS)
-    assert bridge[len(measured.MEGATRON_BRIDGE_H100_RUNS) :] == list(measured.MEGATRON_BRIDGE_GB200_RUNS)
+    n_h100 = len(measured.MEGATRON_BRIDGE_H100_RUNS)
+    assert bridge[n_h100 : n_h100 + len(measured.MEGATRON_BRIDGE_GB200_RUNS)] == list(
+        measured.MEGATRON_BRIDGE_GB200_RUNS
+    )
     roles = validation.split()
-    # the H100 rows keep their roles (the 70B one fits the FP8 speedup, the 405B one validates it)
-    assert [roles[r.name] for r in bridge] == ["calibration", "validation", "calibration"]
+    # the H100 rows keep their roles (the 70B one fits the FP8 speedup, the 405B one validates it);
+    # GB300's and B200's rows follow (tests/test_megatron_bridge_gb300_b200.py)
+    assert [roles[r.name] for r in bridge[: n_h100 + 1]] == ["calibration", "validation", "calibration"]
     assert validation.efficiency_runs(GB200) == list(measured.MEGATRON_BRIDGE_GB200_RUNS)
     # GB200 has no BF16 run, so its FP8 run fits its η and leaves the FP8 speedup to H100's runs
     assert GB200 not in {r.accelerator for r in validation.fp8_speedup_runs()}
@@ -78,10 +82,9 @@ def test_gb200_eta_holds_its_fit():
     figure = calibrate.MATMUL_EFFICIENCY[GB200]
     assert figure.source == "fit" and not figure.provisional
     assert figure.value == pytest.approx(validation.fit_matmul_efficiency(GB200), abs=0.01)
-    # B200 has no Llama row in the table (its rows there are mixtures of experts): not fitted
-    assert calibrate.MATMUL_EFFICIENCY["B200"].source != "fit"
-    with pytest.raises(ValueError, match="no calibration runs on 'B200'"):
-        validation.fit_matmul_efficiency("B200")
+    # an accelerator without a calibration run has nothing to fit on
+    with pytest.raises(ValueError, match="no calibration runs on 'Ironwood'"):
+        validation.fit_matmul_efficiency("Ironwood")
 
 
 def test_the_405b_rows_fit_with_fp8_activations_and_are_held_out_of_the_fit():
@@ -108,6 +111,6 @@ def test_accelerators_fitted_on_one_run_carry_the_caveat():
         assert calibrate.single_run_caveat(acc).startswith(
             f"{acc}'s matmul efficiency ({value:.2f}) is fitted on one run"
         )
-    # GB200's η is no longer a sustained fraction taken from a source; B200's still is
+    # GB200's η is no longer a sustained fraction taken from a source; Ironwood's is still assumed
     assert "not fitted on any published run" not in calibrate.single_run_caveat(GB200)
-    assert "not fitted on any published run" in calibrate.single_run_caveat("B200")
+    assert "not fitted on any published run" in calibrate.single_run_caveat("Ironwood")

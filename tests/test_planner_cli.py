@@ -465,12 +465,13 @@ def test_h800_plans_carry_the_single_run_caveat(capsys):
     assert calibrate.single_run_caveat("H100") == "" == inputs.accelerator_note("TPU v5p")
 
 
-def test_gb200_plans_carry_the_single_run_caveat(capsys):
-    # GB200's η is fitted on Megatron Bridge's one DGX-GB200 row the planner prices: a plan says so
-    lines = _lines(capsys, "LLaMA-3 8B", "GB200 NVL72", "8", "1M", "--top", "1")
-    value = calibrate.MATMUL_EFFICIENCY["GB200 NVL72"].value
-    assert lines[2] == calibrate.single_run_caveat("GB200 NVL72")
-    assert lines[2].startswith(f"GB200 NVL72's matmul efficiency ({value:.2f}) is fitted on one run")
+@pytest.mark.parametrize("acc", ["GB200 NVL72", "GB300 NVL72", "B200"])
+def test_blackwell_plans_carry_the_single_run_caveat(capsys, acc):
+    # each η is fitted on one Megatron Bridge row (DGX-GB200, DGX-GB300; DGX-B200 in its archive): a plan says so
+    lines = _lines(capsys, "LLaMA-3 8B", acc, "8", "1M", "--top", "1")
+    value = calibrate.MATMUL_EFFICIENCY[acc].value
+    assert lines[2] == calibrate.single_run_caveat(acc)
+    assert lines[2].startswith(f"{acc}'s matmul efficiency ({value:.2f}) is fitted on one run")
     assert "not fitted on any published run" not in "\n".join(lines)
 
 

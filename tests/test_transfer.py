@@ -125,14 +125,16 @@ def test_held_out_runs_are_priced_with_the_books_own_figures(loso):
         if row.run.source in transfer.HELD_OUT_OWN_FIGURES or row.run.source in calibrating:
             continue
         assert row.expected_step_s == pytest.approx(validation.expected_for_run(row.run).expected_step_s, rel=1e-12)
-    # a held-out run of a source whose other runs calibrate (Megatron Bridge's MoE rows on H100 and
-    # its 405B rows on GB200, whose Llama rows fit the FP8 speedup and GB200's η; Llama 3's
-    # long-context row, whose 8K rows fit H100's η) is priced as that source's runs are: by the fold
-    # fitted without it
+    # a held-out run of a source whose other runs calibrate (Megatron Bridge's MoE rows on H100, its
+    # 405B rows on GB200 and GB300, its archive's B200 rows, whose Llama rows fit the FP8 speedup and
+    # the η of GB200, GB300 and B200; Llama 3's long-context row, whose 8K rows fit H100's η) is
+    # priced as that source's runs are: by the fold fitted without it
     of_calibrating = [r for r in held if r.run.source in calibrating]
     assert [r.run for r in of_calibrating] == list(
         measured.MEGATRON_BRIDGE_H100_MOE_RUNS
         + measured.MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
+        + measured.MEGATRON_BRIDGE_GB300_HELD_OUT_RUNS
+        + measured.MEGATRON_BRIDGE_B200_HELD_OUT_RUNS
         + measured.LLAMA3_LONG_CONTEXT_RUNS
     )
     left_out = {r.run.source: r.fold for r in loso if not r.held_out}

@@ -863,8 +863,19 @@ def test_calibration_table_holds_the_fit():
 
     fitted = validation.fitted_efficiencies()
     # TPU v5e joined with MaxText's v5e table (maxtext-v5e-perf): its η is fitted, no longer printed;
-    # GB200 NVL72 with Megatron Bridge's DGX-GB200 row (tests/test_megatron_bridge_gb200.py)
-    assert set(fitted) == {"A100", "H100", "H800", "GB200 NVL72", "TPU v5p", "TPU v5e", "TPU v6e"}
+    # GB200 NVL72 with Megatron Bridge's DGX-GB200 row (tests/test_megatron_bridge_gb200.py), GB300 NVL72
+    # and B200 with its DGX-GB300 row and its archive's DGX-B200 row (tests/test_megatron_bridge_gb300_b200.py)
+    assert set(fitted) == {
+        "A100",
+        "H100",
+        "H800",
+        "B200",
+        "GB200 NVL72",
+        "GB300 NVL72",
+        "TPU v5p",
+        "TPU v5e",
+        "TPU v6e",
+    }
     for acc, value in fitted.items():
         figure = calibrate.MATMUL_EFFICIENCY[acc]
         assert figure.source == "fit"
@@ -955,7 +966,7 @@ def test_the_fit_is_per_accelerator_not_per_run():
     assert validation.fit_matmul_efficiency("A100", slower) < base
     assert validation.fit_matmul_efficiency("H100") == pytest.approx(validation.fit_matmul_efficiency("H100"), abs=1e-9)
     with pytest.raises(ValueError, match="no calibration runs"):
-        validation.fit_matmul_efficiency("B200")
+        validation.fit_matmul_efficiency("MI300X")
 
 
 def test_rank_of_each_run_is_reported():

@@ -997,12 +997,35 @@ MEGATRON_BRIDGE_PRECISIONS = {
     "FP8": ("FP8_CS", "FP8 (current scaling)"),
     "MXFP8": ("FP8_MX", "MXFP8 (1x32 blocks, E8M0 scales; priced as FP8)"),
 }
-MEGATRON_BRIDGE_SYSTEMS = {"H100": "DGX-H100", "GB200 NVL72": "DGX-GB200"}
+MEGATRON_BRIDGE_SYSTEMS = {
+    "H100": "DGX-H100",
+    "GB200 NVL72": "DGX-GB200",
+    "GB300 NVL72": "DGX-GB300",
+    "B200": "DGX-B200",
+}
 
 
 def _megatron_bridge_run(
-    model, n_gpus, gbs, mbs, seq_len, tp, pp, cp, vp, tokens_per_s, tflops, accelerator="H100", printed="FP8"
+    model,
+    n_gpus,
+    gbs,
+    mbs,
+    seq_len,
+    tp,
+    pp,
+    cp,
+    vp,
+    tokens_per_s,
+    tflops,
+    accelerator="H100",
+    printed="FP8",
+    variant="V2",
+    container="26.04.01",
 ):
+    """A row of Megatron Bridge's summary (container 26.04.01, performance-summary.md) or of its
+    archive (an earlier container, performance-summary-archive.md), run by the recipe `variant`.
+    A row without pipeline stages (pp 1) runs plain 1F1B over data parallelism; TP overlap and
+    sequence parallelism need TP above 1 (llama3_llm_pretrain.py: tp_comm_overlap=TP > 1)."""
     from . import hardware
 
     mesh = {"dp": n_gpus // (tp * pp * cp), "tp": tp, "cp": cp, "pp": pp}
@@ -1010,6 +1033,9 @@ def _megatron_bridge_run(
         del mesh["cp"]
     size = model.split()[-1]
     config, precision_note = MEGATRON_BRIDGE_PRECISIONS[printed]
+    pipeline = f"{vp} virtual stages" if vp else "no pipeline"
+    overlap = "; TP overlap (userbuffers)" if tp > 1 else ""
+    document = "performance-summary.md" if container == "26.04.01" else "performance-summary-archive.md"
     return PublishedRun(
         f"Megatron Bridge Llama 3 {size}, {n_gpus:,} {accelerator}, {printed}",
         model,
@@ -1021,21 +1047,20 @@ def _megatron_bridge_run(
         tflops * 1e12 / hardware.get(accelerator).bf16_dense_flops_per_s,
         "megatron-bridge-perf-summary",
         uneven_pipeline=model == "LLaMA-3 405B",
-        note=f"{precision_note}; {vp} virtual stages; distributed optimizer; no recomputation; "
-        "TP overlap (userbuffers)",
+        note=f"{precision_note}; {pipeline}; distributed optimizer; no recomputation{overlap}",
         remat_policy="none",
-        schedule="interleaved",
+        schedule="interleaved" if vp else "1f1b",
         n_virtual=vp,
         state_recipe="bf16_master",
         zero=1,
         precision="fp8",
-        tp_comm_overlap=True,
-        sequence_parallel=True,
+        tp_comm_overlap=tp > 1,
+        sequence_parallel=tp > 1,
         tokens_per_s_per_device=tokens_per_s,
         tflops_per_s_per_device=tflops,
-        where=f"performance-summary.md, 26.04.01, {model.replace('LLaMA-3', 'LLAMA3')} "
+        where=f"{document}, {container}, {model.replace('LLaMA-3', 'LLAMA3')} "
         f"{MEGATRON_BRIDGE_SYSTEMS[accelerator]} {printed} row; "
-        f"llama3(1)_workload_base_configs.py {accelerator.split()[0]} {config} V2",
+        f"llama3(1)_workload_base_configs.py {accelerator.split()[0]} {config} {variant}",
     )
 
 
@@ -1077,6 +1102,70 @@ def _megatron_bridge_gb200_run(*row):
 MEGATRON_BRIDGE_GB200_RUNS = tuple(_megatron_bridge_gb200_run(*row) for row in MEGATRON_BRIDGE_GB200_TABLE)
 MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS = tuple(
     _megatron_bridge_gb200_run(*row) for row in MEGATRON_BRIDGE_GB200_HELD_OUT_TABLE
+)
+
+# The same table's DGX-GB300 rows (GB300 NVL72: Blackwell Ultra, 288 GB of HBM, 72 GPUs in one
+# NVLink domain), in the same columns as the GB200 rows. Their recipes (GB300 V2 configs of the
+# same files; llama3_llm_pretrain.py and llama31_llm_pretrain.py build GB300 as GB200: BF16
+# gradients, no recomputation, the distributed optimizer, TP overlap with userbuffers; these configs
+# set no CUDA graphs) are priced as GB200's are:
+# - Llama 3 70B on 64 GPUs in MXFP8 (GB300 FP8_MX V2: TP 1, PP 4, VP 5, data parallelism 16),
+#   the twin of GB200's calibration row. It calibrates GB300's η.
+# Left out, as GB200's are: the NVFP4 rows (4-bit matmuls), and Llama 3 70B in FP8 (GB300 FP8_CS
+# V2: Megatron-FSDP with 20 of the 80 layers' activations offloaded to the Grace CPU, which the
+# planner neither counts off the GPU nor prices).
+# Held out, as GB200's 405B rows are (they check the one-run fit):
+# - Llama 3.1 405B in FP8 (GB300 FP8_CS V2: TP 4, PP 8, VP 4, data parallelism 8; the V2 config
+#   turns V1's Megatron-FSDP and offloading off) and in MXFP8 (GB300 FP8_MX V2: TP 2, PP 8, CP 2,
+#   VP 4, data parallelism 8).
+MEGATRON_BRIDGE_GB300_TABLE = (("LLaMA-3 70B", 64, 256, 1, 8192, 1, 4, 1, 5, 4736, 2156, "MXFP8"),)
+MEGATRON_BRIDGE_GB300_HELD_OUT_TABLE = (
+    ("LLaMA-3 405B", 256, 1536, 1, 8192, 4, 8, 1, 4, 1024, 2599, "FP8"),
+    ("LLaMA-3 405B", 256, 1536, 1, 8192, 2, 8, 2, 4, 960, 2442, "MXFP8"),
+)
+
+
+def _megatron_bridge_gb300_run(*row):
+    *published, printed = row
+    return _megatron_bridge_run(*published, accelerator="GB300 NVL72", printed=printed)
+
+
+MEGATRON_BRIDGE_GB300_RUNS = tuple(_megatron_bridge_gb300_run(*row) for row in MEGATRON_BRIDGE_GB300_TABLE)
+MEGATRON_BRIDGE_GB300_HELD_OUT_RUNS = tuple(
+    _megatron_bridge_gb300_run(*row) for row in MEGATRON_BRIDGE_GB300_HELD_OUT_TABLE
+)
+
+# DGX-B200 (eight B200 in one NVLink domain a node): the 26.04.01 table has no dense row for it
+# (its B200 rows are mixtures of experts), but the same source's archive does
+# (docs/performance-summary-archive.md at the same commit, "25.11 NeMo Container", System:
+# DGX-B200), each row FP8 with current scaling and, in parentheses, MXFP8: (model, GPUs, GBS, MBS,
+# sequence length, TP, PP, CP, VP (None: no pipeline), tokens/s/GPU, model TFLOP/s/GPU,
+# precision). Their recipes are the V1 configs (the only B200 ones; the same at v0.2.1, the tag
+# that first printed the 25.11 table): no recomputation, the distributed optimizer, BF16
+# gradients; the 8B one TP 1 with CUDA graphs over the whole iteration, the 405B one TP overlap
+# with userbuffers and the 405B uneven pipeline of the H100 row (128 layers in 64 chunks).
+# - Llama 3 8B on 8 GPUs in MXFP8 (B200 FP8_MX V1: data parallelism 8, MBS 2), MXFP8 as
+#   GB200's and GB300's calibration rows are. It calibrates B200's η.
+# Held out (they check the one-run fit): the same 8B run in FP8 with current scaling (B200
+#   FP8_CS V1), and Llama 3.1 405B on 128 GPUs in both precisions (B200 FP8_CS V1 and FP8_MX V1:
+#   TP 4, PP 8, CP 2, VP 8, data parallelism 2).
+# Not taken: the same rows of the 25.09 container (same recipes, an older container).
+MEGATRON_BRIDGE_B200_TABLE = (("LLaMA-3 8B", 8, 128, 2, 8192, 1, 1, 1, None, 29521, 1519, "MXFP8"),)
+MEGATRON_BRIDGE_B200_HELD_OUT_TABLE = (
+    ("LLaMA-3 8B", 8, 128, 2, 8192, 1, 1, 1, None, 30624, 1576, "FP8"),
+    ("LLaMA-3 405B", 128, 64, 1, 8192, 4, 8, 2, 8, 661, 1667, "FP8"),
+    ("LLaMA-3 405B", 128, 64, 1, 8192, 4, 8, 2, 8, 624, 1576, "MXFP8"),
+)
+
+
+def _megatron_bridge_b200_run(*row):
+    *published, printed = row
+    return _megatron_bridge_run(*published, accelerator="B200", printed=printed, variant="V1", container="25.11")
+
+
+MEGATRON_BRIDGE_B200_RUNS = tuple(_megatron_bridge_b200_run(*row) for row in MEGATRON_BRIDGE_B200_TABLE)
+MEGATRON_BRIDGE_B200_HELD_OUT_RUNS = tuple(
+    _megatron_bridge_b200_run(*row) for row in MEGATRON_BRIDGE_B200_HELD_OUT_TABLE
 )
 
 
@@ -1517,6 +1606,8 @@ VALIDATION_RUNS = (
     + MAXTEXT_V5E_RUNS
     + MEGATRON_BRIDGE_H100_RUNS
     + MEGATRON_BRIDGE_GB200_RUNS
+    + MEGATRON_BRIDGE_GB300_RUNS
+    + MEGATRON_BRIDGE_B200_RUNS
 )
 
 
@@ -1571,6 +1662,8 @@ HELD_OUT_RUNS = (
     + BLOOM_A100_RUNS
     + MEGATRON_BRIDGE_H100_MOE_RUNS
     + MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS
+    + MEGATRON_BRIDGE_GB300_HELD_OUT_RUNS
+    + MEGATRON_BRIDGE_B200_HELD_OUT_RUNS
     + LLAMA3_LONG_CONTEXT_RUNS
 )
 

@@ -7,7 +7,9 @@ sustained matmul efficiency on the calibration set.
 The split (stated before any number is looked at, and never per run):
 within each source's table, runs are taken in the order the source prints
 them; the first, third, fifth, ... calibrate and the second, fourth, ...
-validate. A source with a single run calibrates only. No figure of
+validate. A source with a single run calibrates only, and an accelerator
+whose runs would all validate calibrates on its first (Megatron Bridge's
+GB300 row, which follows the GB200 one in that source's table). No figure of
 `planner.calibrate` belongs to a run: each belongs to an accelerator or a
 fabric, and is sourced, fitted here on the calibration set, or marked
 assumed where neither is possible (`assumed_in_use` says which of those the
@@ -44,7 +46,8 @@ from . import _validate, hardware, measured
 SPLIT_RULE = (
     "within each source's table, in the order the source prints its runs, the first, third, "
     "fifth, ... run calibrates and the second, fourth, ... validates; a source with one run "
-    "calibrates only"
+    "calibrates only; an accelerator whose runs would all validate calibrates on its first "
+    "(a validation run priced with an unfitted figure checks no fit)"
 )
 TOLERANCE = 0.10  # the expected step time must land within ±10 % on the validation set
 
@@ -65,6 +68,11 @@ def split(runs=None):
     for group in by_source.values():
         for i, run in enumerate(group):
             out[run.name] = "calibration" if len(group) == 1 or i % 2 == 0 else "validation"
+    calibrated = {run.accelerator for run in runs if out[run.name] == "calibration"}
+    for run in runs:
+        if run.accelerator not in calibrated:
+            out[run.name] = "calibration"
+            calibrated.add(run.accelerator)
     return out
 
 

@@ -57,7 +57,8 @@ ASSUMED_NOTE = "not fitted: assumed"  # how an assumed figure's note begins
 # apart, at the HBM bandwidth (ELEMENTWISE_PASSES, timing.math_s).
 # Sourced: the interactive edition's hardware table (measured.SUSTAINED, compute), a
 # sustained fraction it does not define further; fitted (validation.fit_matmul_efficiency, the rule in
-# shardbook.validation) where published runs exist: A100, H100, H800, GB200 NVL72, TPU v5p, v5e, v6e.
+# shardbook.validation) where published runs exist: A100, H100, H800, B200, GB200 NVL72, GB300 NVL72,
+# TPU v5p, v5e, v6e.
 # tests/test_validation.py holds each fitted value to its fit within 0.01.
 MATMUL_EFFICIENCY = {
     "H100": Figure(
@@ -72,7 +73,13 @@ MATMUL_EFFICIENCY = {
         "validation.fit_matmul_efficiency on DeepSeek-V3 (the only H800 run: FP8 matmuls with 1x128 and 128x128 "
         "scaling tiles, over the BF16 peak, at the FP8 speedup H100's FP8 run fits)",
     ),
-    "B200": Figure(0.69, "parallelize-transformer", "sustained BF16 matmul fraction (measured.SUSTAINED)"),
+    "B200": Figure(
+        0.47,
+        "fit",
+        "validation.fit_matmul_efficiency on the B200 calibration run (Megatron Bridge Llama 3 8B, 8 GPUs, the 25.11 "
+        "container's row in its archive: MXFP8 matmuls priced as FP8, over the BF16 peak, at the FP8 speedup H100's "
+        "FP8 run fits); measured.SUSTAINED prints 0.69",
+    ),
     "GB200 NVL72": Figure(
         0.45,
         "fit",
@@ -80,7 +87,13 @@ MATMUL_EFFICIENCY = {
         "MXFP8 matmuls priced as FP8, over the BF16 peak, at the FP8 speedup H100's FP8 run fits); "
         "measured.SUSTAINED's 0.70 is printed approximate (≈)",
     ),
-    "GB300 NVL72": Figure(0.70, "parallelize-transformer", "printed approximate (≈)"),
+    "GB300 NVL72": Figure(
+        0.57,
+        "fit",
+        "validation.fit_matmul_efficiency on the GB300 NVL72 calibration run (Megatron Bridge Llama 3 70B, 64 GPUs: "
+        "MXFP8 matmuls priced as FP8, over the BF16 peak, at the FP8 speedup H100's FP8 run fits); "
+        "measured.SUSTAINED's 0.70 is printed approximate (≈)",
+    ),
     "TPU v5p": Figure(
         0.71,
         "fit",
@@ -123,6 +136,8 @@ MATMUL_EFFICIENCY["H200"] = Figure(
 ONE_RUN_FITS = {
     "H800": "DeepSeek-V3 (FP8 matmuls, 256 fine-grained experts)",
     "GB200 NVL72": "Megatron Bridge's Llama 3 70B on 64 GPUs (MXFP8 matmuls, at H100's fitted FP8 speedup)",
+    "GB300 NVL72": "Megatron Bridge's Llama 3 70B on 64 GPUs (MXFP8 matmuls, at H100's fitted FP8 speedup)",
+    "B200": "Megatron Bridge's Llama 3 8B on 8 GPUs (MXFP8 matmuls, at H100's fitted FP8 speedup)",
 }
 
 
@@ -443,10 +458,10 @@ class Band:
 # family's band where the family has five dense runs or more, else "any"; an MoE plan takes "moe"
 # (MoE runs of every stack: too few in any one).
 STEP_BANDS = {
-    "megatron": Band(-0.11, 0.06, 32, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge"),
-    "pytorch": Band(-0.16, 0.14, 23, "the dense runs of Meta's Llama 3 stack and MosaicML's llm-foundry (MPT)"),
+    "megatron": Band(-0.34, 0.05, 39, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge"),
+    "pytorch": Band(-0.16, 0.16, 22, "the dense runs of Meta's Llama 3 stack and MosaicML's llm-foundry (MPT)"),
     "maxtext": Band(-0.05, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
-    "any": Band(-0.15, 0.12, 73, "every dense run"),
+    "any": Band(-0.22, 0.11, 79, "every dense run"),
     "moe": Band(
         -0.68,
         0.10,
