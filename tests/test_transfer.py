@@ -204,6 +204,16 @@ def test_the_bands_are_the_leave_one_source_out_percentiles(loso):
     # a family with fewer than MIN_BAND_RUNS dense runs has no band of its own
     for family in ("deepspeed", "deepseek"):
         assert family not in bands and calibrate.step_band(family, False) == calibrate.step_band("any", False)
+    # the runs on accelerators whose η rests on one run or none (the Blackwell parts, each fitted on
+    # one Megatron Bridge row) make the 'prior' band, and no family's: left out with their source,
+    # they are priced at a printed fraction, which says how far such an η misses, not the stack
+    thin = [r for r in loso if transfer.on_a_thinly_fitted_accelerator(r) and not transfer._is_moe(r)]
+    assert {r.run.accelerator for r in thin} == {"GB200 NVL72", "GB300 NVL72", "B200"}
+    assert all(calibrate.single_run_caveat(r.run.accelerator) for r in thin)
+    assert bands["prior"][2] == len(thin) and all(r.run.accelerator in r.fold.unfitted for r in thin)
+    dense = [r for r in loso if not transfer._is_moe(r)]
+    assert bands["any"][2] == len(dense) - len(thin)
+    assert bands["megatron"][2] == sum(r.family == "megatron" for r in dense) - len(thin)
 
 
 @pytest.mark.slow
@@ -233,6 +243,23 @@ def test_the_band_brackets_the_expected_step_by_the_families_errors():
     )
     with pytest.raises(ValueError, match="stack: unknown value 'torch'"):
         explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 64}, 2**22, stack="torch")
+
+
+def test_a_plan_on_an_accelerator_fitted_on_one_run_takes_its_familys_band_stretched_over_prior():
+    h100 = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 64}, 2**22, stack="megatron")
+    gb200 = explorer.evaluate("LLaMA-3 8B", "GB200 NVL72", {"fsdp": 64}, 2**22, stack="megatron")
+    assert not h100.eta_on_one_run_or_none and gb200.eta_on_one_run_or_none
+    family, prior = calibrate.STEP_BANDS["megatron"], calibrate.STEP_BANDS["prior"]
+    assert calibrate.step_band("megatron", False) == (family.low_error, family.high_error)
+    stretched = (min(family.low_error, prior.low_error), max(family.high_error, prior.high_error))
+    assert calibrate.step_band("megatron", False, True) == stretched
+    low, high = gb200.expected_step_range_s
+    assert (low, high) == pytest.approx(
+        (gb200.expected_step_s / (1 + stretched[1]), gb200.expected_step_s / (1 + stretched[0]))
+    )
+    assert "as this one's does" in cli.band_line([gb200]) and "as this one's does" not in cli.band_line([h100])
+    # an MoE plan takes the MoE band on any accelerator
+    assert calibrate.step_band("megatron", True, True) == calibrate.step_band("any", True)
 
 
 def test_rows_whose_band_overlaps_the_best_are_ties():

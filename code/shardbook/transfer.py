@@ -430,18 +430,34 @@ def _is_moe(row):
     return models.get(row.run.model).is_moe
 
 
+def on_a_thinly_fitted_accelerator(row):
+    """Whether `row` (a TransferRow) ran on an accelerator whose η the book
+    fits on one run or none (calibrate.single_run_caveat has a line for
+    it): the plans such an accelerator gets take the band of these rows,
+    each priced without its own source, so at a printed or assumed
+    fraction wherever that source was the η's only one."""
+    from .planner import calibrate
+
+    return bool(calibrate.single_run_caveat(row.run.accelerator))
+
+
 def step_bands(table):
     """{key: (low error, high error, runs)}: the 10th and 90th percentiles
     of the errors of `table`'s rows (TransferRows) for each key of
-    planner.calibrate.STEP_BANDS: each stack family's dense runs where it
-    has at least MIN_BAND_RUNS, 'any' for every dense run, 'moe' for every
-    MoE run (of any stack: too few in each)."""
+    planner.calibrate.STEP_BANDS. Dense runs on accelerators the book fits
+    on several runs: each stack family's where it has at least
+    MIN_BAND_RUNS, and 'any' for all of them; 'prior' for the dense runs on
+    accelerators it fits on one run or none (on_a_thinly_fitted_accelerator:
+    what a plan on such an accelerator can expect); 'moe' for every MoE run
+    (of any stack: too few in each)."""
     if not isinstance(table, (list, tuple)) or not all(isinstance(r, TransferRow) for r in table):
         raise ValueError("table: must be a list of transfer.TransferRow")
     dense = [r for r in table if not _is_moe(r)]
-    groups = {family: [r for r in dense if r.family == family] for family in STACK_FAMILIES}
+    fitted = [r for r in dense if not on_a_thinly_fitted_accelerator(r)]
+    groups = {family: [r for r in fitted if r.family == family] for family in STACK_FAMILIES}
     groups = {k: v for k, v in groups.items() if len(v) >= MIN_BAND_RUNS}
-    groups["any"] = dense
+    groups["any"] = fitted
+    groups["prior"] = [r for r in dense if on_a_thinly_fitted_accelerator(r)]
     groups["moe"] = [r for r in table if _is_moe(r)]
     out = {}
     for key, rows in groups.items():

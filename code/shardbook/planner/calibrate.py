@@ -455,13 +455,26 @@ class Band:
 # Fitted by shardbook.transfer.step_bands on the leave-one-source-out table (every source's runs
 # priced by a fit without that source; the runs held out from every fit priced by the book's own
 # figures); tests/test_transfer.py holds each to it within 0.01. A dense plan takes its stack
-# family's band where the family has five dense runs or more, else "any"; an MoE plan takes "moe"
-# (MoE runs of every stack: too few in any one).
+# family's band where the family has five dense runs or more, else "any", both on the runs of
+# accelerators fitted on several runs; a dense plan on an accelerator whose η rests on one run or
+# none (single_run_caveat) takes that band stretched over "prior", the dense runs on such
+# accelerators (transfer.on_a_thinly_fitted_accelerator: the Blackwell parts, each fitted on one
+# Megatron Bridge row, so priced at a printed fraction when that source is left out); an MoE plan
+# takes "moe" (MoE runs of every stack: too few in any one).
 STEP_BANDS = {
-    "megatron": Band(-0.34, 0.05, 39, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge"),
-    "pytorch": Band(-0.16, 0.16, 22, "the dense runs of Meta's Llama 3 stack and MosaicML's llm-foundry (MPT)"),
+    "megatron": Band(
+        -0.08, 0.06, 29, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge on A100 and H100"
+    ),
+    "pytorch": Band(-0.16, 0.14, 23, "the dense runs of Meta's Llama 3 stack and MosaicML's llm-foundry (MPT)"),
     "maxtext": Band(-0.05, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
-    "any": Band(-0.22, 0.11, 79, "every dense run"),
+    "any": Band(-0.12, 0.12, 70, "every dense run on an accelerator fitted on several runs"),
+    "prior": Band(
+        -0.39,
+        -0.20,
+        10,
+        "the dense runs on GB200 NVL72, GB300 NVL72 and B200, each fitted on one row of Megatron Bridge's "
+        "table and so priced at its printed fraction when that source is left out",
+    ),
     "moe": Band(
         -0.68,
         0.10,
@@ -471,14 +484,21 @@ STEP_BANDS = {
 }
 
 
-def step_band(stack, is_moe):
-    """(low error, high error) of the Band a plan of `stack` takes (see STEP_BANDS)."""
+def step_band(stack, is_moe, eta_on_one_run_or_none=False):
+    """(low error, high error) of the Band a plan of `stack` takes (see
+    STEP_BANDS): 'moe' for an MoE plan; else its stack family's, or 'any';
+    for a dense plan on an accelerator whose η rests on one run or none
+    (`eta_on_one_run_or_none`: single_run_caveat has a line for it), that
+    band stretched to cover 'prior' too, the errors of the runs on such
+    accelerators (the stack's uncertainty and the η's together)."""
     check_stack(stack)
     if is_moe:
-        band = STEP_BANDS["moe"]
-    else:
-        band = STEP_BANDS.get(stack, STEP_BANDS["any"])
-    return band.low_error, band.high_error
+        return STEP_BANDS["moe"].low_error, STEP_BANDS["moe"].high_error
+    band = STEP_BANDS.get(stack, STEP_BANDS["any"])
+    if not eta_on_one_run_or_none:
+        return band.low_error, band.high_error
+    prior = STEP_BANDS["prior"]
+    return min(band.low_error, prior.low_error), max(band.high_error, prior.high_error)
 
 
 # HBM bandwidth, one device (vendor spec). Each microbatch streams a device's

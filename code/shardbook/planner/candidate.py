@@ -78,6 +78,7 @@ class Candidate:
     expected_uncovered_s: dict = field(default_factory=dict)
     stack: str = "any"
     is_moe: bool = False
+    eta_on_one_run_or_none: bool = False
     global_tokens: float = 0.0
     uneven_pipeline: bool = False
     keep_gathered_weights: bool = False
@@ -85,10 +86,11 @@ class Candidate:
     @property
     def expected_step_range_s(self):
         """(low, high): the step times, in seconds, that the leave-one-source-out
-        errors of the stack family's runs (calibrate.step_band) put around
-        `expected_step_s`: a measured step of expected / (1 + error) for the
-        band's errors."""
-        low_error, high_error = calibrate.step_band(self.stack, self.is_moe)
+        errors of the stack family's runs (calibrate.step_band; of the runs
+        priced at a prior where the accelerator's η rests on one run or none)
+        put around `expected_step_s`: a measured step of expected / (1 +
+        error) for the band's errors."""
+        low_error, high_error = calibrate.step_band(self.stack, self.is_moe, self.eta_on_one_run_or_none)
         return self.expected_step_s / (1 + high_error), self.expected_step_s / (1 + low_error)
 
     @property
@@ -347,6 +349,7 @@ def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
         expected_uncovered_s=uncovered,
         stack=calibrate.check_stack(stack),
         is_moe=lay.model.is_moe,
+        eta_on_one_run_or_none=bool(calibrate.single_run_caveat(acc)),
         global_tokens=float(lay.global_tokens),
         uneven_pipeline=uneven_pipeline,
         keep_gathered_weights=keep_gathered_weights,

@@ -165,9 +165,11 @@ def band_line(candidates, how="--stack names yours"):
     if not candidates:
         return ""
     first = candidates[0]
-    low_error, high_error = calibrate.step_band(first.stack, first.is_moe)
+    low_error, high_error = calibrate.step_band(first.stack, first.is_moe, first.eta_on_one_run_or_none)
     kind = "MoE" if first.is_moe else "dense"
     stack = "any stack" if first.stack == "any" else f"the {first.stack} stack family"
+    if not first.is_moe and first.eta_on_one_run_or_none:  # calibrate.step_band stretches it over 'prior'
+        stack += ", and the runs on accelerators whose efficiency rests on one run or none, as this one's does"
     ties = tied(candidates)
     tie = (
         f"; the {len(ties)} rows marked '{TIE_MARK}' overlap the best's band: the data cannot rank them, so profile them"
