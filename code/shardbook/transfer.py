@@ -38,6 +38,8 @@ STACK_OF_SOURCE = {
     # Meta trained Llama 3 on its own PyTorch stack (FSDP with TP, PP and CP), not Megatron-LM
     "dubey2024llama3": "pytorch",
     "llm-foundry-benchmarks": "pytorch",
+    # torchtitan: PyTorch's own FSDP2, TP and Float8 (held out, measured.TORCHTITAN_H100_RUNS)
+    "torchtitan-benchmarks": "pytorch",
     "maxtext-tiering": "maxtext",
     "maxtext-v5p-perf": "maxtext",
     "maxtext-v5e-perf": "maxtext",
@@ -66,8 +68,9 @@ def stack_family(run):
 
 
 # Accelerators built on the same die as another preset (hardware._hopper builds all three from
-# GH100, at the same clocks): without runs of their own they take that preset's fitted η.
-SAME_DIE = {"H800": "H100", "H200": "H100"}
+# GH100, at the same clocks; the Grand Teton H100 of hardware.RUN_HARDWARE too, its 500 W power
+# limit unpriced): without runs of their own they take that preset's fitted η.
+SAME_DIE = {"H800": "H100", "H200": "H100", "H100 Grand Teton": "H100"}
 
 
 def unfitted_matmul_efficiency(accelerator, fitted=None):
