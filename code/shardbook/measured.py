@@ -1371,7 +1371,7 @@ def _torchtitan_run(
     )
     memory_note = f"; {memory_gib} GiB peak memory as printed" if memory_gib is not None else ""
     label = (
-        row
+        f"{row}, {'Float8' if precision == 'fp8' else 'BF16'}"
         if date == "2024-12"
         else f"{'Float8' if precision == 'fp8' else 'BF16'}, {'async' if async_tp else 'vanilla'} TP"
     )
