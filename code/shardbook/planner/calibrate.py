@@ -474,7 +474,7 @@ STEP_BANDS = {
         -0.24, 0.04, 35, "the dense runs of Meta's Llama 3 stack, MosaicML's llm-foundry (MPT) and torchtitan"
     ),
     "maxtext": Band(-0.05, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
-    "any": Band(-0.21, 0.11, 85, "every dense run"),
+    "any": Band(-0.29, 0.10, 92, "every dense run"),
     "moe": Band(
         -0.68,
         0.10,
