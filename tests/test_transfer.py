@@ -45,6 +45,31 @@ def test_the_deepspeed_family_holds_bloom_priced_with_the_books_own_figures():
     assert transfer.held_out_fold(run.source) == transfer.book_fold()
 
 
+def test_torchtitan_is_a_second_held_out_pytorch_source_priced_with_the_books_own_figures():
+    # torchtitan-benchmarks: PyTorch's own FSDP2 stack, beside Meta's Llama 3 runs and MosaicML's MPT
+    runs = measured.TORCHTITAN_H100_RUNS
+    assert {r.source for r in runs} == {"torchtitan-benchmarks"}
+    assert {transfer.stack_family(r) for r in runs} == {"pytorch"}
+    pytorch = {s for s, f in transfer.STACK_OF_SOURCE.items() if f == "pytorch"}
+    assert pytorch == {"dubey2024llama3", "llm-foundry-benchmarks", "torchtitan-benchmarks"}
+    assert all(r in transfer.HELD_OUT_RUNS and r not in measured.VALIDATION_RUNS for r in runs)
+    assert "torchtitan-benchmarks" not in transfer.sources()
+    assert "torchtitan-benchmarks" not in transfer.HELD_OUT_OWN_FIGURES
+    assert transfer.held_out_fold("torchtitan-benchmarks") == transfer.book_fold()
+
+
+@pytest.mark.slow
+def test_torchtitan_rows_of_the_table_are_held_out_and_expected_fast(loso):
+    rows = [r for r in loso if r.run in measured.TORCHTITAN_H100_RUNS]
+    assert len(rows) == len(measured.TORCHTITAN_H100_RUNS)
+    assert all(r.held_out and r.family == "pytorch" and r.fold == transfer.book_fold() for r in rows)
+    # every one expected faster than it ran (the Grand Teton part's power limit is not priced); the
+    # plainest, 70B in BF16 with plain TP (2025-06 file), within the tolerance
+    assert all(r.error < 0 for r in rows)
+    plain = next(r for r in rows if r.run.name == "torchtitan 2025-06 Llama 3 70B, 256 H100, BF16, vanilla TP")
+    assert abs(plain.error) <= validation.TOLERANCE
+
+
 @pytest.mark.slow
 def test_a_fold_refits_every_figure_without_the_source(folds):
     # Megatron-Core's H100 table holds five of H100's calibration runs: without them H100's η is fitted
@@ -210,6 +235,10 @@ def test_the_bands_are_the_leave_one_source_out_percentiles(loso):
     thin = [r for r in loso if transfer.on_a_thinly_fitted_accelerator(r) and not transfer._is_moe(r)]
     assert {r.run.accelerator for r in thin} == {"GB200 NVL72", "GB300 NVL72", "B200"}
     assert all(calibrate.single_run_caveat(r.run.accelerator) for r in thin)
+    # torchtitan's Grand Teton H100 takes H100's fit (the same die): its runs count for the PyTorch family
+    assert calibrate.single_run_caveat("H100 Grand Teton") and not calibrate.eta_rests_on_one_run_or_none(
+        "H100 Grand Teton"
+    )
     assert bands["prior"][2] == len(thin) and all(r.run.accelerator in r.fold.unfitted for r in thin)
     dense = [r for r in loso if not transfer._is_moe(r)]
     assert bands["any"][2] == len(dense) - len(thin)

@@ -11,7 +11,7 @@ bidirectional figure, which lives in its own field and is never mixed in.
 
 import math
 import re
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from . import _validate
 from .units import GB, PFLOP, TFLOP, GiB, gbit_per_s_to_bytes_per_s
@@ -507,6 +507,39 @@ _BUILDERS = {
 PRESETS = {name: build() for name, build in _BUILDERS.items()}
 
 
+def _h100_grand_teton():
+    """The H100 of Meta's Grand Teton hosts, on which torchtitan's team ran its
+    benchmarks (torchtitan-benchmarks: llama3_h100_202412_torchtitan.md and
+    asyncTP_llama3_h100_2025-06_torchtitan.md): eight H100 per host "fully
+    connected with NVLink", "96GB HBM2e with 2.4 TB/sec peak memory
+    bandwidth", "400 Gb/s per GPU" of RDMA network, "the default 500W power
+    limit" (an H100 SXM's TDP is 700 W). The die is GH100, as H100's: its
+    peak is taken as H100 SXM's, the peak torchtitan's own MFU divides by,
+    though the source says the part's "actual peak TFLOPs number is between
+    SXM and NVL, and we don't know its exact value"; what the power limit
+    costs is therefore not in the preset, and the runs carry it."""
+    src = "torchtitan-benchmarks"
+    base = _hopper("H100 Grand Teton", "nvidia-h100-datasheet", 80, 18)
+    return replace(
+        base,
+        bf16_dense_flops_per_s=_f(
+            989.5 * TFLOP,
+            src,
+            "derived",
+            "H100 SXM's dense BF16 peak; the source: the actual peak of this 500 W part lies between SXM's and NVL's",
+        ),
+        hbm_bytes=_f(96 * GB, src, note="96GB HBM2e, 2.4 TB/s"),
+        scale_up_domain_size=_f(8, src, note="8 H100 per Grand Teton host, fully connected with NVLink"),
+        scale_out_bytes_per_s=_f(gbit_per_s_to_bytes_per_s(400), src, note="backend RDMA network, 400 Gb/s per GPU"),
+    )
+
+
+# Hardware a published run ran on that is not offered as a preset: a site's own build of a part,
+# which the planner prices by name (`get`) for those runs (shardbook.measured) but does not list
+# among the presets a reader plans on (`names`, the chapters' tables, the planner page).
+RUN_HARDWARE = {acc.name: acc for acc in (_h100_grand_teton(),)}
+
+
 def names():
     """Names of every accelerator preset."""
     return list(PRESETS)
@@ -517,7 +550,7 @@ def get(name):
     if isinstance(name, Accelerator):
         return name
     try:
-        return PRESETS[name]
+        return PRESETS[name] if name in PRESETS else RUN_HARDWARE[name]
     except (KeyError, TypeError):
         raise ValueError(f"accelerator: unknown preset {name!r}; {_nearest(name)}known: {', '.join(PRESETS)}") from None
 

@@ -313,6 +313,20 @@ RECOMPUTE = {
     # routed experts', whose outputs the router's gradient reads; in a parallel block the output
     # projection too). It keeps the layer input, as 'full' does.
     "nothing_saveable": RecomputePolicy("nothing_saveable", "named", (), (), "maxtext"),
+    # torchtitan's selective activation checkpointing 'op' (selective_ac_option = 'op', the default of
+    # its Llama 3 8B config; torchtitan/parallelisms/parallelize_llama.py at 9dec370, the same policy
+    # at 820504e): within each block PyTorch's selective checkpointing saves the output of every mm but
+    # every second one, and the attention kernel's; the rest reruns in the backward. A Llama block
+    # runs wq, wk, wv, wo, w1 (gate), w3 (up), w2 in that order: it keeps Q, V, the attention output,
+    # the gate and the MLP's output beside the block input, and reruns wk, wo (the MLP's input needs
+    # it) and w3, as a named policy counts them.
+    "torchtitan_op_sac": RecomputePolicy(
+        "torchtitan_op_sac",
+        "named",
+        ("query_proj", "value_proj", "context", "mlpwi_0", "mlpwo"),
+        (),
+        "torchtitan-benchmarks",
+    ),
     # DeepSeek-V3's own recipe (deepseek2024v3 §3.2.3 and §3.3): see DEEPSEEK_V3_RECIPE
     "deepseek_v3": RecomputePolicy("deepseek_v3", "recipe", (), (), "deepseek2024v3"),
 }
@@ -742,7 +756,11 @@ def _named_policy_rerun_flops(m, policy, scores):
         n = m.n_dense_layers if dense_layer else m.n_layers - m.n_dense_layers
         f_tokens, _, _ = _mlp_shape(m, dense_layer) if n else (0, 0, 0)
         per_layer = 0
-        if not set(_QKV) <= kept:
+        if m.mla is None and set(_QKV) & kept and not set(_QKV) <= kept:
+            # some projections kept (torchtitan's 'op' policy): each other one reruns
+            widths = {"query_proj": m.n_heads, "key_proj": m.n_kv_heads, "value_proj": m.n_kv_heads}
+            per_layer += sum(2 * m.d_model * n * m.head_dim for name, n in widths.items() if name not in kept)
+        elif not set(_QKV) <= kept:
             per_layer += 2 * qkv
         if "context" not in kept:
             per_layer += scores

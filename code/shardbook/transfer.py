@@ -21,6 +21,7 @@ import statistics
 from dataclasses import dataclass
 
 from . import _validate, hardware, measured, validation
+from .planner import calibrate
 
 # The software stack family of each source's runs, and its label.
 STACK_FAMILIES = {
@@ -38,6 +39,8 @@ STACK_OF_SOURCE = {
     # Meta trained Llama 3 on its own PyTorch stack (FSDP with TP, PP and CP), not Megatron-LM
     "dubey2024llama3": "pytorch",
     "llm-foundry-benchmarks": "pytorch",
+    # torchtitan: PyTorch's own FSDP2, TP and Float8 (held out, measured.TORCHTITAN_H100_RUNS)
+    "torchtitan-benchmarks": "pytorch",
     "maxtext-tiering": "maxtext",
     "maxtext-v5p-perf": "maxtext",
     "maxtext-v5e-perf": "maxtext",
@@ -65,9 +68,7 @@ def stack_family(run):
     return STACK_OF_SOURCE[run.source]
 
 
-# Accelerators built on the same die as another preset (hardware._hopper builds all three from
-# GH100, at the same clocks): without runs of their own they take that preset's fitted η.
-SAME_DIE = {"H800": "H100", "H200": "H100"}
+SAME_DIE = calibrate.SAME_DIE  # a preset on another's die takes that one's η when no run fits it
 
 
 def unfitted_matmul_efficiency(accelerator, fitted=None):
@@ -432,13 +433,13 @@ def _is_moe(row):
 
 def on_a_thinly_fitted_accelerator(row):
     """Whether `row` (a TransferRow) ran on an accelerator whose η the book
-    fits on one run or none (calibrate.single_run_caveat has a line for
-    it): the plans such an accelerator gets take the band of these rows,
-    each priced without its own source, so at a printed or assumed
-    fraction wherever that source was the η's only one."""
-    from .planner import calibrate
-
-    return bool(calibrate.single_run_caveat(row.run.accelerator))
+    fits on one run or none (calibrate.eta_rests_on_one_run_or_none): the
+    plans such an accelerator gets take the band of these rows, each priced
+    without its own source, so at a printed or assumed fraction wherever
+    that source was the η's only one."""
+    if not isinstance(row, TransferRow):
+        raise TypeError(f"row: must be a transfer.TransferRow, got {type(row).__name__}")
+    return calibrate.eta_rests_on_one_run_or_none(row.run.accelerator)
 
 
 def step_bands(table):

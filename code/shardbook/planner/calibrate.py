@@ -129,6 +129,15 @@ MATMUL_EFFICIENCY["H200"] = Figure(
     "not fitted: assumed equal to H100's fit (same GH100 die); no H200 run",
     True,
 )
+# The H100 of Meta's Grand Teton hosts (hardware.RUN_HARDWARE: 96 GB HBM2e, 500 W): no calibration
+# run; assumed to sustain what H100's fit gives of the same peak (the same GH100 die). Its power
+# limit lowers the clocks by an amount no source gives, which its runs (torchtitan's) carry.
+MATMUL_EFFICIENCY["H100 Grand Teton"] = Figure(
+    MATMUL_EFFICIENCY["H100"].value,
+    "assumed",
+    "not fitted: assumed equal to H100's fit (same GH100 die; its 500 W power limit not priced); no calibration run",
+    True,
+)
 
 
 # The accelerators whose η is fitted on a single calibration run, and that run, as the caveat
@@ -176,6 +185,25 @@ def single_run_caveat(accelerator):
     )
 
 
+# Accelerators built on the same die as another preset (hardware._hopper builds all three from
+# GH100, at the same clocks; the Grand Teton H100 of hardware.RUN_HARDWARE too, its 500 W power
+# limit unpriced): without runs of their own they take that preset's fitted η.
+SAME_DIE = {"H800": "H100", "H200": "H100", "H100 Grand Teton": "H100"}
+
+
+def eta_rests_on_one_run_or_none(accelerator):
+    """Whether `accelerator`'s η is fitted on one run or on none
+    (single_run_caveat has a line for it), other than a same-die preset's
+    fit taken as it is (SAME_DIE: H200 and the Grand Teton H100 take
+    H100's): the plans whose band step_band stretches over 'prior', and the
+    runs that band is fitted on (transfer.on_a_thinly_fitted_accelerator)."""
+    if not single_run_caveat(accelerator):
+        return False
+    twin = SAME_DIE.get(preset_name(accelerator))
+    takes_twins = twin is not None and matmul_efficiency(accelerator) == matmul_efficiency(twin)
+    return not (takes_twins and not single_run_caveat(twin))
+
+
 DEFAULT_MATMUL_EFFICIENCY = Figure(0.65, "assumed", "not fitted: assumed; any accelerator without its own entry", True)
 
 # --- the shape of a matmul ---------------------------------------------------------------
@@ -221,6 +249,7 @@ def matmul_shape_curve(accelerator):
 SCALE_UP_EFFICIENCY = {
     "H100": Figure(0.82, "parallelize-transformer", "achieved 0.82 of NVLink egress (measured.ACHIEVED_SCALE_UP)"),
     "H200": Figure(0.82, "parallelize-transformer", "as H100 (same NVLink 4 switch)", provisional=True),
+    "H100 Grand Teton": Figure(0.82, "parallelize-transformer", "as H100 (NVLink 4 within a host)", provisional=True),
     "H800": Figure(0.80, "deepseek2024v3", "160 of 200 GB/s NVLink DeepSeek reports"),
     "B200": Figure(0.82, "parallelize-transformer", "printed approximate (≈)"),
     "GB200 NVL72": Figure(0.82, "parallelize-transformer", "printed approximate (≈)"),
@@ -296,6 +325,7 @@ FP8_PEAK_RATIO = {
     "H100": Figure(2.0, "nvidia-h100-datasheet", "1,979 vs 989 TFLOP/s dense"),
     "H200": Figure(2.0, "nvidia-h200-datasheet", "as H100"),
     "H800": Figure(2.0, "nvidia-h100-datasheet", "same GH100 tensor cores as H100"),
+    "H100 Grand Teton": Figure(2.0, "nvidia-h100-datasheet", "same GH100 tensor cores as H100"),
     "B200": Figure(2.0, "nvidia-dgx-b200", "dense FP8 twice dense BF16"),
     "GB200 NVL72": Figure(2.0, "nvidia-gb200-nvl72", "dense FP8 twice dense BF16"),
     "GB300 NVL72": Figure(2.0, "nvidia-gb300-nvl72", "dense FP8 twice dense BF16"),
@@ -465,9 +495,11 @@ STEP_BANDS = {
     "megatron": Band(
         -0.08, 0.06, 29, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge on A100 and H100"
     ),
-    "pytorch": Band(-0.16, 0.14, 23, "the dense runs of Meta's Llama 3 stack and MosaicML's llm-foundry (MPT)"),
+    "pytorch": Band(
+        -0.24, 0.04, 35, "the dense runs of Meta's Llama 3 stack, MosaicML's llm-foundry (MPT) and torchtitan"
+    ),
     "maxtext": Band(-0.05, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
-    "any": Band(-0.12, 0.12, 70, "every dense run on an accelerator fitted on several runs"),
+    "any": Band(-0.18, 0.11, 82, "every dense run on an accelerator fitted on several runs"),
     "prior": Band(
         -0.39,
         -0.20,
@@ -510,6 +542,7 @@ HBM_BYTES_PER_S = {
     "H100": Figure(3.35e12, "nvidia-h100-datasheet", "H100 SXM: 3.35 TB/s"),
     "H200": Figure(4.8e12, "nvidia-h200-datasheet", "4.8 TB/s"),
     "H800": Figure(3.35e12, "nvidia-h100-datasheet", "H800 SXM keeps H100 SXM's HBM3"),
+    "H100 Grand Teton": Figure(2.4e12, "torchtitan-benchmarks", "96GB HBM2e with 2.4 TB/sec peak memory bandwidth"),
     "B200": Figure(8e12, "nvidia-dgx-b200", "64 TB/s over 8 GPUs"),
     "GB200 NVL72": Figure(8e12, "nvidia-gb200-nvl72", "576 TB/s over 72 GPUs"),
     "GB300 NVL72": Figure(8e12, "nvidia-gb300-nvl72", "576 TB/s over 72 GPUs"),
