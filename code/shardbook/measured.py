@@ -1094,15 +1094,14 @@ MEGATRON_BRIDGE_GB200_HELD_OUT_TABLE = (
 )
 
 
-def _megatron_bridge_gb200_run(*row):
-    *published, printed = row
-    return _megatron_bridge_run(*published, accelerator="GB200 NVL72", printed=printed)
+def _megatron_bridge_runs(accelerator, table, **recipe):
+    """The runs of a table of one system's rows (the columns of the GB200 rows, the printed
+    precision last); `recipe`: _megatron_bridge_run's variant and container where not 26.04.01's V2."""
+    return tuple(_megatron_bridge_run(*row[:-1], accelerator=accelerator, printed=row[-1], **recipe) for row in table)
 
 
-MEGATRON_BRIDGE_GB200_RUNS = tuple(_megatron_bridge_gb200_run(*row) for row in MEGATRON_BRIDGE_GB200_TABLE)
-MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS = tuple(
-    _megatron_bridge_gb200_run(*row) for row in MEGATRON_BRIDGE_GB200_HELD_OUT_TABLE
-)
+MEGATRON_BRIDGE_GB200_RUNS = _megatron_bridge_runs("GB200 NVL72", MEGATRON_BRIDGE_GB200_TABLE)
+MEGATRON_BRIDGE_GB200_HELD_OUT_RUNS = _megatron_bridge_runs("GB200 NVL72", MEGATRON_BRIDGE_GB200_HELD_OUT_TABLE)
 
 # The same table's DGX-GB300 rows (GB300 NVL72: Blackwell Ultra, 288 GB of HBM, 72 GPUs in one
 # NVLink domain), in the same columns as the GB200 rows. Their recipes (GB300 V2 configs of the
@@ -1125,15 +1124,8 @@ MEGATRON_BRIDGE_GB300_HELD_OUT_TABLE = (
 )
 
 
-def _megatron_bridge_gb300_run(*row):
-    *published, printed = row
-    return _megatron_bridge_run(*published, accelerator="GB300 NVL72", printed=printed)
-
-
-MEGATRON_BRIDGE_GB300_RUNS = tuple(_megatron_bridge_gb300_run(*row) for row in MEGATRON_BRIDGE_GB300_TABLE)
-MEGATRON_BRIDGE_GB300_HELD_OUT_RUNS = tuple(
-    _megatron_bridge_gb300_run(*row) for row in MEGATRON_BRIDGE_GB300_HELD_OUT_TABLE
-)
+MEGATRON_BRIDGE_GB300_RUNS = _megatron_bridge_runs("GB300 NVL72", MEGATRON_BRIDGE_GB300_TABLE)
+MEGATRON_BRIDGE_GB300_HELD_OUT_RUNS = _megatron_bridge_runs("GB300 NVL72", MEGATRON_BRIDGE_GB300_HELD_OUT_TABLE)
 
 # DGX-B200 (eight B200 in one NVLink domain a node): the 26.04.01 table has no dense row for it
 # (its B200 rows are mixtures of experts), but the same source's archive does
@@ -1158,15 +1150,9 @@ MEGATRON_BRIDGE_B200_HELD_OUT_TABLE = (
 )
 
 
-def _megatron_bridge_b200_run(*row):
-    *published, printed = row
-    return _megatron_bridge_run(*published, accelerator="B200", printed=printed, variant="V1", container="25.11")
-
-
-MEGATRON_BRIDGE_B200_RUNS = tuple(_megatron_bridge_b200_run(*row) for row in MEGATRON_BRIDGE_B200_TABLE)
-MEGATRON_BRIDGE_B200_HELD_OUT_RUNS = tuple(
-    _megatron_bridge_b200_run(*row) for row in MEGATRON_BRIDGE_B200_HELD_OUT_TABLE
-)
+_B200_RECIPE = {"variant": "V1", "container": "25.11"}  # the archive's 25.11 rows, their V1 configs
+MEGATRON_BRIDGE_B200_RUNS = _megatron_bridge_runs("B200", MEGATRON_BRIDGE_B200_TABLE, **_B200_RECIPE)
+MEGATRON_BRIDGE_B200_HELD_OUT_RUNS = _megatron_bridge_runs("B200", MEGATRON_BRIDGE_B200_HELD_OUT_TABLE, **_B200_RECIPE)
 
 
 # The same tables' rows for jobs spread over several slices that talk over the data-center
