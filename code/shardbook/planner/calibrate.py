@@ -487,7 +487,7 @@ class Band:
 # figures); tests/test_transfer.py holds each to it within 0.01. A dense plan takes its stack
 # family's band where the family has five dense runs or more, else "any", both on the runs of
 # accelerators fitted on several runs; a dense plan on an accelerator whose η rests on one run or
-# none (single_run_caveat) takes that band stretched over "prior", the dense runs on such
+# none (eta_rests_on_one_run_or_none) takes that band stretched over "prior", the dense runs on such
 # accelerators (transfer.on_a_thinly_fitted_accelerator: the Blackwell parts, each fitted on one
 # Megatron Bridge row, so priced at a printed fraction when that source is left out); an MoE plan
 # takes "moe" (MoE runs of every stack: too few in any one).
@@ -520,7 +520,7 @@ def step_band(stack, is_moe, eta_on_one_run_or_none=False):
     """(low error, high error) of the Band a plan of `stack` takes (see
     STEP_BANDS): 'moe' for an MoE plan; else its stack family's, or 'any';
     for a dense plan on an accelerator whose η rests on one run or none
-    (`eta_on_one_run_or_none`: single_run_caveat has a line for it), that
+    (`eta_on_one_run_or_none`: eta_rests_on_one_run_or_none), that
     band stretched to cover 'prior' too, the errors of the runs on such
     accelerators (the stack's uncertainty and the η's together)."""
     check_stack(stack)
