@@ -37,6 +37,12 @@ def test_every_source_has_a_stack_family_and_the_families_are_named():
         transfer.stack_family(dataclasses.replace(measured.VALIDATION_RUNS[0], source="nowhere"))
 
 
+def test_each_published_run_is_named_once_within_its_source():
+    # the shared table (computed_once) names each row's run by its source and name
+    runs = measured.VALIDATION_RUNS + measured.HELD_OUT_RUNS
+    assert len({(r.source, r.name) for r in runs}) == len(runs)
+
+
 def test_the_deepspeed_family_holds_bloom_priced_with_the_books_own_figures():
     # BigScience's Megatron-DeepSpeed run is held out: no figure of the book comes from its source
     (run,) = measured.BLOOM_A100_RUNS
