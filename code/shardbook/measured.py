@@ -1685,26 +1685,21 @@ def one_slice_run(run):
     raise ValueError(f"run: no one-slice run {name!r} in VALIDATION_RUNS")
 
 
-def _llama3_step_s(run):
-    """Llama 3's step time from its TFLOP/s per GPU: model FLOPs of the
-    step (6·N·tokens plus attention scores over the full square, the
-    PaLM/Megatron count) over GPUs × TFLOP/s."""
+def _with_llama3_step(run):
+    """A Llama 3 run with its step time from its TFLOP/s per GPU: model
+    FLOPs of the step (6·N·tokens plus attention scores over the full
+    square, the PaLM/Megatron count) over GPUs × TFLOP/s."""
     from . import training
 
     flops = training.model_flops_per_token(run.model, run.seq_len) * run.global_tokens
-    return flops / (run.n_devices * run.tflops_per_s_per_device * 1e12)
-
-
-PUBLISHED_RUNS = tuple(
-    replace(
+    return replace(
         run,
-        step_s=_llama3_step_s(run),
+        step_s=flops / (run.n_devices * run.tflops_per_s_per_device * 1e12),
         step_basis="model FLOPs per step (6N + full-square attention) / (GPUs x TFLOP/s per GPU)",
     )
-    if run.source == "dubey2024llama3"
-    else run
-    for run in PUBLISHED_RUNS
-)
+
+
+PUBLISHED_RUNS = tuple(_with_llama3_step(run) if run.source == "dubey2024llama3" else run for run in PUBLISHED_RUNS)
 
 # Every published run the validation appendix sets beside the planner.
 VALIDATION_RUNS = (
@@ -1732,11 +1727,7 @@ VALIDATION_RUNS = (
 # both). Held out of the split: the source's 8K rows calibrate H100, and leave-one-source-out prices
 # this row, as theirs, by the fit without them.
 LLAMA3_LONG_CONTEXT_RUNS = tuple(
-    replace(
-        run,
-        step_s=_llama3_step_s(run),
-        step_basis="model FLOPs per step (6N + full-square attention) / (GPUs x TFLOP/s per GPU)",
-    )
+    _with_llama3_step(run)
     for run in (
         PublishedRun(
             "Llama 3 405B, 16,384 H100, 131K context",
