@@ -542,6 +542,95 @@ def test_a_bad_process_count_or_id_is_one_line(n, pid, flag, tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("command", ["process", "train-process"])
+@pytest.mark.parametrize("seconds", ["0", "-5"])
+def test_a_bad_heartbeat_timeout_is_one_line_before_jax_starts(command, seconds, tmp_path):
+    name = "fsdp_matmul" if command == "process" else "dp"
+    extra = ["--dump", str(tmp_path / "dump"), "--artifacts", str(ARTIFACTS)] if command == "process" else []
+    result = subprocess.run(
+        [sys.executable, "-m", "shardbook.hlo", command, name, "--coordinator", "127.0.0.1:1234"]
+        + ["--num-processes", "1", "--process-id", "0", "--heartbeat-timeout", seconds, *extra],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    lines = result.stderr.strip().splitlines()
+    assert lines == [f"shardbook.hlo: --heartbeat-timeout: must be a whole number of seconds >= 1, got {seconds}"]
+
+
+def test_the_workers_command_line_default_heartbeat_is_jaxs():
+    """A cluster's worker keeps JAX's 100 s unless told otherwise."""
+    import inspect
+
+    import jax
+
+    from shardbook.hlo import __main__ as cli
+    from shardbook.hlo import multiprocess
+
+    jax_default = inspect.signature(jax.distributed.initialize).parameters["heartbeat_timeout_seconds"].default
+    assert multiprocess.HEARTBEAT_TIMEOUT_S == jax_default
+    for command in ("process", "train-process"):
+        action = next(
+            a
+            for a in cli._parser()._subparsers._group_actions[0].choices[command]._actions
+            if a.dest == "heartbeat_timeout"
+        )
+        assert action.default == jax_default, command
+
+
+def test_a_local_run_gives_its_workers_the_runs_own_heartbeat_timeout(monkeypatch, tmp_path):
+    """On one machine a starved worker is alive (the CI run where a loaded
+    machine let JAX's 100 s heartbeat abort both workers): the workers
+    are started with the run's timeout as their heartbeat timeout."""
+    from shardbook.hlo import multiprocess
+
+    started = []
+    real_popen = subprocess.Popen
+
+    def record(cmd, **kwargs):
+        started.append(cmd)
+        return real_popen([sys.executable, "-c", "raise SystemExit(3)"], **kwargs)
+
+    monkeypatch.setattr(multiprocess.subprocess, "Popen", record)
+    with pytest.raises(RuntimeError, match="process 0 exited 3"):
+        multiprocess._run_workers(
+            "dp", 437, 2, 1234, tmp_path, command=lambda pid: ["train-process", "dp"], env=lambda pid: {}
+        )
+    assert len(started) == 2
+    for cmd in started:
+        assert cmd[cmd.index("--heartbeat-timeout") + 1] == "437", cmd
+
+
+def test_every_failed_worker_is_reported_with_its_message_not_its_stack(monkeypatch, tmp_path):
+    """The CI failure showed only process 0's native stack frames (`@ 0x...`),
+    which pushed out the line saying why it aborted and hid the peer that
+    failed first: now each failed worker is named, frames left out."""
+    from shardbook.hlo import multiprocess
+
+    scripts = {
+        0: "import sys, time; time.sleep(1.0); print('F0000 Terminating process because a peer died', file=sys.stderr); "
+        "[print(f'    @     0x{i:012x}  frame{i}', file=sys.stderr) for i in range(20)]; raise SystemExit(6)",
+        1: "import sys; print('RuntimeError: worker one ran out of something', file=sys.stderr); raise SystemExit(1)",
+    }
+    real_popen = subprocess.Popen
+    monkeypatch.setattr(
+        multiprocess.subprocess,
+        "Popen",
+        lambda cmd, **kw: real_popen([sys.executable, "-c", scripts[int(cmd[cmd.index("--process-id") + 1])]], **kw),
+    )
+    with pytest.raises(RuntimeError) as caught:
+        multiprocess._run_workers(
+            "dp", 60, 2, 1234, tmp_path, command=lambda pid: ["train-process", "dp"], env=lambda pid: {}
+        )
+    message = str(caught.value)
+    assert message.startswith("dp: process 1 exited 1;"), message
+    assert "worker one ran out of something" in message
+    assert "process 0 exited 6" in message and "Terminating process because a peer died" in message
+    assert "0x0000" not in message
+
+
 def test_the_readme_cluster_command_sets_its_own_dump_flags(tmp_path):
     """The README's `hlo process` command as a person runs it on one host
     (8 CPU devices here, one process): the worker sets the dump flags from

@@ -155,12 +155,13 @@ def _reference(args, parser):
 
 
 def _train_worker(args, parser):
-    from .multiprocess import check_coordinator, check_processes, train_process_main
+    from .multiprocess import check_coordinator, check_heartbeat_timeout, check_processes, train_process_main
 
     check_coordinator(args.coordinator)  # before JAX starts: a malformed address can crash its runtime
     check_processes(args.num_processes, args.process_id)
+    check_heartbeat_timeout(args.heartbeat_timeout)
 
-    train_process_main(args.name, args.coordinator, args.num_processes, args.process_id)
+    train_process_main(args.name, args.coordinator, args.num_processes, args.process_id, args.heartbeat_timeout)
     return 0
 
 
@@ -172,14 +173,24 @@ def _capture_worker(args, parser):
 
 
 def _process(args, parser):
-    from .multiprocess import check_coordinator, check_processes, process_main
+    from .multiprocess import check_coordinator, check_heartbeat_timeout, check_processes, process_main
 
     check_coordinator(args.coordinator)  # before JAX starts: a malformed address can crash its runtime
     check_processes(args.num_processes, args.process_id)
+    check_heartbeat_timeout(args.heartbeat_timeout)
     process_main(
-        check_name(args.name), args.coordinator, args.num_processes, args.process_id, args.dump, args.artifacts
+        check_name(args.name),
+        args.coordinator,
+        args.num_processes,
+        args.process_id,
+        args.dump,
+        args.artifacts,
+        args.heartbeat_timeout,
     )
     return 0
+
+
+HEARTBEAT_HELP = "seconds without a heartbeat before a process is declared dead (default 100, JAX's)"
 
 
 def _parser():
@@ -240,6 +251,7 @@ def _parser():
     worker.add_argument("--coordinator", required=True)
     worker.add_argument("--num-processes", type=int, required=True)
     worker.add_argument("--process-id", type=int, required=True)
+    worker.add_argument("--heartbeat-timeout", type=int, default=100, help=HEARTBEAT_HELP)
     worker.set_defaults(handler=_train_worker)
     # one process of a multi-process (multi-host) run: what a cluster starts on every host
     proc = sub.add_parser("process", help="one process of a multi-process run (start one per host on a cluster)")
@@ -249,6 +261,7 @@ def _parser():
     proc.add_argument("--process-id", type=int, required=True)
     proc.add_argument("--dump", required=True, help="folder for XLA's HLO dumps")
     proc.add_argument("--artifacts", required=True, help="the committed hlo_artifacts folder to compare with")
+    proc.add_argument("--heartbeat-timeout", type=int, default=100, help=HEARTBEAT_HELP)
     proc.set_defaults(handler=_process)
     # internal: the capture's child process (XLA's dump flags are process-wide)
     sub.add_parser("_worker").add_argument("names", nargs="+")

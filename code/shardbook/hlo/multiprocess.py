@@ -111,24 +111,59 @@ def _read(handle):
     return handle.read()
 
 
+# JAX's own default: a cluster's process that sends no heartbeat for this
+# long is declared dead (jax.distributed.initialize).
+HEARTBEAT_TIMEOUT_S = 100
+# After the first worker fails, how long its peers get to exit too, so that
+# every failure is reported (the first one is often the cause).
+GRACE_AFTER_A_FAILURE_S = 5
+
+
+def _failure_report(pid, code, log):
+    """A failed worker's exit and the last lines of its stderr, without the
+    native stack frames (`    @ 0x...`) that would push out the message
+    that names the cause."""
+    lines = [line for line in _read(log).strip().splitlines() if not line.lstrip().startswith("@ ")]
+    how = f"exited {code}"
+    if code == -9:
+        how += " (SIGKILL: on a local run, most often the kernel's out-of-memory killer)"
+    return f"process {pid} {how}:\n" + "\n".join(lines[-12:])
+
+
 def _wait(name, procs, logs, timeout_s):
-    """Wait for every worker; the first one that fails stops the rest and is
-    reported at once (its peers would otherwise wait for the coordinator
-    until their own timeouts)."""
+    """Wait for every worker; the first one that fails stops the rest, after
+    a short grace in which a peer's own failure is reported too (its peers
+    would otherwise wait for the coordinator until their own timeouts)."""
     deadline = time.monotonic() + timeout_s
+    failed = {}  # pid -> exit code, in the order they were seen
+    failed_at = None
     while True:
         codes = [p.poll() for p in procs]
         for pid, code in enumerate(codes):
-            if code not in (None, 0):
-                tail = _read(logs[pid][1]).strip().splitlines()[-12:]
-                raise RuntimeError(
-                    f"{name}: process {pid} exited {code}; the other workers were stopped:\n" + "\n".join(tail)
-                )
-        if all(code == 0 for code in codes):
+            if code not in (None, 0) and pid not in failed:
+                failed[pid] = code
+                failed_at = failed_at or time.monotonic()
+        if failed and (
+            all(code is not None for code in codes) or time.monotonic() - failed_at > GRACE_AFTER_A_FAILURE_S
+        ):
+            first = next(iter(failed))
+            reports = [_failure_report(pid, code, logs[pid][1]) for pid, code in failed.items()]
+            raise RuntimeError(
+                f"{name}: process {first} exited {failed[first]}; the other workers were stopped:\n"
+                + "\n".join(reports)
+            )
+        if not failed and all(code == 0 for code in codes):
             return [json.loads(_read(out).strip().splitlines()[-1]) for out, _ in logs]
         if time.monotonic() > deadline:
             raise TimeoutError(f"{name}: the workers did not finish within {timeout_s} s; all were stopped")
         time.sleep(0.1)
+
+
+def check_heartbeat_timeout(seconds):
+    """`seconds` as an int from 1 up; ValueError naming the option otherwise."""
+    if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds < 1:
+        raise ValueError(f"--heartbeat-timeout: must be a whole number of seconds >= 1, got {seconds!r}")
+    return seconds
 
 
 def check_coordinator(coordinator):
@@ -178,12 +213,15 @@ def coordinator_bind_address(coordinator):
     return coordinator if host in ("127.0.0.1", "localhost") else None
 
 
-def process_main(name, coordinator, num_processes, process_id, dump, artifacts):
+def process_main(
+    name, coordinator, num_processes, process_id, dump, artifacts, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S
+):
     """One worker of `run` (also what a cluster launcher starts per process):
     the arguments are checked, and the dump flags set, before JAX starts."""
     check_name(name)
     check_coordinator(coordinator)
     check_processes(num_processes, process_id)
+    check_heartbeat_timeout(heartbeat_timeout_s)
     _prepare_dump(dump, name)
     import jax
 
@@ -194,6 +232,7 @@ def process_main(name, coordinator, num_processes, process_id, dump, artifacts):
         num_processes=num_processes,
         process_id=process_id,
         coordinator_bind_address=coordinator_bind_address(coordinator),
+        heartbeat_timeout_seconds=heartbeat_timeout_s,
     )
     worst = execute_and_check(name)
     report = {
@@ -226,7 +265,12 @@ def _run_workers(name, timeout_s, n_processes, port, tmp, command, env):
     """Start one worker per process id, `python -m shardbook.hlo`, then
     command(pid) and the jax.distributed flags, in environment env(pid) with
     the devices simulated on the CPU (output to files in `tmp`); wait for
-    their reports and stop any worker still running. Returns the reports."""
+    their reports and stop any worker still running. Returns the reports.
+
+    The workers' heartbeat timeout is the run's own: on one machine this
+    process sees a worker exit at once, so a worker that is alive but starved
+    of CPU (a loaded machine) is not a dead one, as JAX's 100 s would call it
+    and then abort every peer."""
     procs, logs = [], []
     for pid in range(n_processes):
         worker = dict(env(pid))
@@ -242,6 +286,8 @@ def _run_workers(name, timeout_s, n_processes, port, tmp, command, env):
             str(n_processes),
             "--process-id",
             str(pid),
+            "--heartbeat-timeout",
+            str(max(1, int(timeout_s))),
         ]
         out, err = open(Path(tmp) / f"out{pid}", "w+"), open(Path(tmp) / f"err{pid}", "w+")
         logs.append((out, err))
@@ -322,7 +368,7 @@ def reference_record(name, timeout_s=600, log=print):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def train_process_main(name, coordinator, num_processes, process_id):
+def train_process_main(name, coordinator, num_processes, process_id, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S):
     """One worker of `train` (also what a cluster launcher starts per process);
     the arguments are checked before JAX starts."""
     from ..programs import runs, schemes
@@ -330,6 +376,7 @@ def train_process_main(name, coordinator, num_processes, process_id):
     schemes.check(schemes.get(name))
     check_coordinator(coordinator)
     check_processes(num_processes, process_id)
+    check_heartbeat_timeout(heartbeat_timeout_s)
     import jax
 
     if jax.config.jax_platforms in (None, "", "cpu"):
@@ -339,6 +386,7 @@ def train_process_main(name, coordinator, num_processes, process_id):
         num_processes=num_processes,
         process_id=process_id,
         coordinator_bind_address=coordinator_bind_address(coordinator),
+        heartbeat_timeout_seconds=heartbeat_timeout_s,
     )
     record = runs.run(name)
     report = {
