@@ -46,39 +46,37 @@ def _bookmarks(reader):
 
 def test_the_pdf_has_every_chapter_and_bookmarks(book_pdf):
     """Each chapter has a bookmark, and the page that bookmark opens shows the
-    chapter's title (only those pages' text is extracted: pypdf reads a page
-    in about a tenth of a second)."""
+    chapter's title (the pages' text as PDFium reads it, pdf.page_texts)."""
     from pypdf import PdfReader
 
+    from shardbook.book import pdf
+
     reader = PdfReader(str(book_pdf))
+    texts = [" ".join(t.split()) for t in pdf.page_texts(book_pdf)]
     n = len(reader.pages)
+    assert len(texts) == n
     assert n >= 50
     bookmarks = _bookmarks(reader)
-    text = {}
     for path in CHAPTERS + APPENDICES:
         title = " ".join(_title(path).split())
         # Chromium drops the space at a heading's line break in a bookmark's title
         pages = [page for entry, page in bookmarks if "".join(title.split()) in "".join(entry.split())]
         assert pages, f"{path.name}: no bookmark for {title!r}"
-        for page in pages:
-            text.setdefault(page, " ".join(reader.pages[page].extract_text().split()))
-        assert any(title in text[page] for page in pages), (
+        assert any(title in texts[page] for page in pages), (
             f"{path.name}: title {title!r} not on the page its bookmark opens ({[p + 1 for p in pages]})"
         )
     # page numbers in the footer: "1 / N" on the first page, "N / N" on the last
-    assert f"1 / {n}" in reader.pages[0].extract_text() and f"{n} / {n}" in reader.pages[-1].extract_text()
+    assert f"1 / {n}" in texts[0] and f"{n} / {n}" in texts[-1]
     # a title page (the book's title and author, nothing else), then the contents
-    first = " ".join(reader.pages[0].extract_text().split())
+    first = texts[0]
     assert "Splitting Transformer Training Across Accelerators" in first and "The shardbook authors" in first
     assert "Introduction and notation" not in first
     # the contents: from the second page to the page before the first chapter's (it may take two)
     first_chapter = min(page for entry, page in bookmarks if "Introduction and notation" in entry)
-    contents = " ".join(" ".join(reader.pages[k].extract_text().split()) for k in range(1, max(first_chapter, 2)))
+    contents = " ".join(texts[k] for k in range(1, max(first_chapter, 2)))
     assert contents.startswith("Contents") or "Contents" in contents[:40], contents[:200]
     for path in CHAPTERS:
         assert " ".join(_title(path).split()) in contents, f"{path.name} is not in the contents"
-    from shardbook.book import pdf
-
     assert pdf.bookmark_problems(book_pdf) == []
 
 
@@ -89,8 +87,11 @@ def test_the_pdf_prints_final_frames_and_numbers_its_contents(book_pdf):
     chapter's entry in the contents carries the page its bookmark opens."""
     from pypdf import PdfReader
 
+    from shardbook.book import pdf
+
     reader = PdfReader(str(book_pdf))
-    text = " ".join(" ".join((p.extract_text() or "").split()) for p in reader.pages)
+    texts = [" ".join(t.split()) for t in pdf.page_texts(book_pdf)]
+    text = " ".join(texts)
     for first in ("start: device i holds chunk i", "start: every device holds its own",
                   "start: chunk i→j is what device i has", "start: rank i holds query block i"):  # fmt: skip
         assert first not in text, f"a first frame printed: {first!r}"
@@ -98,7 +99,7 @@ def test_the_pdf_prints_final_frames_and_numbers_its_contents(book_pdf):
         assert last in text, f"no final frame's line {last!r} in the PDF"
     bookmarks = _bookmarks(reader)
     first_chapter = min(page for entry, page in bookmarks if "Introduction and notation" in entry)
-    contents = " ".join(" ".join(reader.pages[k].extract_text().split()) for k in range(1, first_chapter))
+    contents = " ".join(texts[k] for k in range(1, first_chapter))
     for path in CHAPTERS + APPENDICES:
         title = " ".join(_title(path).split())
         # the bookmark titled so (a section number in front allowed), not one that only contains the
