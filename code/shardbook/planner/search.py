@@ -43,7 +43,10 @@ MICRO_BATCH_CHOICES = (1, 2, 4, 8, 16, 32)
 # DeepSeek-V3 on 2**30 devices ran 99 s in the fourth audit, with no output). A chapter's search
 # runs to its end (None).
 SEARCH_BUDGET_CANDIDATES = 8_000
-# what SEARCH_BUDGET_CANDIDATES costs one idle core of the 2-core machine, measured (above)
+# what SEARCH_BUDGET_CANDIDATES costs one idle core of the 2-core machine, measured (above). Remeasured
+# 6 December 2026, the command's CPU time with Python's start: DeepSeek-V3 on 2,048 H800 6.6-7.0 s; the
+# audit's six-axis search on 2**30 H100, refused after its 8,000, 10.8-11.6 s (it had grown to 15-17 s
+# as the cost model grew, until timing._fsdp_s was remembered per layout).
 SEARCH_BUDGET_IDLE_S = 10
 # The axes a search spans unless it is told otherwise: every scheme a team picks its mesh from
 # (Meta's Llama 3: dp × tp × pp; DeepSeek-V3: dp × ep × pp); cp only when named.

@@ -618,11 +618,16 @@ def _fsdp_s(lay, calibrated, share=1.0, gathers=None, scatters=None):
         scatters = lay.n_micro  # gradients stay sharded: reduce-scattered as each microbatch's backward ends
     dense = lay.dense_local * lay.dense_shard * share
     expert = lay.expert_local * lay.mesh["fsdp"] * share
-    return (
-        multi_axis_s(acc, gather, weight * dense, axes, gathers, calibrated=calibrated)
-        + multi_axis_s(acc, reduce, grad * dense, axes, scatters, calibrated=calibrated)
-        + collective_s(acc, gather, weight * expert, where["fsdp"], gathers, calibrated=calibrated)
-        + collective_s(acc, reduce, grad * expert, where["fsdp"], scatters, calibrated=calibrated)
+    # a search prices these for every policy, schedule and pass of a layout: remembered by what they read
+    key = ("fsdp", acc, gather, reduce, tuple(axes), weight, grad, dense, expert, gathers, scatters, calibrated)
+    return _remembered(
+        key,
+        lambda: (
+            multi_axis_s(acc, gather, weight * dense, axes, gathers, calibrated=calibrated)
+            + multi_axis_s(acc, reduce, grad * dense, axes, scatters, calibrated=calibrated)
+            + collective_s(acc, gather, weight * expert, where["fsdp"], gathers, calibrated=calibrated)
+            + collective_s(acc, reduce, grad * expert, where["fsdp"], scatters, calibrated=calibrated)
+        ),
     )
 
 
