@@ -173,6 +173,37 @@ def test_the_appendix_is_newest_first_with_places_linked_and_sources_cited(tmp_p
     assert text.index("ch-choosing-a-mesh") < text.index("The `shardbook` package")  # chapters before the package
 
 
+def test_past_the_newest_entries_each_earlier_one_is_a_line_naming_its_file(tmp_path):
+    # the page's first visit reached 955 KB of its 1 MB budget with 246 entries in full: the newest
+    # `full` stay whole, the earlier ones are a line each (date, place, why in brief, sources, file)
+    folder = tmp_path / "errata"
+    long_why = "The first sentence of why it was wrong, " + "with words " * 30 + "ending here. A second sentence."
+    for day in (1, 2, 3):
+        _write(folder, f"2026-12-0{day}-e{day}.toml", _good_text(date=f"2026-12-0{day}", why=long_why))
+    text = errata.markdown(errata.load(folder, ROOT), ROOT, full=1)
+    whole, brief = text.split("## Earlier corrections")
+    assert "2026-12-03-e3.toml" in whole and "**Said:**" in whole and "A second sentence." in whole
+    assert "2026-12-02-e2.toml" not in whole and "2026-12-01-e1.toml" not in whole
+    lines = [line for line in brief.splitlines() if line.startswith("- ")]
+    assert [line.split(",")[0] for line in lines] == ["- 2 December 2026", "- 1 December 2026"]
+    for line, name in zip(lines, ("2026-12-02-e2.toml", "2026-12-01-e1.toml"), strict=True):
+        assert line.endswith(f"(`errata/{name}`)") and "{cite:p}`dubey2024llama3`" in line, line
+        assert "The first sentence of why it was wrong" in line and "…" in line and "A second" not in line
+        assert "**Said:**" not in line
+    assert "The 2 corrections before these" in brief
+    # every entry in full when they fit
+    assert "Earlier corrections" not in errata.markdown(errata.load(folder, ROOT), ROOT, full=3)
+    with pytest.raises(ValueError, match="full: must be >= 1"):
+        errata.markdown(errata.load(folder, ROOT), ROOT, full=0)
+
+
+def test_a_brief_why_never_cuts_inside_a_code_span_or_a_role():
+    why = "word " * 28 + "see {ref}`the long target <sec-x>` and " + "more " * 20  # the role straddles the cut
+    brief = errata._brief(why)
+    assert brief.endswith("…") and brief.count("`") % 2 == 0 and "{ref}" not in brief, brief
+    assert errata._brief("Short. Then more.") == "Short."
+
+
 def test_a_section_with_a_target_is_linked(tmp_path):
     folder = tmp_path / "errata"
     _write(folder, "2026-12-01-new.toml", _good_text(chapter="07_choosing_a_mesh", section="LLaMA-3 70B on a v5p pod"))

@@ -31,6 +31,7 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import _validate
 from . import transaction
 
 ERRATA_DIR = "errata"
@@ -350,17 +351,47 @@ def _shortened(text, file):
     return "; ".join(fragments[:SHOWN_OF_LONG_LIST]) + f"; and {rest} more (entry `{file}`)."
 
 
-def markdown(entries, root="."):
+# The page shows this many of the newest entries in full, and the earlier ones a line each (where,
+# when, why in brief, the entry's file): at 2.1 KB of HTML an entry, the page's first visit reached
+# 955 KB of its 1 MB budget with 246 entries in full; a line is about a seventh of that
+FULL_ENTRIES = 100
+BRIEF_WHY_CHARS = 160
+
+
+def _brief(text, limit=BRIEF_WHY_CHARS):
+    """`text`'s first sentence, cut at a word before `limit` characters (an ellipsis marks the cut)."""
+    first = re.split(r"(?<=\.)\s+(?=[A-Z(])", text.strip(), maxsplit=1)[0]
+    if len(first) <= limit:
+        return first
+    cut = first[:limit].rsplit(" ", 1)[0]
+    if cut.count("`") % 2:  # never inside a code span or a role's target: cut before it
+        cut = re.sub(r"\{[\w:-]+\}$", "", cut[: cut.rindex("`")])
+    return cut.rstrip(",;: ") + "…"
+
+
+def _brief_line(entry, root="."):
+    """An earlier entry in one line: its date, where it stands, why in brief, its sources and its file."""
+    line = f"- {_long_date(entry.date)}, {place(entry, root)}: {_brief(entry.why)}"
+    if entry.sources:
+        line += f" {{cite:p}}`{','.join(entry.sources)}`"
+    return line + f" (`{ERRATA_DIR}/{entry.file}`)"
+
+
+def markdown(entries, root=".", full=FULL_ENTRIES):
     """The appendix's body in MyST (myst-nb parses a cell's Markdown output as
     MyST): one heading per date, newest first, one entry per correction with
     where it stands, what the book said, what it says now, why, and its
-    source as a citation. The nitpicky build fails on a target or citation
-    key that does not exist."""
+    source as a citation; past the newest `full` entries, one line each
+    under "Earlier corrections". The nitpicky build fails on a target or
+    citation key that does not exist."""
     if not entries:
         return "The log has no entries yet."
+    _validate.count("full", full)
+    newest_first = ordered(entries, root)
+    shown, earlier = newest_first[:full], newest_first[full:]
     lines = []
     current = None
-    for entry in ordered(entries, root):
+    for entry in shown:
         if entry.date != current:
             current = entry.date
             lines += [f"## {_long_date(entry.date)}", ""]
@@ -389,6 +420,16 @@ def markdown(entries, root="."):
             lines.append("")
             lines.append(f"  *Entry `{entry.file}`.*")
         lines.append("")
+    if earlier:
+        lines += [
+            "## Earlier corrections",
+            "",
+            f"The {len(earlier)} corrections before these, newest first, one line each; each entry's file in "
+            f"the repository's `{ERRATA_DIR}/` folder holds what the book said, what it says now and the whole "
+            "reason.",
+            "",
+        ]
+        lines += [_brief_line(entry, root) for entry in earlier]
     return "\n".join(lines).rstrip() + "\n"
 
 
