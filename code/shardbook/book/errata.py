@@ -352,7 +352,7 @@ def _shortened(text, file):
 
 
 # The page shows this many of the newest entries in full, and the earlier ones a line each (where,
-# when, why in brief, the entry's file): at 2.1 KB of HTML an entry, the page's first visit reached
+# when, why in brief, the entry's file, which names the sources): at 2.1 KB of HTML an entry, the page's first visit reached
 # 955 KB of its 1 MB budget with 246 entries in full; a line is about a seventh of that
 FULL_ENTRIES = 100
 BRIEF_WHY_CHARS = 160
@@ -370,11 +370,9 @@ def _brief(text, limit=BRIEF_WHY_CHARS):
 
 
 def _brief_line(entry, root="."):
-    """An earlier entry in one line: its date, where it stands, why in brief, its sources and its file."""
-    line = f"- {_long_date(entry.date)}, {place(entry, root)}: {_brief(entry.why)}"
-    if entry.sources:
-        line += f" {{cite:p}}`{','.join(entry.sources)}`"
-    return line + f" (`{ERRATA_DIR}/{entry.file}`)"
+    """An earlier entry in one line: its date, where it stands, why in brief and its file (which
+    names its sources: a citation's tooltip carries the whole reference, some 600 bytes)."""
+    return f"- {_long_date(entry.date)}, {place(entry, root)}: {_brief(entry.why)} (`{ERRATA_DIR}/{entry.file}`)"
 
 
 def markdown(entries, root=".", full=FULL_ENTRIES):
@@ -425,8 +423,8 @@ def markdown(entries, root=".", full=FULL_ENTRIES):
             "## Earlier corrections",
             "",
             f"The {len(earlier)} corrections before these, newest first, one line each; each entry's file in "
-            f"the repository's `{ERRATA_DIR}/` folder holds what the book said, what it says now and the whole "
-            "reason.",
+            f"the repository's `{ERRATA_DIR}/` folder holds what the book said, what it says now, the whole "
+            "reason and its sources.",
             "",
         ]
         lines += [_brief_line(entry, root) for entry in earlier]
