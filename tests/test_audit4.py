@@ -492,9 +492,11 @@ def test_n7_the_audits_slowest_searches_answer_in_one_line_within_the_budget(dev
 
     before = child_cpu_s()
     try:
-        rc, _, err = _started("DeepSeek-V3", "H100", devices, tokens, "--axes", SIX_AXES, "--top", 1, timeout=60)
+        # a guard against a hang, in wall-clock seconds; the bound is the processor time below (`make test`
+        # runs this at nice 19 beside the build, where a loaded two-core machine stretched an 11 s search past 60 s)
+        rc, _, err = _started("DeepSeek-V3", "H100", devices, tokens, "--axes", SIX_AXES, "--top", 1, timeout=300)
     except subprocess.TimeoutExpired:
-        pytest.fail("the search ran past 60 s")
+        pytest.fail("the search ran past 300 s of wall clock")
     took = child_cpu_s() - before
     assert rc == 2 and refusal in _one_line(err)
     # the budget is candidates priced (search.SEARCH_BUDGET_IDLE_S of one idle core, measured), so the command's
