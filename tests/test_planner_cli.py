@@ -4,6 +4,7 @@ in tokens or sequences, --explain and --json; bad input is one line naming
 the field and the rule, exit code 2. The planner page's entry
 (planner.page.plan) answers the same way."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -532,3 +533,53 @@ def test_rank_prices_the_mesh_as_the_search_does(capsys):
     assert next(t for t in lines if t.startswith("dp 2 × pp 16")) == (
         "dp 2 × pp 16: not among the candidates: no candidate uses dp (name it in --axes)"
     )
+
+
+# --- where a mesh with expert parallelism would overtake the first row (issue 46) ---------------
+
+
+def _qwen3_rows():
+    """Qwen3-30B-A3B on 64 H100, 512 sequences of 4,096: the review's first row (fsdp 64) and a mesh
+    with expert parallelism that hides far less communication behind its math."""
+    m = inputs.read_model(str(CONFIGS / "qwen3-30b-a3b.json"))
+    tokens = 512 * 4096
+    fsdp = explorer.evaluate(m, "H100", {"fsdp": 64}, tokens, seq_len=4096, micro_batch_seqs=2)
+    ep = explorer.evaluate(
+        m,
+        "H100",
+        {"dp": 2, "ep": 8, "pp": 4},
+        tokens,
+        seq_len=4096,
+        schedule="dualpipe",
+    )
+    return fsdp, ep
+
+
+def test_the_share_that_overtakes_is_where_both_steps_meet():
+    fsdp, ep = _qwen3_rows()
+    assert fsdp.expected_step_s < ep.expected_step_s and fsdp.hidden_comm_s > ep.hidden_comm_s
+    share = cli.exposure_to_overtake(fsdp, ep)
+    assert 0 < share < 1
+    # each row loses that share of its own hidden communication: the two steps meet
+    assert fsdp.expected_step_s + share * fsdp.hidden_comm_s == pytest.approx(
+        ep.expected_step_s + share * ep.hidden_comm_s
+    )
+    # a row already no slower needs no share; one that hides as much and is slower never catches up
+    assert cli.exposure_to_overtake(ep, fsdp) == 0.0
+    slower = dataclasses.replace(fsdp, expected_step_s=1.05 * fsdp.expected_step_s)
+    assert cli.exposure_to_overtake(fsdp, slower) is None
+
+
+def test_the_ep_overtake_line_names_the_share_and_the_mesh():
+    fsdp, ep = _qwen3_rows()
+    line = cli.ep_overtake_line([fsdp, ep])
+    share = cli.exposure_to_overtake(fsdp, ep)
+    assert line.startswith("Against expert parallelism: fsdp 64 (")
+    assert f"less than {share:.1%} of its hidden communication" in line and f"beyond that {ep.label} (" in line
+    # nothing to say where the first row already uses ep, or for a dense model
+    assert cli.ep_overtake_line([ep]) == ""
+    dense = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 8}, 2**20)
+    assert cli.ep_overtake_line([dense]) == ""
+    # a mesh with ep that hides as much as the first row and is slower never overtakes it
+    twin = dataclasses.replace(fsdp, ep=8, fsdp=8, expected_step_s=1.05 * fsdp.expected_step_s)
+    assert "no fitting mesh with ep overtakes fsdp 64" in cli.ep_overtake_line([fsdp, twin])

@@ -253,6 +253,53 @@ def fragile_line(candidates):
     )
 
 
+def exposure_to_overtake(first, other):
+    """The share x of hidden communication at which `other` is expected no
+    slower than `first` when each loses x of its own hidden communication
+    (hidden_comm_s) to the critical path: step + x · hidden for both, so
+    x = (other's step − first's) / (first's hidden − other's hidden). The
+    same x reads as an overlap slowdown: math that runs x slower for as
+    long as it overlaps communication adds the same x · hidden. 0 where
+    `other` is already no slower; None where it hides no less than `first`
+    (no share lets it catch up)."""
+    gap = other.expected_step_s - first.expected_step_s
+    if gap <= 0:
+        return 0.0
+    spare = first.hidden_comm_s - other.hidden_comm_s
+    return gap / spare if spare > 0 else None
+
+
+def ep_overtake_line(candidates):
+    """'' or one line for an MoE model whose fastest fitting mesh has no
+    expert parallelism: the least share of hidden communication
+    (exposure_to_overtake) at which a fitting mesh with ep would be
+    expected faster, and which one; or that none would at any share."""
+    fitting = [c for c in candidates if c.fits and batch_divides(c)]
+    if not fitting:
+        return ""
+    first = min(fitting, key=lambda c: c.expected_step_s)
+    with_ep = [c for c in fitting if c.ep > 1]
+    if not first.is_moe or first.ep > 1 or not with_ep:
+        return ""
+    shares = [
+        (x, c.expected_step_s, i) for i, c in enumerate(with_ep) if (x := exposure_to_overtake(first, c)) is not None
+    ]
+    if not shares:
+        return (
+            f"Against expert parallelism: no fitting mesh with ep overtakes {first.label} at any share of hidden "
+            "communication exposed, since each hides no less and is slower"
+        )
+    share, _, i = min(shares)
+    other = with_ep[i]
+    return (
+        f"Against expert parallelism: {first.label} ({first.expected_step_s * 1e3:,.0f} ms, "
+        f"{first.hidden_comm_s * 1e3:,.0f} ms hidden) stays ahead of every fitting mesh with ep only while each row "
+        f"loses less than {share:.1%} of its hidden communication to the critical path (or its math slows by less "
+        f"than that while it overlaps communication); beyond that {other.label} ({other.expected_step_s * 1e3:,.0f} ms, "
+        f"{other.hidden_comm_s * 1e3:,.0f} ms hidden) is expected faster"
+    )
+
+
 def rank_line(candidates, mesh, refused=None, axes=None):
     """One line saying where `mesh` ranks among ranked `candidates` (fitting
     ones by expected step time) and how much slower than the best it is.
@@ -967,6 +1014,7 @@ def _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, exp
         band_line(found),
         cross_domain_tp_note(found[: args.top], accelerator),
         fragile_line(found[: args.top]),
+        ep_overtake_line(found),
     ) + notes
     for note in filter(None, notes):
         print("\n" + note)

@@ -128,6 +128,7 @@ def _plan(form):
         cli.band_line(found, how="the stack field names yours"),
         cli.cross_domain_tp_note(shown, accelerator),
         cli.fragile_line(shown),
+        cli.ep_overtake_line(found),
         cli.tight_memory_note(shown),
         cli.uneven_batch_note(shown),
         cli.adapted_line(found, options.get("schedule"), options.get("n_virtual")),
