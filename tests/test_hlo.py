@@ -507,19 +507,24 @@ def _plain_env(**extra):
     return {**env, **extra}
 
 
-@pytest.mark.parametrize("command", ["process", "train-process"])
-@pytest.mark.parametrize("coordinator", BAD_COORDINATORS)
-def test_a_bad_coordinator_is_one_line_before_jax_starts(command, coordinator, tmp_path):
+def _one_worker(command, coordinator, tmp_path, *flags):
+    """`hlo process` or `hlo train-process` as process 0 of 1, with `flags` after the others."""
     name = "fsdp_matmul" if command == "process" else "dp"
     extra = ["--dump", str(tmp_path / "dump"), "--artifacts", str(ARTIFACTS)] if command == "process" else []
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "shardbook.hlo", command, name, "--coordinator", coordinator]
-        + ["--num-processes", "1", "--process-id", "0", *extra],
+        + ["--num-processes", "1", "--process-id", "0", *flags, *extra],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=ROOT,
     )
+
+
+@pytest.mark.parametrize("command", ["process", "train-process"])
+@pytest.mark.parametrize("coordinator", BAD_COORDINATORS)
+def test_a_bad_coordinator_is_one_line_before_jax_starts(command, coordinator, tmp_path):
+    result = _one_worker(command, coordinator, tmp_path)
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("shardbook.hlo: --coordinator: must be HOST:PORT"), lines
@@ -545,16 +550,7 @@ def test_a_bad_process_count_or_id_is_one_line(n, pid, flag, tmp_path):
 @pytest.mark.parametrize("command", ["process", "train-process"])
 @pytest.mark.parametrize("seconds", ["0", "-5"])
 def test_a_bad_heartbeat_timeout_is_one_line_before_jax_starts(command, seconds, tmp_path):
-    name = "fsdp_matmul" if command == "process" else "dp"
-    extra = ["--dump", str(tmp_path / "dump"), "--artifacts", str(ARTIFACTS)] if command == "process" else []
-    result = subprocess.run(
-        [sys.executable, "-m", "shardbook.hlo", command, name, "--coordinator", "127.0.0.1:1234"]
-        + ["--num-processes", "1", "--process-id", "0", "--heartbeat-timeout", seconds, *extra],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
+    result = _one_worker(command, "127.0.0.1:1234", tmp_path, "--heartbeat-timeout", seconds)
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
     lines = result.stderr.strip().splitlines()
     assert lines == [f"shardbook.hlo: --heartbeat-timeout: must be a whole number of seconds >= 1, got {seconds}"]
