@@ -352,8 +352,8 @@ def _shortened(text, file):
 
 
 # The page shows this many of the newest entries in full, and the earlier ones a line each (where,
-# when, why in brief, the entry's file, which names the sources): at 2.1 KB of HTML an entry, the page's first visit reached
-# 955 KB of its 1 MB budget with 246 entries in full; a line is about a seventh of that
+# when, why in brief, the entry's file, which names the sources): at 2.1 KB of HTML an entry, the
+# page's first visit reached 955 KB of its 1 MB budget with 246 entries in full
 FULL_ENTRIES = 100
 BRIEF_WHY_CHARS = 160
 
