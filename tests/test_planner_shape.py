@@ -93,3 +93,58 @@ def test_on_the_tpu_curve_a_split_costs_little_and_few_tokens_cost_much():
     split = timing.matmul_shape_factor(_layout("LLaMA-3 70B", "TPU v5e", {"tp": 32}, seq_len=8192))
     few = timing.matmul_shape_factor(_layout("LLaMA-3 70B", "TPU v5e", {"tp": 8}, seq_len=256))
     assert 0.98 < split < 1 and few < 0.9
+
+
+# --- what FP8's casts move (timing.fp8_cast_s) --------------------------------------------------
+
+
+def _fp8_layout(model, mesh, **options):
+    n = 1
+    for degree in mesh.values():
+        n *= degree
+    takes = inspect.signature(layout.layout).parameters
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(planner.evaluate).parameters.items()
+        if p.kind is p.KEYWORD_ONLY and name in takes
+    }
+    defaults.update(seq_len=SEQ, micro_batch_seqs=1, recompute="none", precision="fp8")
+    defaults.update(options)
+    return layout.layout(model, "H100", mesh, 8 * n * SEQ, **defaults)
+
+
+def test_fp8_casts_move_each_matmuls_input_and_output_gradient_by_hand():
+    m = models.get("LLaMA-3 8B")
+    lay = _fp8_layout(m, {"fsdp": 8})
+    d, ff, q = m.d_model, m.d_ff, m.n_heads * m.head_dim
+    qkv = q + 2 * m.n_kv_heads * m.head_dim
+    # forward inputs and backward output gradients of QKV, the output projection, gate/up and down
+    per_token_layer = (d + q) + (qkv + d) + (d + ff) + (2 * ff + d)
+    quantized = per_token_layer * SEQ * m.n_layers * lay.n_micro
+    hbm = calibrate.hbm_bytes_per_s("H100") * calibrate.HBM_EFFICIENCY.value
+    assert calibrate.fp8_cast_bytes_per_element("H100") == 6  # amax read, cast read, two FP8 copies
+    assert timing.fp8_cast_s(lay, "none") == pytest.approx(6 * quantized / hbm)
+    # a policy that reruns the whole forward casts its inputs again
+    full = _fp8_layout(m, {"fsdp": 8}, recompute="full")
+    assert timing.fp8_cast_s(full, "full") == pytest.approx(
+        6 * (per_token_layer + (d + q) + (d + ff)) * SEQ * m.n_layers * full.n_micro / hbm
+    )
+    # nothing in BF16, nor on an accelerator no FP8 run checks (no figure)
+    assert timing.fp8_cast_s(_fp8_layout(m, {"fsdp": 8}, precision="bf16"), "none") == 0
+    assert calibrate.fp8_cast_bytes_per_element("MI355X") == 0
+
+
+def test_fp8_casts_cost_a_fine_grained_moe_far_more_of_its_matmuls_than_a_wide_dense_model():
+    # the casts grow with a matmul's inputs and outputs, its FLOPs with their product too: Qwen3-30B-A3B's
+    # experts (768 wide, each token's 8 copies) spend several times LLaMA-3 70B's share
+    def share(model, mesh):
+        lay = _fp8_layout(model, mesh)
+        flops = training.hardware_flops_per_token(lay.model, SEQ, "none", causal=True) * lay.global_tokens
+        return timing.fp8_cast_s(lay, "none") / (flops / lay.n_devices)
+
+    qwen = models.get("Qwen3-30B-A3B")
+    assert share(qwen, {"fsdp": 8}) > 3 * share(models.get("LLaMA-3 70B"), {"fsdp": 8})
+    # the routed experts' copies are counted on the rows the device holds: the same per device with ep
+    assert timing.fp8_cast_s(_fp8_layout(qwen, {"ep": 8}), "none") == pytest.approx(
+        timing.fp8_cast_s(_fp8_layout(qwen, {"fsdp": 8}), "none")
+    )

@@ -375,12 +375,62 @@ def math_s(lay, recompute):
     least = (2 + redone) * kept * lay.deepest * lay.n_micro / achieved_hbm
     if lay.attention == "eager":  # the s² scores (softmax, dropout) go through HBM between kernels
         least += eager_scores_hbm_s(lay, recompute, achieved_hbm)
-    elementwise = calibrate.ELEMENTWISE_PASSES.value * least + permute_s(lay, recompute)
+    elementwise = calibrate.ELEMENTWISE_PASSES.value * least + permute_s(lay, recompute) + fp8_cast_s(lay, recompute)
     streamed = memory_plan.WEIGHT_BYTES * (lay.dense_local * lay.dense_shard + lay.expert_local * mesh["fsdp"])
     streaming = calibrate.WEIGHT_PASSES * streamed * lay.n_micro
     bound = max(bound, streaming / hbm)
     expected = max(expected + elementwise, streaming * balance / achieved_hbm)
     return ideal, bound, expected, elementwise
+
+
+def fp8_cast_s(lay, recompute):
+    """Seconds one device spends quantizing the inputs of its FP8 matmuls
+    (0 in BF16, or without an HBM figure or a cast figure): per token and
+    layer, of every weight matmul the forward's input and the backward's
+    output gradient, calibrate.fp8_cast_bytes_per_element bytes each, at the
+    achieved HBM bandwidth; the forward's again for the share the policy
+    reruns. Widths as the layout splits them (the column-parallel
+    matmuls' outputs and the row-parallel ones' inputs over tp; sequence
+    parallelism gathers the others' inputs whole); an MoE layer's routed
+    experts on the k copies of the tokens the device routes (and their
+    capacity padding), its shared experts on every token. The output layer
+    stays in BF16; MLA's low-rank projections are counted as one matmul
+    from the layer input to the heads. Ref: transformer-engine."""
+    check_layout(lay)
+    m, mesh = lay.model, lay.mesh
+    hbm = calibrate.hbm_bytes_per_s(lay.accelerator)
+    per_element = calibrate.fp8_cast_bytes_per_element(lay.accelerator)
+    if lay.precision != "fp8" or not hbm or not per_element:
+        return 0.0
+    tp, d = mesh["tp"], m.d_model
+    if m.mla is None:
+        q, qkv = m.n_heads * m.head_dim, (m.n_heads + 2 * m.n_kv_heads) * m.head_dim
+    else:
+        a = m.mla
+        q = m.n_heads * a.v_head_dim  # the output projection's input
+        qkv = m.n_heads * (2 * a.qk_nope_head_dim + a.qk_rope_head_dim + a.v_head_dim)
+    up = 2 if m.gated_mlp else 1
+    redone = min(1.0, memory_plan.recomputed_forward_fraction(m, lay.seq_len, recompute))
+
+    def elements(forward, backward):
+        return forward * (1 + redone) + backward
+
+    attention = elements(d + q / tp, qkv / tp + d)  # QKV and output projection
+
+    def mlp(width):
+        return elements(d + width / tp, up * width / tp + d) if width else 0.0
+
+    tokens = lay.seq_len * lay.micro_batch_seqs / mesh["cp"]
+    dense = tokens * (attention + mlp(m.d_ff_dense if m.is_moe else m.d_ff))
+    moe_layers = lay.deepest * (m.n_layers - m.n_dense_layers) / m.n_layers if m.is_moe else 0.0
+    moe_layer = 0.0
+    if m.is_moe:
+        rows = _routed_tokens(lay) * m.top_k * lay.capacity_factor
+        moe_layer = tokens * (attention + mlp(m.n_shared_experts * m.d_ff)) + rows * elements(
+            d + m.d_ff, up * m.d_ff + d
+        )
+    quantized = ((lay.deepest - moe_layers) * dense + moe_layers * moe_layer) * lay.n_micro
+    return per_element * quantized / (hbm * calibrate.HBM_EFFICIENCY.value)
 
 
 # --- the shape of each matmul ---------------------------------------------------------------
