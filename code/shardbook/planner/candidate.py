@@ -33,7 +33,9 @@ class Candidate:
     HBM-bound part of math), `bubble`, and two parts of math an MoE model
     adds, `grouped_gemm` (what its routed experts' grouped GEMMs spend
     beyond the sustained efficiency) and `permute` (the sorts of routed
-    rows that expert parallelism adds, inside `elementwise`)), of each
+    rows that expert parallelism adds, inside `elementwise`), and
+    `fp8_cast` (in FP8, the quantizing of each matmul's inputs, inside
+    `elementwise`)), of each
     collective the seconds on the critical path (`expected_exposed_s`) and,
     where it is worked out apart from the step's total, what no math can
     cover (`expected_uncovered_s`: FSDP's, timing.fsdp_uncovered_s), the
@@ -336,6 +338,7 @@ def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
             bubble=math_expected * overhead,
             grouped_gemm=timing.grouped_gemm_s(lay, policy),  # parts of math: the routed experts' small groups
             permute=timing.permute_s(lay, policy),  # and of elementwise: the sorts the exchanges add
+            fp8_cast=timing.fp8_cast_s(lay, policy),  # and the casts of FP8 matmuls' inputs
         ),
         micro_batch_seqs=micro_batch_seqs,
         schedule=schedule,
