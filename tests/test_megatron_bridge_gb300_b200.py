@@ -127,19 +127,44 @@ def test_eta_holds_its_fit(acc):
 
 
 def test_held_out_rows_with_the_fitted_eta():
-    # the checks as the book prices them (its own η, fitted without them): each B200 row within 6 %
-    # of what ran (4 % before FP8's casts were priced; its MXFP8 405B row now -5.4 %: the casts go at
-    # current scaling's 5 bytes an element, where MXFP8, with no amax pass, moves about 4), GB300's
-    # 405B rows slower than measured (FP8 by 18 %, MXFP8 by 7 %), as GB200's are
+    # the checks as the book prices them (its own η, fitted without them): B200's FP8-CS rows, the
+    # recipe the planner prices (current scaling, FP8_CAST_BYTES_PER_ELEMENT), within 4 % of what ran;
+    # GB300's 405B rows slower than measured (FP8 by 18 %, MXFP8 by 7 %), as GB200's are
     errors = {
         (r.accelerator, r.model, _printed(r)): validation.expected_for_run(r).expected_step_s / r.step_s - 1
         for r in HELD[GB300] + HELD[B200]
     }
     for key, error in errors.items():
-        if key[0] == B200:
-            assert abs(error) < 0.06, key
+        if key[0] == B200 and key[2] == "FP8":
+            assert abs(error) < 0.04, key
     assert 0.10 < errors[GB300, "LLaMA-3 405B", "FP8"] < 0.20
     assert 0.0 < errors[GB300, "LLaMA-3 405B", "MXFP8"] < 0.10
+
+
+def test_b200_mxfp8_rows_are_priced_as_their_fp8_twins():
+    # The planner has one FP8 recipe: an MXFP8 run is priced as its FP8-CS twin (same mesh and batch).
+    # The archive's twins ran apart (B200_ROWS: MXFP8 3.7 % slower on 8B, 5.9 % on 405B), a gap the
+    # planner does not price, so an MXFP8 row misses by its twin's error and that gap: B200's 405B
+    # MXFP8 row lands 5.4 % fast (3.3 % before FP8's casts were priced, when the twins straddled the
+    # expected step). It stays within the ±10 % the planner aims for on held-out runs.
+    runs = {(r.model, _printed(r)): r for r in FITTED[B200] + HELD[B200]}
+    for model in ("LLaMA-3 8B", "LLaMA-3 405B"):
+        fp8, mxfp8 = runs[model, "FP8"], runs[model, "MXFP8"]
+        assert validation.expected_for_run(mxfp8).expected_step_s == pytest.approx(
+            validation.expected_for_run(fp8).expected_step_s, rel=1e-9
+        )
+        printed_gap = B200_ROWS[model, "FP8"][-2] / B200_ROWS[model, "MXFP8"][-2]  # tokens/s/GPU, FP8-CS over MXFP8
+        assert mxfp8.step_s / fp8.step_s == pytest.approx(printed_gap, rel=1e-3)
+    assert B200_ROWS["LLaMA-3 8B", "FP8"][-2] / B200_ROWS["LLaMA-3 8B", "MXFP8"][-2] == pytest.approx(1.037, abs=1e-3)
+    assert B200_ROWS["LLaMA-3 405B", "FP8"][-2] / B200_ROWS["LLaMA-3 405B", "MXFP8"][-2] == pytest.approx(
+        1.059, abs=1e-3
+    )
+    error = (
+        validation.expected_for_run(runs["LLaMA-3 405B", "MXFP8"]).expected_step_s
+        / runs["LLaMA-3 405B", "MXFP8"].step_s
+        - 1
+    )
+    assert -0.10 < error < 0.0
 
 
 @pytest.mark.parametrize("acc", [GB300, B200])
