@@ -25,6 +25,22 @@ def book_pdf():
     return PDF
 
 
+@pytest.fixture(scope="module")
+def printed(book_pdf):
+    """The book's PDF read once for the tests below (PDFium's text of 557
+    pages and pypdf's outline took some 3 s of processor time a reading):
+    (the pages' texts, whitespace collapsed; the bookmarks, as _bookmarks
+    gives them; the number of pages pypdf counts). Tuples: a test cannot
+    change what the next one reads."""
+    from pypdf import PdfReader
+
+    from shardbook.book import pdf
+
+    reader = PdfReader(str(book_pdf))
+    texts = tuple(" ".join(t.split()) for t in pdf.page_texts(book_pdf))
+    return texts, tuple(_bookmarks(reader)), len(reader.pages)
+
+
 def _title(path):
     return re.search(r"^# (.+)$", path.read_text(), re.M).group(1).strip()
 
@@ -44,19 +60,14 @@ def _bookmarks(reader):
     return found
 
 
-def test_the_pdf_has_every_chapter_and_bookmarks(book_pdf):
+def test_the_pdf_has_every_chapter_and_bookmarks(book_pdf, printed):
     """Each chapter has a bookmark, and the page that bookmark opens shows the
     chapter's title (the pages' text as PDFium reads it, pdf.page_texts)."""
-    from pypdf import PdfReader
-
     from shardbook.book import pdf
 
-    reader = PdfReader(str(book_pdf))
-    texts = [" ".join(t.split()) for t in pdf.page_texts(book_pdf)]
-    n = len(reader.pages)
+    texts, bookmarks, n = printed
     assert len(texts) == n
     assert n >= 50
-    bookmarks = _bookmarks(reader)
     for path in CHAPTERS + APPENDICES:
         title = " ".join(_title(path).split())
         # Chromium drops the space at a heading's line break in a bookmark's title
@@ -80,24 +91,18 @@ def test_the_pdf_has_every_chapter_and_bookmarks(book_pdf):
     assert pdf.bookmark_problems(book_pdf) == []
 
 
-def test_the_pdf_prints_final_frames_and_numbers_its_contents(book_pdf):
+def test_the_pdf_prints_final_frames_and_numbers_its_contents(printed):
     """The book's animated figures print the frame their captions describe,
     the last (the rings' and ring attention's "done" lines, none of the
     first frames' "start" lines; the audit's PDF printed the first), and each
     chapter's entry in the contents carries the page its bookmark opens."""
-    from pypdf import PdfReader
-
-    from shardbook.book import pdf
-
-    reader = PdfReader(str(book_pdf))
-    texts = [" ".join(t.split()) for t in pdf.page_texts(book_pdf)]
+    texts, bookmarks, _ = printed
     text = " ".join(texts)
     for first in ("start: device i holds chunk i", "start: every device holds its own",
                   "start: chunk i→j is what device i has", "start: rank i holds query block i"):  # fmt: skip
         assert first not in text, f"a first frame printed: {first!r}"
     for last in ("done in", "done: each device sent", "every unmasked block computed"):
         assert last in text, f"no final frame's line {last!r} in the PDF"
-    bookmarks = _bookmarks(reader)
     first_chapter = min(page for entry, page in bookmarks if "Introduction and notation" in entry)
     contents = " ".join(texts[k] for k in range(1, first_chapter))
     for path in CHAPTERS + APPENDICES:
