@@ -397,10 +397,12 @@ def fp8_cast_s(lay, recompute):
     stays in BF16; MLA's low-rank projections are counted as one matmul
     from the layer input to the heads. Ref: transformer-engine."""
     check_layout(lay)
+    if lay.precision != "fp8":  # every BF16 plan a search prices: no figure to look up
+        return 0.0
     m, mesh = lay.model, lay.mesh
     hbm = calibrate.hbm_bytes_per_s(lay.accelerator)
     per_element = calibrate.fp8_cast_bytes_per_element(lay.accelerator)
-    if lay.precision != "fp8" or not hbm or not per_element:
+    if not hbm or not per_element:
         return 0.0
     tp, d = mesh["tp"], m.d_model
     if m.mla is None:
