@@ -192,6 +192,10 @@ def test_compiled_candidates_have_the_predicted_groups():
     assert ("all_gather", 4) in kinds and ("all_reduce", 2) in kinds
     # CPU backend: the gradient reduction over fsdp is an all-reduce
     assert ("all_reduce", 4) in kinds and not any(k == "reduce_scatter" for k, _ in compiled)
+    # a dp axis copies the weights (no gather over it) and all-reduces the gradients over its group
+    with_dp = candidates.compiled_collectives(4, 1, dp=2)
+    assert ("all_reduce", 2) in with_dp and ("all_gather", 4) in with_dp
+    assert not any(k == "all_gather" and g != 4 for k, g in with_dp)
 
 
 def test_published_runs_never_beat_the_bound():
