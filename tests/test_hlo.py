@@ -99,6 +99,20 @@ def test_train_step_as_this_backend_emits_it():
     assert [c["kind"] for c in _meta("fsdp_manual")["inventory"]] == ["all_gather", "reduce_scatter"]
 
 
+def test_the_cpu_backends_final_program_keeps_the_all_reduce_and_slice():
+    """Chapter 3: the captures stop after SPMD partitioning; the CPU
+    backend's compiled program (its later passes run) still reduces the
+    gradient by an all-reduce and slices its shard: no pass forms the
+    reduce-scatter a GPU pipeline would."""
+    from shardbook.programs import fixtures
+
+    fx = fixtures.get("fsdp_train_step")
+    mesh = fixtures.mesh_for(fx)
+    compiled = fixtures.jitted(fx, mesh).lower(*fixtures.abstract_args(fx, mesh)).compile().as_text()
+    assert re.search(r"= \S+ all-reduce\(", compiled) and "dynamic-slice" in compiled
+    assert "reduce-scatter" not in compiled
+
+
 def test_megatron_and_sequence_parallel():
     assert [c["kind"] for c in _meta("megatron_mlp")["inventory"]] == ["all_reduce"]
     assert [c["kind"] for c in _meta("megatron_mlp_sp")["inventory"]] == ["all_gather", "reduce_scatter"]
