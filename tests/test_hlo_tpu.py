@@ -301,6 +301,49 @@ def test_inventory_reads_an_async_start_with_tpu_layouts():
     assert inventory.async_pairs(text) == [("collective_permute", "cp", "d")]
 
 
+def _fused_module(emitter):
+    # libtpu's fused reduce-scatter as it prints it: the called computation first, holding an
+    # all-reduce (one array, and a combined pair) and the slices that keep each device's shard
+    return (
+        "HloModule m, num_partitions=4\n"
+        "%all-reduce-scatter (input: f32[8,16]) -> f32[2,16] {\n"
+        "  %input = f32[8,16]{1,0} parameter(0)\n"
+        "  %all-reduce.1 = f32[8,16]{1,0} all-reduce(%input), replica_groups={{0,1,2,3}}, to_apply=%add\n"
+        "  ROOT %dynamic-slice.1 = f32[2,16]{1,0} dynamic-slice(%all-reduce.1, %i, %z), dynamic_slice_sizes={2,16}\n"
+        "}\n"
+        "%all-reduce-scatter.2 (input_0: f32[8,4], input_1: f32[4,8]) -> (f32[2,4], f32[1,8]) {\n"
+        "  %all-reduce.2 = (f32[8,4]{1,0}, f32[4,8]{1,0}) all-reduce(%input_0, %input_1), replica_groups={{0,1,2,3}}, "
+        "to_apply=%add\n"
+        "  ROOT %tuple.1 = (f32[2,4]{1,0}, f32[1,8]{1,0}) tuple(%s0, %s1)\n"
+        "}\n"
+        "ENTRY %main (g: f32[8,16], h: f32[8,4], k: f32[4,8]) -> f32[2,16] {\n"
+        "  %g = f32[8,16]{1,0} parameter(0)\n"
+        "  %f2 = (f32[2,4]{1,0}, f32[1,8]{1,0}) fusion(%h, %k), kind=kCustom, calls=%all-reduce-scatter.2, "
+        f'backend_config={{"collective_algorithm_config":{{"emitter":"AllReduceScatterFusion"}}}}\n'
+        "  ROOT %f = f32[2,16]{1,0} fusion(%g), kind=kCustom, calls=%all-reduce-scatter, "
+        f'backend_config={{"collective_algorithm_config":{{"emitter":"{emitter}"}}}}\n'
+        "}\n"
+    )
+
+
+def test_inventory_reads_libtpus_fused_reduce_scatter_as_one():
+    """An all-reduce in a computation a custom fusion with a reduce-scatter
+    emitter calls is the reduce-scatter libtpu runs: its result the shard,
+    (n-1)/n of the operand sent, not an all-reduce's 2(n-1)/n; a combined
+    one gives one reduce-scatter per operand, each with its shard."""
+    entries = inventory.inventory(_fused_module("SingleInputAllReduceScatterFusion"))
+    kinds = [(e["kind"], e["operand_shape"], e["result_shape"], e["bytes_sent_per_rank"]) for e in entries]
+    assert kinds == [
+        ("reduce_scatter", [8, 16], [2, 16], 3 / 4 * 8 * 16 * 4),
+        ("reduce_scatter", [8, 4], [2, 4], 3 / 4 * 8 * 4 * 4),
+        ("reduce_scatter", [4, 8], [1, 8], 3 / 4 * 4 * 8 * 4),
+    ]
+    assert {e["fused"] for e in entries} == {"all-reduce-scatter", "all-reduce-scatter.2"}
+    # an all-reduce in a fusion with another emitter stays an all-reduce, at its own bytes
+    other = inventory.inventory(_fused_module("SomeOtherEmitter"))
+    assert other[0]["kind"] == "all_reduce" and other[0]["bytes_sent_per_rank"] == 2 * 3 / 4 * 8 * 16 * 4
+
+
 def test_the_tpu_lock_is_the_cpu_locks_jax_plus_libtpu():
     """requirements-tpu.lock: jax[tpu] at the version of requirements.lock,
     every package hashed and at requirements.lock's version where both have

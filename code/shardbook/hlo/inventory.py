@@ -30,6 +30,14 @@ _TUPLE_INSTR = re.compile(
     r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\(((?:[^()]|\([^()]*\))*)\)\s+([a-z\-]+)\(([^)]*)\)(.*)$"
 )
 _PARAM = re.compile(rf"%?([\w.\-]+):\s*{_ARRAY}")
+# a computation's header line: its name and its result type
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*(.*?)\s*\{\s*$")
+# libtpu's fused reduce-scatter: a custom fusion of an all-reduce and the dynamic-slice that keeps
+# each device's shard, emitted as one reduce-scatter (its collective_algorithm_config's emitter,
+# SingleInputAllReduceScatterFusion); the called computation holds the all-reduce
+_FUSED_REDUCE_SCATTER = re.compile(
+    r'kind=kCustom,\s*calls=%?([\w.\-]+).*"emitter":"[A-Za-z]*AllReduceScatter[A-Za-z]*"'
+)
 
 
 def _shape(dims):
@@ -139,15 +147,33 @@ def _bytes(dtype, shape):
 
 
 def inventory(hlo_text):
-    """Collectives of a partitioned HLO module, in program order."""
+    """Collectives of a partitioned HLO module, in program order. An
+    all-reduce inside libtpu's fused reduce-scatter (a custom fusion of the
+    all-reduce and the slice that keeps each device's shard, which the
+    compiler emits as one reduce-scatter) is listed as the reduce-scatter
+    it runs, its result the fusion's shard, with `fused` naming the fusion."""
     m = re.search(r"num_partitions=(\d+)", hlo_text)
     num_partitions = int(m.group(1)) if m else 1
     shapes = {}
     for header in re.findall(r"^(?:ENTRY\s+)?%?[\w.\-]+\s*\((.*)\)\s*->", hlo_text, re.M):
         for name, dtype, dims in _PARAM.findall(header):
             shapes[name] = (dtype, _shape(dims))
+    fused_reduce_scatters = set(_FUSED_REDUCE_SCATTER.findall(hlo_text))
     found = []
+    computation, computation_results = None, []
     for line in hlo_text.splitlines():
+        header = _COMPUTATION.match(line)
+        if header:
+            computation, computation_results = (
+                header.group(1),
+                [dims for _, dims in re.findall(_ARRAY, header.group(2))],
+            )
+            continue
+        if computation in fused_reduce_scatters:
+            fused = _fused_reduce_scatter_entries(line, computation, computation_results, shapes, num_partitions)
+            if fused:
+                found += fused
+                continue
         mt = _TUPLE_INSTR.match(line)
         if mt and mt.group(3).removesuffix("-start") in HLO_OPCODES:
             # a combined collective (XLA's combiner passes): one entry per operand
@@ -192,6 +218,34 @@ def inventory(hlo_text):
             )
         )
     return found
+
+
+def _fused_reduce_scatter_entries(line, computation, results, shapes, num_partitions):
+    """The reduce-scatters of an all-reduce (one array, or a combined tuple
+    of them) inside a fused reduce-scatter's computation, each with the
+    computation's result of the same position as its result; [] for any
+    other line."""
+    mt = _TUPLE_INSTR.match(line)
+    if mt and mt.group(3) == "all-reduce":
+        name, types, _, operands, attrs = mt.groups()
+        dtypes = [dtype for dtype, _ in re.findall(_ARRAY, types)]
+        names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip()]
+    else:
+        mi = _INSTR.match(line)
+        if not (mi and mi.group(4) == "all-reduce"):
+            return []
+        name, dtype, _, _, operands, attrs = mi.groups()
+        dtypes, names = [dtype], [operands.split(",")[0].strip().lstrip("%")]
+    if not len(dtypes) == len(names) == len(results):
+        raise ValueError(f"inventory: {computation}: {len(names)} reduced operands for {len(results)} results")
+    entries = []
+    for k, (dtype, operand, dims) in enumerate(zip(dtypes, names, results, strict=True)):
+        entry = _entry(
+            "reduce_scatter", f"{name}#{k}" if mt else name, dtype, dims, operand, attrs, shapes, num_partitions
+        )
+        entry["fused"] = computation
+        entries.append(entry)
+    return entries
 
 
 def _async_results(elements, n_operands, line):

@@ -35,7 +35,11 @@ TPU_ENV = {"TPU_SKIP_MDS_QUERY": "1", "JAX_PLATFORMS": "cpu"}
 
 def summarize(text, memory):
     """What the chapter reads of one compiled step: collectives by kind
-    ({kind: {"count", "bytes_per_rank", "group_sizes"}}), the number of collective
+    ({kind: {"count", "bytes_per_rank", "group_sizes", "dtypes",
+    "in_backward"}}, dtypes {HLO element type: count}, in_backward the
+    count JAX names as part of the backward, transpose(...); a reduce-scatter
+    libtpu fused from an all-reduce and a slice is a reduce-scatter, as
+    inventory lists it), the number of collective
     instructions, the asynchronous pairs by kind, how many of them have a
     matmul between start and done, and the memory analysis ({name: bytes})."""
     from .inventory import async_pairs, inventory
@@ -44,8 +48,13 @@ def summarize(text, memory):
     by_kind = {}
     entries = inventory(text)
     for e in entries:
-        kind = by_kind.setdefault(e["kind"], {"count": 0, "bytes_per_rank": 0, "group_sizes": []})
+        kind = by_kind.setdefault(
+            e["kind"], {"count": 0, "bytes_per_rank": 0, "group_sizes": [], "dtypes": {}, "in_backward": 0}
+        )
         kind["count"] += 1
+        # the backward's collectives: JAX names their operation transpose(jvp(...))
+        kind["in_backward"] += "transpose(" in e.get("op_name", "")
+        kind["dtypes"] = dict(sorted({**kind["dtypes"], e["dtype"]: kind["dtypes"].get(e["dtype"], 0) + 1}.items()))
         kind["bytes_per_rank"] += int(e["bytes_sent_per_rank"])
         # the distinct group sizes (a permute's: its number of pairs)
         kind["group_sizes"] = sorted({*kind["group_sizes"], e["group_size"]})

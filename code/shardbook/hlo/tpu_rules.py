@@ -68,12 +68,20 @@ EXPECTED_DIFFERENCES = {
             "v5p:2x2x2 the 'replica' axis is two halves of one slice, not two slices over DCN.)",
         ),
         Difference(
+            "fused_reduce_scatter",
+            (1, (128, 512)),
+            "The gradient's all-reduce over fsdp and the dynamic-slice that keeps each device's shard are "
+            "fused into one custom fusion (%all-reduce-scatter, kind=kCustom), emitted as one "
+            "reduce-scatter (its collective_algorithm_config names the emitter "
+            "SingleInputAllReduceScatterFusion): each device receives only its shard of the gradient, a "
+            "reduce-scatter's bytes, where the CPU program all-reduces the whole gradient and slices it.",
+        ),
+        Difference(
             "listed_first",
             (1, 0),
-            "The gradient's all-reduce over fsdp and the dynamic-slice that keeps each device's shard are "
-            "fused into one custom fusion (%all-reduce-scatter, kind=kCustom), and the HLO text defines "
-            "that called computation before ENTRY, where the gather is: the inventory, read in text "
-            "order, lists the all-reduce first. In the program it still follows the gather.",
+            "The HLO text defines the fusion's computation before ENTRY, where the gather is: the "
+            "inventory, read in text order, lists that reduce-scatter first. In the program it still "
+            "follows the gather.",
         ),
     ),
     "collective_matmul": (Difference("inputs_in_bf16", tuple(range(7)), BF16_INPUTS),),
@@ -162,6 +170,18 @@ def one_gather_over_both_axes(entries, mesh, *axes):
     return [*rest[: gathers[0]], _with_bytes(merged), *rest[gathers[0] :]]
 
 
+def fused_reduce_scatter(entries, mesh, index, shape):
+    """Collective `index`, an all-reduce whose result the program slices to
+    `shape`, runs fused with that slice as one reduce-scatter (libtpu's
+    %all-reduce-scatter custom fusion)."""
+    out = list(entries)
+    e = out[index]
+    if e["kind"] != "all_reduce":
+        raise ValueError(f"fused_reduce_scatter: collective {index} is {e['kind']}, not an all-reduce")
+    out[index] = _with_bytes({**e, "kind": "reduce_scatter", "result_shape": list(shape)})
+    return out
+
+
 def listed_first(entries, mesh, index, position):
     """Collective `index` is listed at `position` (it sits in a computation
     the HLO text defines before the one that calls it)."""
@@ -178,6 +198,7 @@ REWRITES = {
         same_bytes_other_shape,
         one_gather_over_both_axes,
         listed_first,
+        fused_reduce_scatter,
     )
 }
 
