@@ -316,8 +316,16 @@ def _fused_module(emitter):
         "to_apply=%add\n"
         "  ROOT %tuple.1 = (f32[2,4]{1,0}, f32[1,8]{1,0}) tuple(%s0, %s1)\n"
         "}\n"
-        "ENTRY %main (g: f32[8,16], h: f32[8,4], k: f32[4,8]) -> f32[2,16] {\n"
+        # a second fusion whose parameter has the first one's name and another shape
+        "%all-reduce-scatter.3 (input: f32[4,16]) -> f32[1,16] {\n"
+        "  %input = f32[4,16]{1,0} parameter(0)\n"
+        "  %all-reduce.3 = f32[4,16]{1,0} all-reduce(%input), replica_groups={{0,1,2,3}}, to_apply=%add\n"
+        "  ROOT %dynamic-slice.3 = f32[1,16]{1,0} dynamic-slice(%all-reduce.3, %i, %z), dynamic_slice_sizes={1,16}\n"
+        "}\n"
+        "ENTRY %main (g: f32[8,16], h: f32[8,4], k: f32[4,8], m: f32[4,16]) -> f32[2,16] {\n"
         "  %g = f32[8,16]{1,0} parameter(0)\n"
+        "  %f3 = f32[1,16]{1,0} fusion(%m), kind=kCustom, calls=%all-reduce-scatter.3, "
+        f'backend_config={{"collective_algorithm_config":{{"emitter":"{emitter}"}}}}\n'
         "  %f2 = (f32[2,4]{1,0}, f32[1,8]{1,0}) fusion(%h, %k), kind=kCustom, calls=%all-reduce-scatter.2, "
         f'backend_config={{"collective_algorithm_config":{{"emitter":"AllReduceScatterFusion"}}}}\n'
         "  ROOT %f = f32[2,16]{1,0} fusion(%g), kind=kCustom, calls=%all-reduce-scatter, "
@@ -337,8 +345,9 @@ def test_inventory_reads_libtpus_fused_reduce_scatter_as_one():
         ("reduce_scatter", [8, 16], [2, 16], 3 / 4 * 8 * 16 * 4),
         ("reduce_scatter", [8, 4], [2, 4], 3 / 4 * 8 * 4 * 4),
         ("reduce_scatter", [4, 8], [1, 8], 3 / 4 * 4 * 8 * 4),
+        ("reduce_scatter", [4, 16], [1, 16], 3 / 4 * 4 * 16 * 4),
     ]
-    assert {e["fused"] for e in entries} == {"all-reduce-scatter", "all-reduce-scatter.2"}
+    assert {e["fused"] for e in entries} == {"all-reduce-scatter", "all-reduce-scatter.2", "all-reduce-scatter.3"}
     # an all-reduce in a fusion with another emitter stays an all-reduce, at its own bytes
     other = inventory.inventory(_fused_module("SomeOtherEmitter"))
     assert other[0]["kind"] == "all_reduce" and other[0]["bytes_sent_per_rank"] == 2 * 3 / 4 * 8 * 16 * 4

@@ -170,7 +170,7 @@ def inventory(hlo_text):
             )
             continue
         if computation in fused_reduce_scatters:
-            fused = _fused_reduce_scatter_entries(line, computation, computation_results, shapes, num_partitions)
+            fused = _fused_reduce_scatter_entries(line, computation, computation_results, num_partitions)
             if fused:
                 found += fused
                 continue
@@ -220,28 +220,30 @@ def inventory(hlo_text):
     return found
 
 
-def _fused_reduce_scatter_entries(line, computation, results, shapes, num_partitions):
+def _fused_reduce_scatter_entries(line, computation, results, num_partitions):
     """The reduce-scatters of an all-reduce (one array, or a combined tuple
-    of them) inside a fused reduce-scatter's computation, each with the
-    computation's result of the same position as its result; [] for any
-    other line."""
+    of them) inside a fused reduce-scatter's computation: each operand's
+    shape the all-reduce's own (parameter names repeat across computations,
+    so none is looked up by name), each result the computation's result of
+    the same position; [] for any other line."""
     mt = _TUPLE_INSTR.match(line)
     if mt and mt.group(3) == "all-reduce":
-        name, types, _, operands, attrs = mt.groups()
-        dtypes = [dtype for dtype, _ in re.findall(_ARRAY, types)]
-        names = [o.strip().lstrip("%") for o in operands.split(",") if o.strip()]
+        name, types, _, _, attrs = mt.groups()
+        reduced = [(dtype, _shape(dims)) for dtype, dims in re.findall(_ARRAY, types)]
     else:
         mi = _INSTR.match(line)
         if not (mi and mi.group(4) == "all-reduce"):
             return []
-        name, dtype, _, _, operands, attrs = mi.groups()
-        dtypes, names = [dtype], [operands.split(",")[0].strip().lstrip("%")]
-    if not len(dtypes) == len(names) == len(results):
-        raise ValueError(f"inventory: {computation}: {len(names)} reduced operands for {len(results)} results")
+        name, dtype, dims, _, _, attrs = mi.groups()
+        reduced = [(dtype, _shape(dims))]
+    if len(reduced) != len(results):
+        raise ValueError(f"inventory: {computation}: {len(reduced)} reduced arrays for {len(results)} results")
     entries = []
-    for k, (dtype, operand, dims) in enumerate(zip(dtypes, names, results, strict=True)):
-        entry = _entry(
-            "reduce_scatter", f"{name}#{k}" if mt else name, dtype, dims, operand, attrs, shapes, num_partitions
+    for k, ((dtype, operand_shape), dims) in enumerate(zip(reduced, results, strict=True)):
+        entry = _entry("reduce_scatter", f"{name}#{k}" if mt else name, dtype, dims, None, attrs, {}, num_partitions)
+        entry["operand_shape"] = list(operand_shape)
+        entry["bytes_sent_per_rank"] = ring_bytes(
+            "reduce_scatter", dtype, operand_shape, _shape(dims), entry["group_size"]
         )
         entry["fused"] = computation
         entries.append(entry)
