@@ -97,8 +97,9 @@ TERMS = (
     ),
     Term(
         "rail",
-        "In a GPU cluster, the NICs of one local rank in every node, wired to the same leaf switches. "
-        "A collective whose groups hold one local rank per node stays on its rail.",
+        "One local rank's path out of its node, its PCIe link and NIC (bounded by the slower); in a "
+        "rail-optimized network the NICs of that local rank in every node share leaf switches, so a "
+        "collective whose groups hold one local rank per node stays on its rail.",
         patterns=(r"(?i)\brails?\b",),
     ),
     Term(
