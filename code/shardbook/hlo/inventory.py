@@ -30,8 +30,8 @@ _TUPLE_INSTR = re.compile(
     r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*\(((?:[^()]|\([^()]*\))*)\)\s+([a-z\-]+)\(([^)]*)\)(.*)$"
 )
 _PARAM = re.compile(rf"%?([\w.\-]+):\s*{_ARRAY}")
-# a computation's header line: its name and its result type
-_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*(.*?)\s*\{\s*$")
+# a computation's header line: its name, its parameters and its result type
+_COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\((.*)\)\s*->\s*(.*?)\s*\{\s*$", re.M)
 # libtpu's fused reduce-scatter: a custom fusion of an all-reduce and the dynamic-slice that keeps
 # each device's shard, emitted as one reduce-scatter (its collective_algorithm_config's emitter,
 # SingleInputAllReduceScatterFusion); the called computation holds the all-reduce
@@ -155,8 +155,8 @@ def inventory(hlo_text):
     m = re.search(r"num_partitions=(\d+)", hlo_text)
     num_partitions = int(m.group(1)) if m else 1
     shapes = {}
-    for header in re.findall(r"^(?:ENTRY\s+)?%?[\w.\-]+\s*\((.*)\)\s*->", hlo_text, re.M):
-        for name, dtype, dims in _PARAM.findall(header):
+    for header in _COMPUTATION.finditer(hlo_text):
+        for name, dtype, dims in _PARAM.findall(header.group(2)):
             shapes[name] = (dtype, _shape(dims))
     fused_reduce_scatters = set(_FUSED_REDUCE_SCATTER.findall(hlo_text))
     found = []
@@ -166,7 +166,7 @@ def inventory(hlo_text):
         if header:
             computation, computation_results = (
                 header.group(1),
-                [dims for _, dims in re.findall(_ARRAY, header.group(2))],
+                [dims for _, dims in re.findall(_ARRAY, header.group(3))],
             )
             continue
         if computation in fused_reduce_scatters:
@@ -240,13 +240,11 @@ def _fused_reduce_scatter_entries(line, computation, results, num_partitions):
         raise ValueError(f"inventory: {computation}: {len(reduced)} reduced arrays for {len(results)} results")
     entries = []
     for k, ((dtype, operand_shape), dims) in enumerate(zip(reduced, results, strict=True)):
-        entry = _entry("reduce_scatter", f"{name}#{k}" if mt else name, dtype, dims, None, attrs, {}, num_partitions)
-        entry["operand_shape"] = list(operand_shape)
-        entry["bytes_sent_per_rank"] = ring_bytes(
-            "reduce_scatter", dtype, operand_shape, _shape(dims), entry["group_size"]
+        operand = {"operand": (dtype, operand_shape)}
+        entry = _entry(
+            "reduce_scatter", f"{name}#{k}" if mt else name, dtype, dims, "operand", attrs, operand, num_partitions
         )
-        entry["fused"] = computation
-        entries.append(entry)
+        entries.append({**entry, "fused": computation})
     return entries
 
 

@@ -54,7 +54,7 @@ def summarize(text, memory):
         kind["count"] += 1
         # the backward's collectives: JAX names their operation transpose(jvp(...))
         kind["in_backward"] += "transpose(" in e.get("op_name", "")
-        kind["dtypes"] = dict(sorted({**kind["dtypes"], e["dtype"]: kind["dtypes"].get(e["dtype"], 0) + 1}.items()))
+        kind["dtypes"][e["dtype"]] = kind["dtypes"].get(e["dtype"], 0) + 1
         kind["bytes_per_rank"] += int(e["bytes_sent_per_rank"])
         # the distinct group sizes (a permute's: its number of pairs)
         kind["group_sizes"] = sorted({*kind["group_sizes"], e["group_size"]})
@@ -66,7 +66,7 @@ def summarize(text, memory):
     for pair, dots in zip(in_flight(text), matmuls_in_flight(text), strict=True):
         over_matmul[pair["kind"]] += bool(dots)
     return {
-        "collectives": dict(sorted(by_kind.items())),
+        "collectives": {k: {**v, "dtypes": dict(sorted(v["dtypes"].items()))} for k, v in sorted(by_kind.items())},
         "collective_instructions": len({e["name"].split("#")[0] for e in entries}),
         "async_pairs": dict(sorted(pairs.items())),
         "async_pairs_over_a_matmul": dict(sorted(over_matmul.items())),
