@@ -280,6 +280,16 @@ def test_the_band_brackets_the_expected_step_by_the_families_errors():
         explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 64}, 2**22, stack="torch")
 
 
+def test_a_band_of_errors_reads_as_the_measured_step_over_the_expected():
+    # an error is expected / measured - 1: a run 20 % under its expectation took 1.25 times it
+    assert calibrate.measured_over_expected(-0.2, 0.25) == pytest.approx((0.8, 1.25))
+    assert calibrate.STEP_BANDS["moe"].measured_over_expected == calibrate.measured_over_expected(
+        calibrate.STEP_BANDS["moe"].low_error, calibrate.STEP_BANDS["moe"].high_error
+    )
+    with pytest.raises(ValueError, match="low_error: an error expected / measured - 1 is above -1"):
+        calibrate.measured_over_expected(-1.0, 0.1)
+
+
 def test_a_plan_on_an_accelerator_fitted_on_one_run_takes_its_familys_band_stretched_over_prior():
     h100 = explorer.evaluate("LLaMA-3 8B", "H100", {"fsdp": 64}, 2**22, stack="megatron")
     gb200 = explorer.evaluate("LLaMA-3 8B", "GB200 NVL72", {"fsdp": 64}, 2**22, stack="megatron")

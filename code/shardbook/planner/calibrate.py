@@ -523,6 +523,21 @@ class Band:
     note: str
     source: str = "fit"
 
+    @property
+    def measured_over_expected(self):
+        """(least, most) of the measured step over the expected one (measured_over_expected)."""
+        return measured_over_expected(self.low_error, self.high_error)
+
+
+def measured_over_expected(low_error, high_error):
+    """The band of errors (expected / measured step − 1) from `low_error` to
+    `high_error` as the measured step over the expected one, (least, most):
+    the high error's run ran fastest against its expectation."""
+    for name, error in (("low_error", low_error), ("high_error", high_error)):
+        if not error > -1:
+            raise ValueError(f"{name}: an error expected / measured - 1 is above -1, got {error!r}")
+    return 1 / (1 + high_error), 1 / (1 + low_error)
+
 
 # Fitted by shardbook.transfer.step_bands on the leave-one-source-out table (every source's runs
 # priced by a fit without that source; the runs held out from every fit priced by the book's own

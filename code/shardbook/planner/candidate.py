@@ -91,9 +91,10 @@ class Candidate:
         errors of the stack family's runs (calibrate.step_band; of the runs
         priced at a prior where the accelerator's η rests on one run or none)
         put around `expected_step_s`: a measured step of expected / (1 +
-        error) for the band's errors."""
-        low_error, high_error = calibrate.step_band(self.stack, self.is_moe, self.eta_on_one_run_or_none)
-        return self.expected_step_s / (1 + high_error), self.expected_step_s / (1 + low_error)
+        error) for the band's errors (calibrate.measured_over_expected)."""
+        band = calibrate.step_band(self.stack, self.is_moe, self.eta_on_one_run_or_none)
+        least, most = calibrate.measured_over_expected(*band)
+        return self.expected_step_s * least, self.expected_step_s * most
 
     @property
     def hidden_comm_s(self):

@@ -170,6 +170,7 @@ def band_line(candidates, how="--stack names yours"):
     stack = "any stack" if first.stack == "any" else f"the {first.stack} stack family"
     if not first.is_moe and first.eta_on_one_run_or_none:  # calibrate.step_band stretches it over 'prior'
         stack += ", and the runs on accelerators whose efficiency rests on one run or none, as this one's does"
+    least, most = calibrate.measured_over_expected(low_error, high_error)
     ties = tied(candidates)
     tie = (
         f"; the {len(ties)} rows marked '{TIE_MARK}' overlap the best's band: the data cannot rank them, so profile them"
@@ -178,7 +179,7 @@ def band_line(candidates, how="--stack names yours"):
     )
     return (
         f"Band: the measured step of most runs the planner was not fitted on ({kind} runs, {stack}) lay between "
-        f"{1 / (1 + high_error):.2f} and {1 / (1 + low_error):.2f} times the expected step (leave-one-source-out, "
+        f"{least:.2f} and {most:.2f} times the expected step (leave-one-source-out, "
         f"10th to 90th percentile; {how}){tie}"
     )
 
