@@ -102,6 +102,7 @@ SHARED_FIXTURE_GROUPS = {
     "records": "model-records",
     "loso": "leave-one-source-out",  # nine refits of the planner's figures
     "graph": "import-graph",  # test_layers: every module's syntax tree
+    "full_searches": "review-searches",  # test_planner: the review's three cases searched without a budget
 }
 
 

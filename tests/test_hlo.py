@@ -668,10 +668,14 @@ def test_the_readme_cluster_command_sets_its_own_dump_flags(tmp_path):
 
 def test_training_across_processes_works_from_a_plain_shell():
     """`hlo train SCHEME --processes 2` as the README gives it, in a shell
-    with no XLA_FLAGS: the one-process reference runs in a child process of
-    8 devices, not in the caller's one-device process."""
+    with no XLA_FLAGS: FSDP × TP as two JAX processes of four CPU devices
+    each (gloo collectives between them), whose losses match the
+    one-process reference; that reference runs in a child process of 8
+    devices, not in the caller's one-device process. (One run checks the
+    command and the training across processes: each trains the scheme
+    twice over, some 40 s of processor time.)"""
     result = subprocess.run(
-        [sys.executable, "-m", "shardbook.hlo", "train", "dp", "--processes", "2"],
+        [sys.executable, "-m", "shardbook.hlo", "train", "fsdp_tp", "--processes", "2"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -679,7 +683,16 @@ def test_training_across_processes_works_from_a_plain_shell():
         env=_plain_env(),
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-3000:]
-    assert result.stdout.count(": agrees") == 2, result.stdout
+    # multiprocess.train's line per process: its devices, its losses and whether they agree
+    done = re.findall(
+        r"^fsdp_tp: process (\d) of 2: (\d+) local / (\d+) global devices, loss ([\d.]+) -> ([\d.]+), .*: (\w+)$",
+        result.stdout,
+        re.M,
+    )
+    assert sorted(d[0] for d in done) == ["0", "1"], result.stdout
+    assert all((local, total) == ("4", "8") for _, local, total, *_ in done), done
+    assert all(float(last) < float(first) / 10 for *_, first, last, _ in done), done
+    assert [d[-1] for d in done] == ["agrees", "agrees"], result.stdout
 
 
 def test_a_scheme_that_fails_to_train_is_named_in_one_line(monkeypatch, tmp_path, capsys):

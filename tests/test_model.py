@@ -389,19 +389,6 @@ def test_loss_check_catches_a_wrong_step_and_a_drift():
     assert runs.loss_problems(reference, [6.0, 5.0, 4.0, 3.003], moe=True) == []
 
 
-def test_two_processes_train_like_one(records):
-    """FSDP × TP as two JAX processes of four CPU devices each (gloo
-    collectives between them): every process's losses match the
-    one-process run."""
-    from shardbook.hlo import multiprocess
-
-    reports, problems = multiprocess.train("fsdp_tp", 2, timeout_s=300, log=print)
-    assert problems == []
-    assert sorted(r["process_id"] for r in reports) == [0, 1]
-    assert all((r["local_devices"], r["global_devices"]) == (4, 8) for r in reports)
-    assert all(r["losses"][-1] < r["losses"][0] / 10 for r in reports)
-
-
 @pytest.mark.parametrize("processes", ["3", "0"])
 def test_the_train_command_refuses_a_process_count_that_does_not_divide_the_mesh(processes):
     result = subprocess.run(

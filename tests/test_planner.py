@@ -882,23 +882,29 @@ REVIEW_SEARCHES = {
     "DeepSeek-V3": (("DeepSeek-V3", "H800", 2048, 15360 * 4096), dict(seq_len=4096)),
     "Qwen3-30B-A3B": (("tests/data/hf_configs/qwen3-30b-a3b.json", "H100", 64, 512 * 4096), dict(seq_len=4096)),
 }
-_FULL_SEARCHES = {}
 
 
-def _full_search(case):
-    """explore without a budget (every mesh refined where its floor allows), once per case and process."""
-    if case not in _FULL_SEARCHES:
-        args, options = REVIEW_SEARCHES[case]
-        model = inputs.read_model(args[0])
-        _FULL_SEARCHES[case] = explorer.explore(model, *args[1:], **options)
-    return _FULL_SEARCHES[case]
+@pytest.fixture(scope="module")
+def full_searches():
+    """explore without a budget (every mesh refined where its floor allows) on
+    the review's cases, each searched once per worker: the tests that use it
+    share a worker (conftest.SHARED_FIXTURE_GROUPS), so each case once in all."""
+    found = {}
+
+    def search_case(case):
+        if case not in found:
+            args, options = REVIEW_SEARCHES[case]
+            found[case] = explorer.explore(inputs.read_model(args[0]), *args[1:], **options)
+        return found[case]
+
+    return search_case
 
 
 @pytest.mark.slow
-def test_default_search_puts_405b_on_16k_h100_in_tp_within_a_node_and_a_pipeline():
+def test_default_search_puts_405b_on_16k_h100_in_tp_within_a_node_and_a_pipeline(full_searches):
     # Meta ran TP 8 × PP 16 × DP 128, interleaved (dubey2024llama3 §3.3.2); with default options the search
     # spans dp, tries uneven pipelines (126 layers), interleaving, the schedules and kept weights
-    found = _full_search("LLaMA-3 405B")
+    found = full_searches("LLaMA-3 405B")
     best = found[0]
     assert found.proven and best.fits and search.batch_divides(best)
     assert best.tp <= 8 and best.pp > 1 and best.placement["tp"].n_domains == 1, best.label
@@ -908,9 +914,9 @@ def test_default_search_puts_405b_on_16k_h100_in_tp_within_a_node_and_a_pipeline
 
 
 @pytest.mark.slow
-def test_default_search_puts_deepseek_v3_on_2048_h800_in_pp_ep_with_dualpipe():
+def test_default_search_puts_deepseek_v3_on_2048_h800_in_pp_ep_with_dualpipe(full_searches):
     # DeepSeek ran PP 16 × EP 64 × DP 2 with DualPipe (deepseek2024v3 §3.2); BF16 here, the default
-    found = _full_search("DeepSeek-V3")
+    found = full_searches("DeepSeek-V3")
     best = found[0]
     assert found.proven and best.fits and search.batch_divides(best)
     assert best.pp > 1 and best.ep > 1 and best.schedule == "dualpipe", (best.label, best.schedule)
@@ -918,14 +924,14 @@ def test_default_search_puts_deepseek_v3_on_2048_h800_in_pp_ep_with_dualpipe():
 
 @pytest.mark.slow  # two searches of each case, one without a budget: about 50 s of one core (make test runs it)
 @pytest.mark.parametrize("case", list(REVIEW_SEARCHES))
-def test_the_default_budget_reaches_the_full_searchs_first_row(case):
+def test_the_default_budget_reaches_the_full_searchs_first_row(case, full_searches):
     # the DeepSeek-V3 search at the command line's budget printed fsdp 4 × tp 2 × ep 128 × pp 2 (DualPipe, full
     # recompute, 43.2 s) and said it had not refined every mesh, while the search without a budget finds a mesh
     # 19 % faster: the refinement went first to meshes credited with EP traffic that only DualPipe hides, with no
     # pipeline to run it or without the memory to run it at their base's recomputation, and the base pass spent
     # the budget pricing variants at microbatch sizes above one where they had not fit
     args, options = REVIEW_SEARCHES[case]
-    full = _full_search(case)
+    full = full_searches(case)
     budgeted = explorer.explore(
         inputs.read_model(args[0]), *args[1:], budget_candidates=search.SEARCH_BUDGET_CANDIDATES, **options
     )
