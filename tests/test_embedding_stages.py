@@ -190,12 +190,26 @@ def test_stage_activations_follow_the_schedule(schedule):
         assert held == pytest.approx(pipeline._interleaved_stage_peaks(p, m, v, chunks))
     elif schedule == "gpipe":
         assert held == [16.0] * 4
-    else:
+    elif schedule == "1f1b":
         assert held == [8.0, 6.0, 4.0, 2.0]  # min(p − s, m) microbatches of 2 layers
+    else:
+        # ZB-H1 defers the later stages' weight gradients: every stage holds the first stage's p
+        assert held == [8.0] * 4
     with pytest.raises(ValueError, match="chunk_layers"):
         pipeline.stage_activation_layer_microbatches(schedule, p, m, v, chunks[:-1])
     with pytest.raises(ValueError, match="schedule"):
         pipeline.stage_activation_layer_microbatches("dualpipe", p, m, 1, [[2]] * p)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zero_bubble"])
+@pytest.mark.parametrize("p", [2, 3, 4, 8])
+@pytest.mark.parametrize("m", [1, 2, 3, 4, 6, 8, 16])
+def test_the_planners_stage_activations_are_what_the_simulated_schedule_holds(schedule, p, m):
+    # the closed form the planner prices memory with, against chapter 6's simulated timeline
+    # (pipeline.schedule, held_activations: each microbatch held from its forward to its last
+    # backward or weight gradient), stage by stage, in microbatches of one layer
+    closed = pipeline.stage_activation_layer_microbatches(schedule, p, m, 1, [[1]] * p)
+    assert closed == pipeline.held_activations(pipeline.schedule(schedule, p, m))
 
 
 def test_published_pipelines_report_the_device_that_holds_the_most():

@@ -302,3 +302,32 @@ def test_qwen3_30b_a3b_on_64_h100_picks_expert_parallelism():
         axes=("dp", "fsdp", "tp", "ep", "pp"),
     )
     assert ranked[0].ep > 1
+
+
+def test_rows_per_expert_count_the_tp_groups_tokens():
+    """An expert beside tp takes the rows of its tp group's tokens: Megatron Bridge's Qwen3-235B-A22B
+    ran EP 32 over TP 2 × DP 16 with whole experts (expert TP 1), each of the 32 ranks dispatching its
+    2,048 sequence-parallel tokens of a 4,096-token microbatch, top-8 of 128 experts: 32·2,048·8/128
+    = 4,096 rows an expert. The planner prices it as tp 2 × ep 16, and splits each expert over the two
+    tp ranks, which then compute every row their tp group routed (Megatron-Core's alltoall dispatcher
+    gathers them over TP: S·B·EP tokens an expert rank): the same 4,096, not the 2,048 one rank
+    dispatches."""
+    import inspect
+
+    from shardbook import explorer, models
+    from shardbook.planner import layout, timing
+
+    takes = inspect.signature(layout.layout).parameters
+    options = {
+        name: p.default
+        for name, p in inspect.signature(explorer.evaluate).parameters.items()
+        if p.kind is p.KEYWORD_ONLY and name in takes and name != "recompute"
+    }
+    options.update(seq_len=4096, micro_batch_seqs=1, schedule="1f1b", uneven_pipeline=True)
+    model = models.get("Qwen3-235B-A22B")
+    assert (model.top_k, model.n_experts) == (8, 128)
+    lay = layout.layout(model, "H100", {"tp": 2, "ep": 16, "pp": 8}, 8192 * 4096, recompute=None, **options)
+    assert timing.rows_per_expert(lay) == 32 * 2048 * 8 / 128
+    # without tp the rows are those of the device's own tokens
+    lay = layout.layout(model, "H100", {"ep": 16, "pp": 8}, 8192 * 4096, recompute=None, **options)
+    assert timing.rows_per_expert(lay) == 16 * 4096 * 8 / 128

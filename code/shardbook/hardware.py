@@ -84,6 +84,8 @@ class Accelerator:
       NVL72 rack, a TPU pod).
     - ``scale_out_bytes_per_s``: one direction of the scale-out path per device
       (its NIC share, or DCN per TPU chip).
+    - ``scale_out_nics_per_device``: scale-out NICs per device, as the source
+      counts them (1 on every preset: one NIC per GPU, the DCN share per chip).
     - ``host_link_bytes_per_s``: one direction of the host/I/O path (PCIe), where cited.
     - ``largest_slice_devices``: the most devices one job may join over scale-up
       links, where the scheduler grants less than the domain (v5p: 6,144 of a

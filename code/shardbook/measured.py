@@ -1622,7 +1622,7 @@ _MEGATRON_BRIDGE_MOE_RECIPES = {
         "QWEN3_235B_A22B_PRETRAIN_CONFIG_H100_FP8_CS_V2",
         False,
         "EP 32 over TP 2 x DP 16 with expert TP 1 taken as tp 2 x ep 16: each expert split over the two TP "
-        "ranks, its grouped GEMM at a quarter of the rows (1,024 a microbatch, not 4,096), and TP's gather and "
+        "ranks, its grouped GEMM at half the width on the same 4,096 rows a microbatch, and TP's gather and "
         "scatter around the MoE block, which expert TP 1 skips, counted; the alltoall dispatcher (one copy per "
         "routed expert, as the planner prices it); the expert exchanges overlapped across microbatches "
         "(moe_a2a_overlap True: overlap_moe_expert_parallel_comm, delay_wgrad_compute), an overlap the "
@@ -1753,9 +1753,9 @@ LLAMA3_LONG_CONTEXT_RUNS = tuple(
 # The runs held out from the split (in neither set), which the planner is held to with the book's
 # own figures: MosaicML's MPT table, torchtitan's benchmarks, tpu-recipes' 2025 v5p jobs, the AMD seed's sweep (whose own
 # figures, MI355X's η and overlap, leave-one-source-out leaves out: transfer.held_out_fold),
-# BigScience's BLOOM on Megatron-DeepSpeed, Megatron Bridge's Qwen3 MoE rows on H100 and its two Llama
-# 3.1 405B rows on GB200, and Llama 3's long-context row (whose sources' other rows calibrate:
-# leave-one-source-out prices them without that source).
+# BigScience's BLOOM on Megatron-DeepSpeed, Megatron Bridge's Qwen3 MoE rows on H100 and its Llama
+# 3.1 405B rows on GB200, GB300 and B200 (with B200's 8B run in FP8), and Llama 3's long-context row
+# (whose sources' other rows calibrate: leave-one-source-out prices them without that source).
 HELD_OUT_RUNS = (
     MPT_H100_RUNS
     + TORCHTITAN_H100_RUNS

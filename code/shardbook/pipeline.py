@@ -285,9 +285,13 @@ def stage_activation_layer_microbatches(schedule, n_stages, n_microbatches, n_vi
     """Activations each stage holds at its peak, [stage], in layer-microbatches
     (one layer's activations for one microbatch), for a pipeline whose stage
     s has `chunk_layers[s][c]` layers in chunk c (equal chunks, or
-    uneven_chunk_layers): gpipe m·L_s; 1f1b and zero_bubble (ZB-H1)
-    min(p − s, m)·L_s (stage s warms up with p − s − 1 forwards, then
-    runs one more before its first backward); interleaved the issue order
+    uneven_chunk_layers): gpipe m·L_s; 1f1b min(p − s, m)·L_s (stage s
+    warms up with p − s − 1 forwards, then runs one more before its first
+    backward); zero_bubble (ZB-H1) min(p, m)·L_s on every stage (its later
+    stages defer their weight gradients, which still read the layer inputs,
+    until each holds as many microbatches as the first: Qi et al.'s "the
+    same number of in-flight microbatches", and the simulator's
+    held_activations); interleaved the issue order
     of `_interleaved_order` (a chunk's forward adds its layers, its
     backward frees them; for equal chunks of L/v layers the closed form
     min(((v−1)·g + 2(p−s−1) + 1)/v, m)·L, g as in
@@ -306,8 +310,10 @@ def stage_activation_layer_microbatches(schedule, n_stages, n_microbatches, n_vi
         return [float(layers[0])]
     if schedule == "gpipe":
         return [float(m * n) for n in layers]
-    if schedule in ("1f1b", "zero_bubble"):
+    if schedule == "1f1b":
         return [float(min(p - s, m) * n) for s, n in enumerate(layers)]
+    if schedule == "zero_bubble":
+        return [float(min(p, m) * n) for n in layers]
     if any(len(set(row)) > 1 for row in chunk_layers):
         return _interleaved_stage_peaks(p, m, v, chunk_layers)
     g = -(-m // max(1, m // p))

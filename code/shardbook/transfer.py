@@ -238,7 +238,8 @@ def leave_one_source_out(tol=1e-3, held_out=True):
     by the Fold without its source, then (with `held_out`) for every run of
     HELD_OUT_RUNS, priced by the book's own figures less any taken from its
     own source (held_out_fold), or, where its source's other runs calibrate
-    (Megatron Bridge's MoE rows), by the Fold without that source."""
+    (Megatron Bridge's MoE and Blackwell rows, Llama 3's long-context row),
+    by the Fold without that source."""
     out, terms, left_out = [], {}, {}
     for source in sources():
         fold = left_out[source] = fit_fold(source, tol, terms)

@@ -429,7 +429,7 @@ def pipeline_stages(n_stages, layers_per_stage, boundary_bytes, title):
             fig.arrow(x + w - 14, 66, x + w + 14, 66, stroke=ACCENT, width=2, head=7)
             fig.arrow(x + w + 14, 92, x + w - 14, 92, stroke=ACCENT2, width=2, head=7)
     mb = boundary_bytes / 1e6
-    fig.text(320, 136, f"blue: activations forward, red: their gradients back, {mb:,.3g} MB each per microbatch",
+    fig.text(320, 136, f"blue: activations forward, red: their gradients back, {mb:,.0f} MB each per microbatch",
              size=12, anchor="middle")  # fmt: skip
     fig.text(320, 156, "one point-to-point send per boundary, not a collective", size=12, anchor="middle")
     return fig

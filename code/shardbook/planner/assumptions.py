@@ -127,8 +127,8 @@ ASSUMPTIONS = f"""\
   tokens, the rest BF16, memory.TE_FP8_SAVED_BYTES; a MaxText policy's and
   DeepSeek-V3's recipe as they say) of the stage's
   layers for the microbatches its schedule keeps in flight
-  (pipeline.stage_activation_layer_microbatches: 1F1B and ZB-H1 p−s on
-  stage s (at most m), interleaved its warm-up plus one chunk, GPipe all;
+  (pipeline.stage_activation_layer_microbatches: 1F1B p−s on stage s
+  (at most m), ZB-H1 p on every stage (at most m), interleaved its warm-up plus one chunk, GPipe all;
   DualPipe p + 1 of the deepest stage on every device; an MoE model's
   dense first layers: the exact sum over the model with pp = 1, every
   layer at the larger kind with pp > 1,

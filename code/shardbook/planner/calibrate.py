@@ -456,7 +456,7 @@ def ep_exposed_fraction(accelerator):
 # a group (deepgemm), so without an entry the share is 1. TPUs keep 1: XLA's ragged_dot levels
 # off at 0.73 of a dense matmul of the same FLOPs on the book's v5e chip (moe.grouped_gemm_plateau_share on
 # data/measured_tpu_v5e_moe.json), but MaxText runs its megablox kernel, which that does not time, and at
-# that share MaxText's Mixtral runs on v6e go from +0.4 % and +9.5 % to +28 % and +37 % under
+# that share MaxText's Mixtral runs on v6e go from +0.3 % and +9.5 % to +28 % and +37 % under
 # leave-one-source-out, so ragged_dot's plateau is carried to no TPU. MI355X: fitted by
 # validation.fit_routed_expert_efficiency on the two endpoints of the AMD seed's MaxText sweep
 # (DeepSeek-V2-Lite on 8 MI355X, fsdp 8 and ep 8: measured.AMD_MI355X_RUNS), every other term at
@@ -657,7 +657,7 @@ HBM_CAPACITY_BYTES = {
 # ran (validation.VALIDATION_RUNS and transfer.HELD_OUT_RUNS) still fits
 # (validation.fit_memory_reserve_bytes; the tests hold each to it). The tightest GPU run is Llama
 # 3 405B on 8,192 H100 (3.2 GB to spare in the planner's count), the tightest TPU run tpu-recipes'
-# Llama 3.1 405B on v5p-1024 (0.4 GB): a TPU plan keeps no reserve beyond what the count leaves.
+# Llama 3.1 405B on v5p-1024 (0.9 GB).
 MEMORY_RESERVE_BYTES = {
     "gpu": Figure(3.0e9, "fit", "validation.fit_memory_reserve_bytes over every published GPU run that ran"),
     "tpu": Figure(0.5e9, "fit", "validation.fit_memory_reserve_bytes over every published TPU run that ran"),

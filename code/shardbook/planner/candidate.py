@@ -39,7 +39,9 @@ class Candidate:
     collective the seconds on the critical path (`expected_exposed_s`) and,
     where it is worked out apart from the step's total, what no math can
     cover (`expected_uncovered_s`: FSDP's, timing.fsdp_uncovered_s), the
-    options it was priced under, and where each axis was placed on the machine."""
+    options it was priced under, the recomputation policies it would fit
+    under (`fitting_policies`, of those it was priced over), and where each
+    axis was placed on the machine."""
 
     fsdp: int
     tp: int
@@ -84,6 +86,7 @@ class Candidate:
     global_tokens: float = 0.0
     uneven_pipeline: bool = False
     keep_gathered_weights: bool = False
+    fitting_policies: tuple = ()
 
     @property
     def expected_step_range_s(self):
@@ -250,22 +253,41 @@ def evaluate(
     return evaluate_plan(models.get(model), hardware.get(accelerator), mesh, global_tokens, options, n_devices)
 
 
+def fitting_policies(m, acc, mesh, global_tokens, options, n_devices=None):
+    """The recomputation policies under which evaluate_plan's plan fits
+    (Candidate.fitting_policies from its memory count alone, without the
+    timing: what the search compares to skip a schedule that holds no less
+    and runs no faster)."""
+    lay = layout_plan(m, acc, mesh, global_tokens, options, n_devices)
+    return _fitting(lay, _policies(options))
+
+
+def _policies(options):
+    return memory_plan.SEARCH_POLICIES if options.recompute is None else (options.recompute,)
+
+
+def _fitting(lay, policies, held=None):
+    held = held or {policy: memory_plan.device_memory(lay, policy) for policy in policies}
+    return tuple(policy for policy in policies if held[policy][2])
+
+
 def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
     """`evaluate` for model `m` (a models.Model) and accelerator `acc` (a
     hardware.Accelerator), resolved once by the caller, under `options`, a
     PlanOptions with every field concrete: what the search calls, so that
     neither the names nor the keywords are looked up again per candidate."""
     lay = layout_plan(m, acc, mesh, global_tokens, options, n_devices)
-    recompute, n_virtual, micro_batch_seqs = options.recompute, options.n_virtual, options.micro_batch_seqs
+    n_virtual, micro_batch_seqs = options.n_virtual, options.micro_batch_seqs
     schedule, state_recipe, attention = options.schedule, options.state_recipe, options.attention
     precision, stack = options.precision, options.stack
     uneven_pipeline, keep_gathered_weights = options.uneven_pipeline, options.keep_gathered_weights
     acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 
     # memory: what the device that holds the most keeps, under each policy that may be chosen
-    policies = memory_plan.SEARCH_POLICIES if recompute is None else (recompute,)
+    policies = _policies(options)
     held = {policy: memory_plan.device_memory(lay, policy) for policy in policies}
-    fitting = [policy for policy in policies if held[policy][2]] or [policies[-1]]
+    fits_under = _fitting(lay, policies, held)
+    fitting = list(fits_under) or [policies[-1]]
     # the schedule's bubble and what stays exposed of each hidden collective do not depend on the policy
     overhead = memory_plan.bubble_overhead(lay.schedule, pp, math.ceil(lay.n_micro), n_virtual) if pp > 1 else 0.0
     hidden_bound, hidden, fractions = timing.hidden_terms(lay, bound=True), timing.hidden_terms(lay), None
@@ -357,6 +379,7 @@ def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
         global_tokens=float(lay.global_tokens),
         uneven_pipeline=uneven_pipeline,
         keep_gathered_weights=keep_gathered_weights,
+        fitting_policies=fits_under,
     )
 
 

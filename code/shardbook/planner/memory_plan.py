@@ -373,8 +373,9 @@ def devices(lay):
       for an uneven one), the input embedding on stage 0 and the output layer
       on stage p−1 (Megatron-LM; with tied embeddings its own copy of the
       table there), the activations its schedule keeps in flight
-      (pipeline.stage_activation_layer_microbatches: the first stage the
-      most microbatches, the last one) and the logits on the last.
+      (pipeline.stage_activation_layer_microbatches: under 1F1B the first
+      stage the most microbatches, the last one; under ZB-H1 every stage
+      as many as the first) and the logits on the last.
     - DualPipe: device i runs stages i and p−1−i, so device 0 holds the
       shallowest layers with the embedding and the deepest with the output
       layer (deepseek2024v3 §3.2.3), and the logits; each device p + 1

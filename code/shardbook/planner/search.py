@@ -23,7 +23,7 @@ import math
 
 from .. import _validate, hardware, models, pipeline
 from . import calibrate, memory_plan, timing
-from .candidate import Candidate, TooFewSequences, evaluate, evaluate_plan
+from .candidate import Candidate, TooFewSequences, evaluate, evaluate_plan, fitting_policies
 from .layout import PRECISIONS, check_options
 from .options import PlanOptions
 from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, divisors, normalize_mesh
@@ -268,12 +268,13 @@ def _mesh_key(cand):
 SKIP_DOMINATED = True
 
 
-def _dominated(opts, done):
+def _dominated(opts, done, same_fit):
     """Whether the variant `opts` can be skipped at a microbatch size, given
     `done`, {(schedule, n_virtual, keep_gathered_weights, precision):
-    Candidate} priced at the same size: 1F1B where ZB-H1 ran (the same
-    activations held, min(p − s, m) microbatches, and blocking sends, with a
-    third of the bubble: never faster, never smaller); FSDP's weights kept
+    Candidate} priced at the same size: 1F1B where ZB-H1 ran and
+    `same_fit(ZB-H1's Candidate)` says 1F1B fits under no more policies
+    (_same_fit);
+    FSDP's weights kept
     gathered where gathering them again left no FSDP traffic (nor, under
     ZeRO-3, gradient-reduction traffic) exposed beyond the part no math can
     cover (keeping them then shortens nothing, and holds more): the
@@ -282,7 +283,7 @@ def _dominated(opts, done):
         return False
     s, v, keep, p = opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision
     if s == "1f1b" and ("zero_bubble", 1, keep, p) in done:
-        return True
+        return same_fit(done[("zero_bubble", 1, keep, p)])
     regathered = done.get((s, v, False, p))
     if keep and regathered is not None:
         terms, exposed = regathered.expected_terms, regathered.expected_exposed_s
@@ -293,15 +294,34 @@ def _dominated(opts, done):
     return False
 
 
+def _same_fit(model, accelerator, mesh, global_tokens, opts, n_devices, zero_bubble):
+    """Whether 1F1B (`opts`) fits under exactly the policies that ZB-H1's
+    Candidate `zero_bubble`, at the same microbatch, weights and precision,
+    fits under: then, with the same blocking sends and three times the
+    bubble, it is never faster and can be skipped. ZB-H1 holds min(p, m)
+    microbatches on every stage, 1F1B min(p − s, m) on stage s, so 1F1B
+    fits at least where ZB-H1 does, and under a cheaper policy where
+    ZB-H1's peak is a later stage. Where ZB-H1 fits under every policy, so
+    does 1F1B; else 1F1B's memory alone is counted
+    (candidate.fitting_policies: no timing)."""
+    searched = memory_plan.SEARCH_POLICIES if opts.recompute is None else (opts.recompute,)
+    if zero_bubble.fitting_policies == tuple(searched):
+        return True
+    try:
+        return (
+            fitting_policies(model, accelerator, mesh, global_tokens, opts, n_devices) == zero_bubble.fitting_policies
+        )
+    except (memory_plan.Unusable, TooFewSequences, ValueError):
+        return False  # evaluate_plan says why, or prices it
+
+
 def _variant_key(opts):
     return (opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision)
 
 
 def _outgrown(opts, outgrown):
-    """Whether `opts` did not fit at a smaller microbatch (1F1B: or ZB-H1,
-    which holds the same activations and weights)."""
-    key = _variant_key(opts)
-    return key in outgrown or (opts.schedule == "1f1b" and ("zero_bubble", *key[1:]) in outgrown)
+    """Whether `opts` did not fit at a smaller microbatch."""
+    return _variant_key(opts) in outgrown
 
 
 def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variants=None, work=None, every_size=False):
@@ -316,8 +336,7 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
     state do not change; what each microbatch keeps grows with its size
     while the microbatches a schedule holds in flight, min(p, m), p + 1 or
     interleaving's count, shrink no faster than the size grows: the tokens
-    in flight never fall), so it cannot fit there either (with ZB-H1, 1F1B,
-    which holds the same), unless `every_size` (what each size holds, to
+    in flight never fall), so it cannot fit there either, unless `every_size` (what each size holds, to
     show). `work`, a _Work, counts each evaluate call."""
     variants = sorted(
         _variants(model, accelerator, mesh, options) if variants is None else variants,
@@ -332,14 +351,17 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
             break
         done, too_few = {}, False
         for opts in variants:
-            if _dominated(opts, done) or (skip_outgrown and _outgrown(opts, outgrown)):
+            sized = opts.replace(micro_batch_seqs=micro)
+
+            def same_fit(zero_bubble, sized=sized):
+                return _same_fit(model, accelerator, mesh, global_tokens, sized, n_devices, zero_bubble)
+
+            if _dominated(opts, done, same_fit) or (skip_outgrown and _outgrown(opts, outgrown)):
                 continue
             if work is not None:
                 work.priced += 1
             try:
-                cand = evaluate_plan(
-                    model, accelerator, mesh, global_tokens, opts.replace(micro_batch_seqs=micro), n_devices
-                )
+                cand = evaluate_plan(model, accelerator, mesh, global_tokens, sized, n_devices)
             except TooFewSequences as unusable:
                 too_few, error = True, error or unusable
                 break  # the same for every variant: the batch over the data-parallel ranks
@@ -447,8 +469,8 @@ class Ranked(list):
 
 def _base(variants):
     """The variants that hold the least memory and are priced for every
-    mesh first: ZB-H1 and 1F1B (min(p − s, m) microbatches in flight, where
-    interleaving holds p + (p − 1)/v and DualPipe p + 1 with two stages'
+    mesh first: ZB-H1 and 1F1B (min(p, m) microbatches in flight at most,
+    where interleaving holds p + (p − 1)/v and DualPipe p + 1 with two stages'
     weights), weights gathered again rather than kept; every variant if
     none is of that kind."""
     base = [o for o in variants if o.schedule in ("1f1b", "zero_bubble", "gpipe")]
@@ -534,7 +556,7 @@ def _room_for(cand, schedule, n_virtual):
     return extra <= memory["headroom"]
 
 
-def _promise(tried, variants):
+def _promise(tried, variants, accelerator):
     """The order in which the staged search refines a mesh, from its base
     candidates (`tried`, every microbatch size priced) and its variants
     (_variants): meshes with a base candidate that runs first, by the least,
@@ -563,12 +585,25 @@ def _promise(tried, variants):
         for schedule, n_virtual in overlapped:
             if cand.pp > 1 and _room_for(cand, schedule, n_virtual):
                 removed = exposed.get("pp", 0.0) + cand.expected_terms["bubble"]
-                removed += exposed.get("ep", 0.0) if schedule == "dualpipe" else 0.0
+                if schedule == "dualpipe":
+                    # DualPipe hides the exchanges but for the share that stays exposed (timing's
+                    # ep fraction under it): crediting all of it ranked meshes with more EP traffic first
+                    left = _dualpipe_ep_exposed_fraction(accelerator) * cand.expected_terms["ep"]
+                    removed += max(0.0, exposed.get("ep", 0.0) - left)
                 removable = max(removable, removed)
         if keeps:
             removable += exposed.get("fsdp", 0.0)
         best = min(best, cand.expected_step_s - removable)
     return (0, best)
+
+
+def _dualpipe_ep_exposed_fraction(accelerator):
+    """The share of the expert exchanges DualPipe leaves exposed on
+    `accelerator` (timing._ep_exposed_fraction under DualPipe: the
+    overlapped fraction, or the stack's where smaller)."""
+    stack = calibrate.ep_exposed_fraction(accelerator)
+    overlapped = calibrate.exposed_fraction("ep_overlapped")
+    return overlapped if stack is None else min(overlapped, stack)
 
 
 def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options, work=None):
@@ -585,7 +620,7 @@ def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options,
     tried = []
     best = _best_of(model, accelerator, mesh, global_tokens, n_devices, options, base, tried, work)
     floor = min((c.expected_terms["math"] for c in tried if c.fits), default=math.inf)
-    return (0.0 if complete else floor), best, complete, _promise(tried, variants)
+    return (0.0 if complete else floor), best, complete, _promise(tried, variants, accelerator)
 
 
 def rank_key(candidate):

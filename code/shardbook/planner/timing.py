@@ -543,13 +543,22 @@ def _routed_tokens(lay):
 
 def rows_per_expert(lay):
     """Rows each local expert's group holds in one microbatch's grouped
-    GEMM (moe.rows_per_expert: tokens · k · ep · capacity factor / E); 0
-    for a dense model."""
+    GEMM: moe.rows_per_expert of the device's tp group's tokens
+    (seq_len · micro_batch_seqs / cp), tp times those it dispatches, so
+    tokens · k · ep · capacity factor / E; 0 for a dense model. Both ways
+    to run experts beside tp agree: split over tp, each rank's slice of an
+    expert computes every row the tp group routed there, gathered over tp
+    after the exchange (Megatron-Core's alltoall dispatcher: its expert
+    ranks see num_local_tokens·TP·EP = S·B·EP tokens); or whole, folded
+    over the tp × ep devices (expert TP 1), each expert takes the rows of
+    tp·ep ranks dispatching tokens/tp each. Ref: megatron-core-moe
+    (token_dispatcher.py)."""
     check_layout(lay)
     m = lay.model
     if not m.is_moe:
         return 0.0
-    return moe.rows_per_expert(_routed_tokens(lay), m.top_k, m.n_experts, lay.mesh["ep"], lay.capacity_factor)
+    tokens = lay.seq_len * lay.micro_batch_seqs / lay.mesh["cp"]
+    return moe.rows_per_expert(tokens, m.top_k, m.n_experts, lay.mesh["ep"], lay.capacity_factor)
 
 
 def grouped_gemm_s(lay, recompute):
@@ -595,6 +604,8 @@ def permute_s(lay, recompute):
         return 0.0
     moe_layers = lay.deepest * (m.n_layers - m.n_dense_layers) / m.n_layers
     reruns = expert_exchange_reruns(recompute)
+    # the rows that arrive over ep: experts folded whole over tp × ep (expert TP 1, as Megatron runs
+    # MoE beside TP and the published tp > 1 run did); split over tp, the gather would sort tp times more
     tokens = _routed_tokens(lay)
     per_layer = moe.permute_bytes(tokens, m.top_k, m.d_model, ep=ep, reruns=reruns) - moe.permute_bytes(
         tokens, m.top_k, m.d_model, ep=1, reruns=reruns
