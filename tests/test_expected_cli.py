@@ -637,3 +637,165 @@ def test_make_bless_passes_the_reason_and_the_drops(book, monkeypatch, capsys):
         f"ledger: bless refused, nothing written: --drop {name}: no expected value of that name is missing from the build"
         for name in ("a_value", "b_value")
     ]
+
+
+# --- glued phrases: words are recorded and compared by their exact text -------
+
+OLD_MESH, NEW_MESH = "fsdp 576 × tp 8 × cp 4", "fsdp 576 × tp 4 × cp 8"
+
+
+def _with_phrase(book, text=OLD_MESH):
+    """The small book with a planner's pick glued as a phrase in OTHER, blessed."""
+    book.records[OTHER].append(ledger.phrase_record("wp_planner_mesh", text))
+    book.build()
+    expected.write(book.expected, expected.collect(book.executed))
+    return book
+
+
+def _reglue(book, text):
+    book.records[OTHER] = [
+        r if r["name"] != "wp_planner_mesh" else dict(r, value=text, text=text) for r in book.records[OTHER]
+    ]
+    book.build()
+
+
+def test_show_phrase_records_its_words(monkeypatch):
+    shown = []
+    monkeypatch.setattr(ledger, "_display", lambda bundle, metadata: shown.append(metadata))
+    ledger.show_phrase("wp_planner_mesh", OLD_MESH)
+    (entry,) = shown[0][ledger.META_KEY]
+    assert shown[0]["scrapbook"]["name"] == "wp_planner_mesh"
+    assert entry == {
+        "name": "wp_planner_mesh",
+        "value": OLD_MESH,
+        "unit": "",
+        "text": OLD_MESH,
+        "rel_tol": 0,
+        "live": False,
+        "phrase": True,
+    }
+    with pytest.raises(ValueError, match=r"text \(wp_x\): a phrase must be a string"):
+        ledger.show_phrase("wp_x", 3)
+
+
+def test_a_phrase_is_collected_and_checks_clean(book, capsys):
+    _with_phrase(book)
+    (got,) = [g for g in expected.collect(book.executed) if g["name"] == "wp_planner_mesh"]
+    assert got == {
+        "chapter": OTHER,
+        "name": "wp_planner_mesh",
+        "value": OLD_MESH,
+        "unit": "",
+        "text": OLD_MESH,
+        "rel_tol": 0,
+        "phrase": True,
+    }
+    assert book.values()["wp_planner_mesh"]["phrase"] is True
+    assert book.run("check") == 0
+    assert "all 5 values match" in capsys.readouterr().out
+
+
+def test_a_changed_phrase_fails_check_and_needs_a_reason(book, capsys):
+    """The reviewer's case: the planner's printed mesh changed and nothing
+    failed. Now check fails naming it, bless refuses without an errata
+    entry or a reason, and with --reason it is written with an entry."""
+    _with_phrase(book)
+    _reglue(book, NEW_MESH)
+    assert book.run("check") == 1
+    out = capsys.readouterr().out
+    (row,) = [line for line in out.splitlines() if "wp_planner_mesh" in line]
+    assert OLD_MESH in row and NEW_MESH in row and row.endswith("text changed")
+    assert "1 of 5 values differ" in out
+    before = book.expected.read_text()
+    assert book.run("bless") == 2
+    err = _one_line(capsys)
+    assert f"{OTHER}:wp_planner_mesh" in err and f"“{OLD_MESH}” to “{NEW_MESH}”" in err
+    assert book.expected.read_text() == before
+    assert book.run("bless", "--reason", "The planner splits the sequence before the heads.") == 0
+    assert "wp_planner_mesh" in capsys.readouterr().out
+    assert book.values()["wp_planner_mesh"] == {
+        "chapter": OTHER,
+        "name": "wp_planner_mesh",
+        "value": NEW_MESH,
+        "unit": "",
+        "text": NEW_MESH,
+        "rel_tol": 0,
+        "phrase": True,
+    }
+    (entry,) = errata.load(book.errata, book.root)
+    assert entry.values == (f"{OTHER}:wp_planner_mesh",) and entry.chapter == OTHER
+    assert f"“{OLD_MESH}”" in entry.said and f"“{NEW_MESH}”" in entry.says
+    book.stamp()  # the new entry is a source of the build
+    assert book.run("check") == 0
+
+
+def test_a_phrase_that_disappears_needs_drop(book, capsys):
+    _with_phrase(book)
+    book.records[OTHER] = [r for r in book.records[OTHER] if r["name"] != "wp_planner_mesh"]
+    book.build()
+    assert book.run("check") == 1
+    assert "missing" in next(line for line in capsys.readouterr().out.splitlines() if "wp_planner_mesh" in line)
+    assert book.run("bless") == 2
+    err = _one_line(capsys)
+    assert f"{OTHER}:wp_planner_mesh: expected but not in the build" in err and "--drop wp_planner_mesh" in err
+    assert book.run("bless", "--drop", "wp_planner_mesh") == 0
+    assert "wp_planner_mesh" not in book.values()
+
+
+def test_a_new_phrase_is_added_like_a_new_number(book, capsys):
+    book.records[OTHER].append(ledger.phrase_record("wp_planner_mesh", OLD_MESH))
+    book.build()
+    assert book.run("check") == 1
+    assert "new (no expected entry)" in capsys.readouterr().out
+    assert book.run("bless") == 0  # a new entry changes no printed text: no reason, no errata entry
+    assert book.values()["wp_planner_mesh"]["text"] == OLD_MESH and not book.errata.exists()
+
+
+def test_a_phrase_that_reads_inf_stays_words(book, capsys):
+    """A number's "inf" is the kernel's spelling of infinity; a phrase's is
+    what the page prints."""
+    _with_phrase(book, "inf")
+    assert book.values()["wp_planner_mesh"]["value"] == "inf"
+    assert book.run("check") == 0
+
+
+@pytest.mark.parametrize(
+    "before,after,status",
+    [
+        (_record("wp_planner_mesh", 4.0, "4"), ledger.phrase_record("wp_planner_mesh", "4"), "now a phrase"),
+        (ledger.phrase_record("wp_planner_mesh", "4"), _record("wp_planner_mesh", 4.0, "4"), "no longer a phrase"),
+    ],
+)
+def test_a_value_that_becomes_words_or_back_has_changed(before, after, status):
+    stored, built = before | {"chapter": OTHER}, after | {"chapter": OTHER}
+    stored.pop("live"), built.pop("live")
+    assert [r[5] for r in expected.compare([stored], [built])] == [status]
+    _, rewritten, text_changes, problems = expected.plan_bless([stored], [built])
+    assert [r[5] for r in rewritten] == [status] and text_changes == [] and problems == []
+
+
+def _edit_phrase(field, value):
+    def apply(doc):
+        next(v for v in doc["values"] if v["name"] == "wp_planner_mesh")[field] = value
+        return doc
+
+    return apply
+
+
+PHRASE_EDITS = [
+    ("value other than its text", _edit_phrase("value", "fsdp 1 × tp 1"), "value: a phrase's value must be its text"),
+    ("numeric value", _edit_phrase("value", 4.0), "value: a phrase's value must be its text"),
+    ("a unit", _edit_phrase("unit", "GB"), "unit, rel_tol: a phrase has no unit and tolerance 0"),
+    ("a tolerance", _edit_phrase("rel_tol", 0.1), "unit, rel_tol: a phrase has no unit and tolerance 0"),
+    ("phrase as a word", _edit_phrase("phrase", "yes"), "phrase: must be true when present"),
+    ("measured phrase", _edit_phrase("measured", True), "measured: a phrase is words the page prints"),
+]
+
+
+@pytest.mark.parametrize("label,spoil,message", PHRASE_EDITS, ids=[c[0] for c in PHRASE_EDITS])
+def test_a_hand_edited_phrase_is_one_line_naming_the_entry(book, capsys, label, spoil, message):
+    _with_phrase(book)
+    book.expected.write_text(json.dumps(spoil(json.loads(book.expected.read_text())), indent=1))
+    assert book.run("check") == 2
+    err = _one_line(capsys)
+    assert f"({OTHER}:wp_planner_mesh): {message}" in err

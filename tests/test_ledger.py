@@ -17,6 +17,29 @@ def test_built_values_match_the_committed_ledger(built_book):
     assert not rows, "numbers moved (review, then `make bless`):\n" + expected.format_rows(rows)
 
 
+def test_the_planners_printed_mesh_is_in_the_ledger(built_book):
+    """Chapter 93's planner pick changed from one mesh to another with no
+    check failing: glued words were not recorded. Now every show_phrase is."""
+    got = {(g["chapter"], g["name"]): g for g in expected.collect(built_book / "jupyter_execute")}
+    committed = {(e["chapter"], e["name"]): e for e in expected.load(EXPECTED_NUMBERS)}
+    key = ("93_worked_problems", "wp_4p_planner_mesh")
+    assert got[key]["phrase"] is True and got[key]["value"] == got[key]["text"]
+    assert committed[key]["phrase"] is True
+    assert expected.compare([committed[key]], [dict(got[key], value="fsdp 1 × tp 1", text="fsdp 1 × tp 1")]) == [
+        (*key, committed[key]["text"], "fsdp 1 × tp 1", "", "text changed")
+    ]
+
+
+def test_compare_reports_a_changed_phrase_by_its_text():
+    stored = ledger.phrase_record("m", "fsdp 576 × tp 8 × cp 4") | {"chapter": "c"}
+    assert expected.compare([stored], [stored]) == []
+    changed = dict(stored, value="fsdp 576 × tp 4 × cp 8", text="fsdp 576 × tp 4 × cp 8")
+    assert expected.compare([stored], [changed]) == [
+        ("c", "m", "fsdp 576 × tp 8 × cp 4", "fsdp 576 × tp 4 × cp 8", "", "text changed")
+    ]
+    assert [r[5] for r in expected.compare([stored], [])] == ["missing"]
+
+
 def test_compare_reports_moved_missing_and_new():
     base = [
         ledger.record("a", 1.0, text="1.0") | {"chapter": "c"},
@@ -84,7 +107,8 @@ def test_planted_constant_change_fails_the_check_and_names_the_value(tmp_path):
 def test_bless_rewrites_and_restores(tmp_path, built_book):
     target = tmp_path / "expected.json"
     got = expected.collect(built_book / "jupyter_execute")
-    expected.write(target, [dict(got[0], value=got[0]["value"] * 2)] + got[1:])
+    i = next(i for i, g in enumerate(got) if not expected.is_phrase(g))  # a number: doubled, it moves
+    expected.write(target, got[:i] + [dict(got[i], value=got[i]["value"] * 2)] + got[i + 1 :])
     assert expected.main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 1
     assert expected.main(["bless", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0
     assert expected.main(["check", "--expected", str(target), "--executed", str(built_book / "jupyter_execute")]) == 0

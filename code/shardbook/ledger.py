@@ -1,7 +1,8 @@
 """The ledger of numbers: every computed number a chapter shows.
 
 A chapter shows a computed value with :func:`show` (prose refers to it by
-name with MyST-NB's ``glue:text`` role) or a table with :func:`table`. Both write a record
+name with MyST-NB's ``glue:text`` role), a computed wording with
+:func:`show_phrase`, or a table with :func:`table`. Each writes a record
 into the executed notebook's output metadata. After a build, ``collect``
 reads those records from the executed notebooks (no second execution) and
 ``compare`` checks them against the committed expected file; both live
@@ -292,15 +293,29 @@ def _texts(results):
     }
 
 
-def show_phrase(name, text):
-    """Glue a live wording under `name` (for a ``glue:text`` role). Words are
-    not numbers: the ledger keeps the numbers that choose them. A glued text
-    is shown bold, as every computed value is; a whole sentence of prose is
-    named ``..._sentence`` and shown in the text's weight (shardbook.css)."""
+def phrase_record(name, text, *, live=False):
+    """The ledger entry for one glued wording: its value is its text, compared
+    exactly (a planner's chosen mesh printed in words drifts like a number)."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ValueError(f"name: must be lower-case letters, digits and underscores, got {name!r}")
+    if not isinstance(text, str):
+        raise ValueError(f"text ({name}): a phrase must be a string, got {text!r}")
+    return {"name": name, "value": text, "unit": "", "text": text, "rel_tol": 0, "live": bool(live), "phrase": True}
+
+
+def show_phrase(name, text, *, live=False):
+    """Glue a wording under `name` (for a ``glue:text`` role) and record it:
+    the ledger keeps words as it keeps numbers, by their exact text, so a
+    changed wording (a mesh the planner picks, a list of figures) fails the
+    check until it is blessed. A glued text is shown bold, as every computed
+    value is; a whole sentence of prose is named ``..._sentence`` and shown in
+    the text's weight (shardbook.css)."""
+    entry = phrase_record(name, text, live=live)
     _SHOWN[name] = text
-    _display({GLUE_PREFIX + "text/plain": repr(text)}, {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}})
+    _display(
+        {GLUE_PREFIX + "text/plain": repr(text)},
+        {"scrapbook": {"name": name, "mime_prefix": GLUE_PREFIX}, META_KEY: [entry]},
+    )
 
 
 def evaluate_live(function, arguments, inputs=None):
@@ -360,7 +375,7 @@ def live(function, **inputs):
     texts = _texts(results)
     for name, v in results.items():
         if _is_phrase(v):
-            show_phrase(name, texts[name])
+            show_phrase(name, texts[name], live=True)
         else:
             show(name, v["value"], v["unit"], scale=v["scale"], text=texts[name], rel_tol=v["rel_tol"], live=True)
     payload = {

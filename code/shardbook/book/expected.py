@@ -1,5 +1,6 @@
 """The expected-numbers file and the build it is checked against: collect
-every ledger record from the executed notebooks, compare them with
+every ledger record (a number, or a glued phrase: words compared by their
+exact text) from the executed notebooks, compare them with
 tests/expected_numbers.json, bless a reviewed change, and refuse a build that
 did not finish or is older than its sources (the build fingerprint).
 
@@ -108,7 +109,10 @@ def collect(executed_dir, chapters=None):
                 key = (chapter, entry["name"])
                 item = {"chapter": chapter}
                 item.update({k: entry[k] for k in ("name", "value", "unit", "text", "rel_tol")})
-                item["value"] = _built_value(item["value"])
+                if entry.get("phrase"):
+                    item["phrase"] = True  # its value is its text: "inf" stays words
+                else:
+                    item["value"] = _built_value(item["value"])
                 if entry.get("measured"):
                     item["measured"] = True
                 if key in found and not _same_record(found[key], item):
@@ -123,6 +127,20 @@ def _same_record(a, b):
     return all(a[k] == b[k] or (k == "value" and a[k] != a[k] and b[k] != b[k]) for k in a)  # NaN == NaN here
 
 
+def is_phrase(entry):
+    """True for a record of glued words (ledger.show_phrase): its value is
+    its text, compared exactly, never as a number."""
+    return entry.get("phrase") is True
+
+
+def _phrase_change(e, g):
+    """Why the phrase (or the value that became or stopped being one) `g`
+    differs from the stored `e`, or None."""
+    if is_phrase(e) != is_phrase(g):
+        return "now a phrase" if is_phrase(g) else "no longer a phrase"
+    return "text changed" if e["text"] != g["text"] else None
+
+
 def _relative_change(ev, gv):
     return abs(gv - ev) / abs(ev) if ev else abs(gv)
 
@@ -131,7 +149,8 @@ def compare(expected, got):
     """Rows (chapter, name, expected, got, relative change, status) for every
     value that moved beyond its tolerance, disappeared, or is new. A
     measured value (a step time) must be there, but may take any value. A
-    value that is not a finite number (inf, NaN) has moved, whatever it was."""
+    value that is not a finite number (inf, NaN) has moved, whatever it was.
+    A phrase has changed when its text differs by a character."""
     exp = {(e["chapter"], e["name"]): e for e in expected}
     cur = {(g["chapter"], g["name"]): g for g in got}
     rows = []
@@ -140,8 +159,12 @@ def compare(expected, got):
         if g is None:
             rows.append((*key, e["text"], "-", "", "missing"))
         elif e is None:
-            finite = is_finite_number(g["value"])
+            finite = is_phrase(g) or is_finite_number(g["value"])
             rows.append((*key, "-", g["text"], "" if finite else "not finite", "new (no expected entry)"))
+        elif is_phrase(e) or is_phrase(g):
+            why = _phrase_change(e, g)
+            if why:
+                rows.append((*key, e["text"], g["text"], "", why))
         elif not is_finite_number(g["value"]):
             rows.append((*key, e["text"], g["text"], "not finite", "moved"))
         elif e.get("measured") or g.get("measured"):
@@ -164,13 +187,14 @@ def format_rows(rows, header=("chapter", "name", "expected", "got", "rel. change
 
 
 _RECORD_KEYS = ("chapter", "name", "value", "unit", "text", "rel_tol")
-_OPTIONAL_KEYS = ("measured",)
+_OPTIONAL_KEYS = ("measured", "phrase")
 
 
 def record_problem(entry):
     """What is wrong with one expected-values record, or None: every field
-    present and of its type, the value a finite number, the tolerance a
-    finite number in [0, 1)."""
+    present and of its type, the value a finite number (a phrase's: its
+    text, with no unit and tolerance 0), the tolerance a finite number in
+    [0, 1)."""
     if not isinstance(entry, dict):
         return f"must be an object with {', '.join(_RECORD_KEYS)}, got {type(entry).__name__}"
     missing = [k for k in _RECORD_KEYS if k not in entry]
@@ -183,8 +207,9 @@ def record_problem(entry):
         return f"chapter: must be a chapter file stem such as '07_choosing_a_mesh', got {entry['chapter']!r}"
     if not isinstance(entry["name"], str) or not _NAME_RE.match(entry["name"]):
         return f"name: must be lower-case letters, digits and underscores, got {entry['name']!r}"
-    if not is_finite_number(entry["value"]):
-        return f"value: must be a finite number, got {entry['value']!r}"
+    problem = _value_problem(entry)
+    if problem:
+        return problem
     for field in ("unit", "text"):
         if not isinstance(entry[field], str):
             return f"{field}: must be a string, got {entry[field]!r}"
@@ -193,6 +218,23 @@ def record_problem(entry):
         return f"rel_tol: must be a finite number in [0, 1), got {tol!r}"
     if "measured" in entry and entry["measured"] is not True:
         return f"measured: must be true when present, got {entry['measured']!r}"
+    return None
+
+
+def _value_problem(entry):
+    """What is wrong with a stored value, or None: a finite number, or for a
+    phrase its text (one copy of the words could drift from the other), with
+    no unit and no tolerance."""
+    if "phrase" not in entry:
+        return None if is_finite_number(entry["value"]) else f"value: must be a finite number, got {entry['value']!r}"
+    if entry["phrase"] is not True:
+        return f"phrase: must be true when present, got {entry['phrase']!r}"
+    if "measured" in entry:
+        return "measured: a phrase is words the page prints, never a measurement"
+    if entry["value"] != entry["text"] or not isinstance(entry["value"], str):
+        return f"value: a phrase's value must be its text, got {entry['value']!r} for {entry['text']!r}"
+    if entry["unit"] != "" or entry["rel_tol"] != 0:
+        return f"unit, rel_tol: a phrase has no unit and tolerance 0, got {entry['unit']!r} and {entry['rel_tol']!r}"
     return None
 
 
@@ -251,7 +293,7 @@ def ledger_text(path, values, errata_applied=None):
     the entry, and `path`, if a value is not a finite number) and the
     errata entries they reflect (see load_applied)."""
     doc = {
-        "about": "Expected values of every number the book shows. Rewrite with `make bless` after review.",
+        "about": "Expected values of every number and glued phrase the book shows. Rewrite with `make bless` after review.",
         "values": values,
     }
     if errata_applied:
@@ -262,7 +304,7 @@ def ledger_text(path, values, errata_applied=None):
         bad = next(
             f"{v.get('chapter')}:{v.get('name')}"
             for v in values
-            if not is_finite_number(v.get("value")) or not is_finite_number(v.get("rel_tol"))
+            if not (is_phrase(v) or is_finite_number(v.get("value"))) or not is_finite_number(v.get("rel_tol"))
         )
         raise ValueError(f"{bad}: not a finite number; nothing written to {path}") from None
 
@@ -291,7 +333,10 @@ def _unwritable(path, exc):
 def _differs(e, g):
     """Why the build's record `g` would rewrite the stored `e`, or None when
     the stored entry stays (same text, unit, tolerance, kind, and a value
-    within the tolerance: the stored number is kept, so it never creeps)."""
+    within the tolerance: the stored number is kept, so it never creeps; a
+    phrase stays while its text does)."""
+    if is_phrase(e) or is_phrase(g):
+        return _phrase_change(e, g)
     if bool(e.get("measured")) != bool(g.get("measured")):
         return "now measured" if g.get("measured") else "no longer measured"
     if e.get("measured"):
@@ -338,7 +383,7 @@ def plan_bless(expected, got, drop=()):
                     f"bless again with --drop {key[1]} (or --drop all)"
                 )
             continue
-        if not is_finite_number(g["value"]):
+        if not is_phrase(g) and not is_finite_number(g["value"]):
             problems.append(
                 f"{label}: the build shows {g['text']!r}, value {g['value']!r}, not a finite number; fix the cell that computes it"
             )
@@ -352,7 +397,8 @@ def plan_bless(expected, got, drop=()):
             values.append(e)
             continue
         values.append(g)
-        rel = f"{(g['value'] - e['value']) / e['value']:+.3%}" if e["value"] else ""
+        numbers = not (is_phrase(e) or is_phrase(g))  # a phrase changes by its text, not by a ratio
+        rel = f"{(g['value'] - e['value']) / e['value']:+.3%}" if numbers and e["value"] else ""
         rewritten.append((*key, e["text"], g["text"], rel, why))
         if e["text"] != g["text"] and not (e.get("measured") or g.get("measured")):
             text_changes.append((*key, e["text"], g["text"]))

@@ -15,9 +15,10 @@ site. JupyterLab's MyST renderer (jupyterlab-myst) has no glue role, but it
 evaluates MyST's inline ``{eval}`` role in the kernel. So, when a chapter is
 opened, each glue role becomes ``{eval}`ledger.glued("intro_params")``` and
 the cell's `user_expressions` metadata is filled with the number the last
-build printed (the committed ledger, tests/expected_numbers.json, or the
-build's glue files for live wordings): the chapter shows its numbers as soon
-as it opens, and running it recomputes them in the kernel. When the chapter
+build printed (the committed ledger, tests/expected_numbers.json, which
+keeps numbers and phrases, completed by the build's glue files): the
+chapter shows its numbers as soon as it opens, and running it recomputes
+them in the kernel. When the chapter
 is saved, the roles go back and the metadata is dropped, so the `.md`
 source on disk never holds a number.
 
@@ -54,9 +55,8 @@ def expression(name):
 
 def printed_texts(chapter):
     """{glue key: text} of `chapter` (a file stem such as 00_introduction) as
-    the last build printed them: the committed ledger, completed by the
-    build's glue files where a build exists (live wordings are not numbers
-    and live only there)."""
+    the last build printed them: the committed ledger (numbers and
+    phrases), completed by the build's glue files where a build exists."""
     texts = {}
     glue_file = BUILD_GLUE / f"{chapter}.glue.json"
     if glue_file.exists():
