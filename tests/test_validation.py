@@ -473,7 +473,7 @@ def _mpt_source_tables():
                 columns = cells
             elif set(cells) != {"---"}:
                 assert len(cells) == len(columns), line
-                tables[title].append(dict(zip(columns, cells)))
+                tables[title].append(dict(zip(columns, cells, strict=True)))
         else:
             assert not line.strip(), line  # headers and rows, nothing else
     return tables
@@ -492,7 +492,10 @@ def test_mpt_tables_are_the_sources_rows():
             sharding = mine[8] if len(mine) > 8 else "FULL_SHARD"
             assert row["Model"] == size.lower()
             assert (row["GPU"], row["Precision"], row["MP Mode"], row["Activation CPUOffload"]) == (
-                "h100_80gb", "amp_bf16", "DEFAULT", "False",
+                "h100_80gb",
+                "amp_bf16",
+                "DEFAULT",
+                "False",
             )
             assert int(row["# GPUs"]) == gpus
             assert float(row["MFU"]) == mfu

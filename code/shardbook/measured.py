@@ -1275,7 +1275,16 @@ _MPT_SHARDING = {"FULL_SHARD": ("fsdp", 0), "SHARD_GRAD_OP": ("dp", 2)}
 
 
 def _mpt_run(
-    size, n_gpus, mfu_percent, micro, accumulation, batch, tokens_per_s, checkpointing, sharding="FULL_SHARD", table="main"
+    size,
+    n_gpus,
+    mfu_percent,
+    micro,
+    accumulation,
+    batch,
+    tokens_per_s,
+    checkpointing,
+    sharding="FULL_SHARD",
+    table="main",
 ):
     if micro * accumulation * n_gpus != batch:
         raise ValueError(f"batch: {size} on {n_gpus} GPUs: microbatch x accumulation x GPUs != {batch}")
