@@ -1805,7 +1805,7 @@ LLAMA3_LONG_CONTEXT_RUNS = tuple(
 
 
 # The runs held out from the split (in neither set), which the planner is held to with the book's
-# own figures: MosaicML's MPT table, torchtitan's benchmarks, tpu-recipes' 2025 v5p jobs, the AMD seed's sweep (whose own
+# own figures: MosaicML's two MPT tables on H100, torchtitan's benchmarks, tpu-recipes' 2025 v5p jobs, the AMD seed's sweep (whose own
 # figures, MI355X's η and overlap, leave-one-source-out leaves out: transfer.held_out_fold),
 # BigScience's BLOOM on Megatron-DeepSpeed, Megatron Bridge's Qwen3 MoE rows on H100 and its two Llama
 # 3.1 405B rows on GB200, and Llama 3's long-context row (whose sources' other rows calibrate:
