@@ -429,19 +429,87 @@ MPT_NUM_PARAMS = {
 
 def test_mpt_rows_as_published():
     # the table's MFU is (6 N + 12 layers D s) FLOPs per sequence token over 989 TFLOP/s per GPU with
-    # N as printed; the MPT shapes give N within 0.1 % once the position table is added
-    assert len(measured.MPT_H100_RUNS) == 20
+    # N as printed; the MPT shapes give N within 0.1 % once the position table is added. Both tables
+    # (H100 80GB BF16, and its Large Scale table on 128 to 512 GPUs) count MFU so.
+    assert (len(measured.MPT_H100_MAIN_RUNS), len(measured.MPT_H100_LARGE_SCALE_RUNS)) == (20, 18)
+    assert measured.MPT_H100_RUNS == measured.MPT_H100_MAIN_RUNS + measured.MPT_H100_LARGE_SCALE_RUNS
     for run in measured.MPT_H100_RUNS:
         m = models.get(run.model)
         size = run.model.split()[1]
         n = MPT_NUM_PARAMS[size]
         assert models.param_count(m) + 2048 * m.d_model == pytest.approx(n, rel=1e-3)
-        assert (run.accelerator, run.seq_len, set(run.mesh)) == ("H100", 2048, {"fsdp"})
+        # FULL_SHARD: the fsdp axis; SHARD_GRAD_OP (the large-scale 1B and 3B rows): ZeRO-2 over dp
+        axis, zero = ("dp", 2) if "SHARD_GRAD_OP" in run.note else ("fsdp", 0)
+        assert (run.accelerator, run.seq_len, set(run.mesh), run.zero) == ("H100", 2048, {axis}, zero)
         per_token = 6 * n + 12 * m.n_layers * m.d_model * run.seq_len
         tokens_per_s = run.sequences_per_step * run.seq_len / run.step_s
         assert tokens_per_s * per_token / (run.n_devices * 989e12) == pytest.approx(run.mfu, abs=0.0006)
+    assert len({r.name for r in measured.MPT_H100_RUNS}) == len(measured.MPT_H100_RUNS)
+    assert {r.name for r in measured.MPT_H100_LARGE_SCALE_RUNS if r.zero == 2} == {
+        f"MPT {size}, {n} H100" for size in ("3B", "1B") for n in (512, 256, 128)
+    }
     with pytest.raises(ValueError, match="^batch: "):
         measured._mpt_run("7B", 8, 46.44, 6, 1, 47, 85144, False)
+    with pytest.raises(ValueError, match="^sharding: "):
+        measured._mpt_run("7B", 8, 46.44, 6, 1, 48, 85144, False, "NO_SHARD")
+
+
+# the README's two H100 BF16 tables as it prints them (tests/data/sources/llm-foundry-benchmarks-h100.md)
+MPT_SOURCE = ROOT / "tests" / "data" / "sources" / "llm-foundry-benchmarks-h100.md"
+
+
+def _mpt_source_tables():
+    """{table title: [row as {column: cell}]} of MPT_SOURCE, read from its text."""
+    tables, title, columns = {}, None, None
+    lines = MPT_SOURCE.read_text().splitlines()
+    assert "495218376830947dce625efabc4d86be7c47cc45" in lines[0] and "Apache-2.0" in lines[0]
+    for line in lines[1:]:
+        if line.startswith("## "):
+            title, columns = line[3:].strip(), None
+            tables[title] = []
+        elif line.startswith("|"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if columns is None:
+                columns = cells
+            elif set(cells) != {"---"}:
+                assert len(cells) == len(columns), line
+                tables[title].append(dict(zip(columns, cells, strict=True)))
+        else:
+            assert not line.strip(), line  # headers and rows, nothing else
+    return tables
+
+
+def test_mpt_tables_are_the_sources_rows():
+    tables = _mpt_source_tables()
+    assert set(tables) == set(measured.MPT_TABLE_TITLES.values())
+    for key, ours in (("main", measured.MPT_H100_TABLE), ("large", measured.MPT_H100_LARGE_SCALE_TABLE)):
+        printed = tables[measured.MPT_TABLE_TITLES[key]]
+        # the book takes the rows at 2,048 tokens, in the table's order; every one of them
+        at_2048 = [row for row in printed if row["SeqLen (T)"] == "2048"]
+        assert len(ours) == len(at_2048) and len(ours) > 0
+        for mine, row in zip(ours, at_2048, strict=True):
+            size, gpus, mfu, micro, accumulation, batch, tokens_per_s, checkpointing = mine[:8]
+            sharding = mine[8] if len(mine) > 8 else "FULL_SHARD"
+            assert row["Model"] == size.lower()
+            assert (row["GPU"], row["Precision"], row["MP Mode"], row["Activation CPUOffload"]) == (
+                "h100_80gb",
+                "amp_bf16",
+                "DEFAULT",
+                "False",
+            )
+            assert int(row["# GPUs"]) == gpus
+            assert float(row["MFU"]) == mfu
+            assert (int(row["MicroBatchSize"]), int(row["GradAccum"])) == (micro, accumulation)
+            assert int(row["GlobalBatchSize"]) == batch
+            assert int(row["Throughput (T/s)"]) == tokens_per_s
+            assert row["Activation Checkpointing"] == str(checkpointing)
+            assert row["Sharding Strategy"] == sharding
+            assert int(row["NumParams"]) == MPT_NUM_PARAMS[size]
+    # each run says which table it came from
+    for run in measured.MPT_H100_MAIN_RUNS:
+        assert run.where.startswith("README, H100 80GB BF16 table, ")
+    for run in measured.MPT_H100_LARGE_SCALE_RUNS:
+        assert run.where.startswith("README, H100 80GB BF16 (Large Scale, >= 128 GPUs) table, ")
 
 
 # torchtitan-benchmarks (benchmarks/ of pytorch/torchtitan at b5bcd76): TPS/GPU as printed, with the
@@ -581,7 +649,7 @@ def test_mpt_runs_are_held_out_and_their_errors_are_what_chapter_97_says(table):
         per_sequence = [
             validation.step_s_per_sequence(r, without_fsdp=without_fsdp)
             for r in rows.values()
-            if r.run.model == "MPT 30B"
+            if r.run.model == "MPT 30B" and r.run in measured.MPT_H100_MAIN_RUNS  # the first table's three
         ]
         assert len(per_sequence) == 3
         return max(per_sequence) / min(per_sequence) - 1

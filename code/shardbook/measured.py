@@ -1214,6 +1214,8 @@ MULTISLICE_RUNS = tuple(
 # Not validation runs: none calibrates or validates (a framework none of the fitted runs used);
 # chapter 97 sets them beside the planner as a held-out check, and the tests hold the bound and
 # the memory to them as to every published run.
+# tests/data/sources/llm-foundry-benchmarks-h100.md holds this table and the next as the README prints
+# them, and test_validation checks every row here against it.
 MPT_H100_TABLE = (
     ("70B", 64, 42.57, 8, 4, 2048, 66523, True),
     ("70B", 32, 36.15, 2, 16, 1024, 28242, True),
@@ -1238,29 +1240,81 @@ MPT_H100_TABLE = (
 )
 
 
-def _mpt_run(size, n_gpus, mfu_percent, micro, accumulation, batch, tokens_per_s, checkpointing):
+# The same README's other H100 BF16 table, "H100 80GB BF16 (Large Scale, >= 128 GPUs)": the same
+# columns, the same MFU convention and the same models (NumParams equal to the first table's rows at
+# 2,048 tokens), every row at 2,048 tokens with no gradient accumulation, on 128, 256 and 512 GPUs.
+# Rows as above, and a ninth field, the table's Sharding Strategy: its 1B and 3B rows ran
+# SHARD_GRAD_OP (PyTorch FSDP's ZeRO-2: gradients and optimizer state sharded, the weights gathered
+# once for the forward and kept through the backward), which the planner prices as ZeRO-2 over a
+# dp axis (with one microbatch a step, one all-gather and one reduce-scatter of the weights' bytes,
+# as SHARD_GRAD_OP moves them); the rest FULL_SHARD, as the first table's. Held out as the first
+# table's rows are (MPT_H100_RUNS holds both tables' runs).
+MPT_H100_LARGE_SCALE_TABLE = (
+    ("70B", 512, 41.25, 8, 1, 4096, 515636, True, "FULL_SHARD"),
+    ("70B", 256, 42.42, 8, 1, 2048, 265149, True, "FULL_SHARD"),
+    ("70B", 128, 43.36, 8, 1, 1024, 135490, True, "FULL_SHARD"),
+    ("30B", 512, 40.27, 8, 1, 4096, 1083366, True, "FULL_SHARD"),
+    ("30B", 256, 40.89, 8, 1, 2048, 550022, True, "FULL_SHARD"),
+    ("30B", 128, 41.85, 8, 1, 1024, 281491, True, "FULL_SHARD"),
+    ("13B", 512, 41.12, 16, 1, 8192, 2535811, True, "FULL_SHARD"),
+    ("13B", 256, 41.42, 16, 1, 4096, 1277214, True, "FULL_SHARD"),
+    ("13B", 128, 42.18, 16, 1, 2048, 650264, True, "FULL_SHARD"),
+    ("7B", 512, 42.2, 6, 1, 3072, 4951479, False, "FULL_SHARD"),
+    ("7B", 256, 44.15, 6, 1, 1536, 2590548, False, "FULL_SHARD"),
+    ("7B", 128, 45.71, 6, 1, 768, 1340830, False, "FULL_SHARD"),
+    ("3B", 512, 39.24, 8, 1, 4096, 11092218, False, "SHARD_GRAD_OP"),
+    ("3B", 256, 41.25, 8, 1, 2048, 5829686, False, "SHARD_GRAD_OP"),
+    ("3B", 128, 42.43, 8, 1, 1024, 2998098, False, "SHARD_GRAD_OP"),
+    ("1B", 512, 36.65, 12, 1, 6144, 20396905, False, "SHARD_GRAD_OP"),
+    ("1B", 256, 39.15, 12, 1, 3072, 10894207, False, "SHARD_GRAD_OP"),
+    ("1B", 128, 40.6, 12, 1, 1536, 5647854, False, "SHARD_GRAD_OP"),
+)
+MPT_TABLE_TITLES = {"main": "H100 80GB BF16", "large": "H100 80GB BF16 (Large Scale, >= 128 GPUs)"}
+# PyTorch FSDP's sharding strategies as the planner prices them: the mesh axis and the ZeRO stage
+_MPT_SHARDING = {"FULL_SHARD": ("fsdp", 0), "SHARD_GRAD_OP": ("dp", 2)}
+
+
+def _mpt_run(
+    size,
+    n_gpus,
+    mfu_percent,
+    micro,
+    accumulation,
+    batch,
+    tokens_per_s,
+    checkpointing,
+    sharding="FULL_SHARD",
+    table="main",
+):
     if micro * accumulation * n_gpus != batch:
         raise ValueError(f"batch: {size} on {n_gpus} GPUs: microbatch x accumulation x GPUs != {batch}")
+    if sharding not in _MPT_SHARDING:
+        raise ValueError(f"sharding: unknown strategy {sharding!r}; valid: {', '.join(_MPT_SHARDING)}")
+    axis, zero = _MPT_SHARDING[sharding]
+    title = MPT_TABLE_TITLES[table]
     return PublishedRun(
         f"MPT {size}, {n_gpus} H100",
         f"MPT {size}",
         "H100",
-        {"fsdp": n_gpus},
+        {axis: n_gpus},
         2048,
         batch,
         micro,
         mfu_percent / 100,
         "llm-foundry-benchmarks",
         recompute="full" if checkpointing else "none",
+        zero=zero,
         tokens_per_s_per_device=tokens_per_s / n_gpus,
-        note=f"PyTorch FSDP FULL_SHARD over {n_gpus} GPUs, amp_bf16; microbatch {micro}, "
+        note=f"PyTorch FSDP {sharding} over {n_gpus} GPUs, amp_bf16; microbatch {micro}, "
         f"gradient accumulation {accumulation}",
         remat_policy="activation_checkpointing: every block" if checkpointing else "none",
-        where=f"README, H100 80GB BF16 table, {size.lower()} row at 2048 tokens on {n_gpus} GPUs",
+        where=f"README, {title} table, {size.lower()} row at 2048 tokens on {n_gpus} GPUs",
     )
 
 
-MPT_H100_RUNS = tuple(_mpt_run(*row) for row in MPT_H100_TABLE)
+MPT_H100_MAIN_RUNS = tuple(_mpt_run(*row) for row in MPT_H100_TABLE)
+MPT_H100_LARGE_SCALE_RUNS = tuple(_mpt_run(*row, table="large") for row in MPT_H100_LARGE_SCALE_TABLE)
+MPT_H100_RUNS = MPT_H100_MAIN_RUNS + MPT_H100_LARGE_SCALE_RUNS
 
 
 # torchtitan's published benchmarks (torchtitan-benchmarks: benchmarks/ of pytorch/torchtitan, read at
@@ -1751,7 +1805,7 @@ LLAMA3_LONG_CONTEXT_RUNS = tuple(
 
 
 # The runs held out from the split (in neither set), which the planner is held to with the book's
-# own figures: MosaicML's MPT table, torchtitan's benchmarks, tpu-recipes' 2025 v5p jobs, the AMD seed's sweep (whose own
+# own figures: MosaicML's two MPT tables on H100, torchtitan's benchmarks, tpu-recipes' 2025 v5p jobs, the AMD seed's sweep (whose own
 # figures, MI355X's η and overlap, leave-one-source-out leaves out: transfer.held_out_fold),
 # BigScience's BLOOM on Megatron-DeepSpeed, Megatron Bridge's Qwen3 MoE rows on H100 and its Llama
 # 3.1 405B rows on GB200, GB300 and B200 (with B200's 8B run in FP8), and Llama 3's long-context row

@@ -553,10 +553,10 @@ STEP_BANDS = {
         -0.07, 0.06, 29, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge on A100 and H100"
     ),
     "pytorch": Band(
-        -0.24, 0.04, 35, "the dense runs of Meta's Llama 3 stack, MosaicML's llm-foundry (MPT) and torchtitan"
+        -0.21, 0.16, 53, "the dense runs of Meta's Llama 3 stack, MosaicML's llm-foundry (MPT) and torchtitan"
     ),
     "maxtext": Band(-0.05, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
-    "any": Band(-0.16, 0.11, 82, "every dense run on an accelerator fitted on several runs"),
+    "any": Band(-0.16, 0.15, 100, "every dense run on an accelerator fitted on several runs"),
     "prior": Band(
         -0.36,
         -0.17,
