@@ -222,9 +222,15 @@ def test_the_built_appendix_lists_every_entry_with_links_and_citations(built_boo
     entries = errata.load(ROOT / errata.ERRATA_DIR, ROOT)
     missing = [e.file for e in entries if e.file not in page]
     assert not missing, f"entries not on the built page: {missing}"
+    # each date where the page sets it: the full entries' headings, then the earlier corrections' lines
+    # (an entry's text may name another date, so its first mention anywhere proves nothing)
+    headings = [h for h in re.findall(r'<h2 class="rubric"[^>]*>([^<]*)</h2>', page) if h != "Earlier corrections"]
+    lines = re.findall(r"<li><p>(\d{1,2} [A-Z][a-z]+ \d{4}),", page)
+    shown = list(dict.fromkeys(headings + lines))
     dates = [errata._long_date(d) for d in sorted({e.date for e in entries}, reverse=True)]
-    positions = [page.index(d) for d in dates]
-    assert positions == sorted(positions), "dates are not newest first"
+    assert headings and shown == dates, f"dates are not newest first: {shown}"
+    assert len(headings) == len(set(headings)), "a date heads two sections"
+    assert [dates.index(d) for d in lines] == sorted(dates.index(d) for d in lines), "earlier lines out of order"
     assert 'href="01_topology.html#sec-topo-achieved"' in page  # a section linked by its target
     assert 'href="90_presets.html#id' in page or "90_presets.html#" in page  # a citation into the bibliography
 
