@@ -273,12 +273,11 @@ def _dominated(opts, done, same_fit):
     `done`, {(schedule, n_virtual, keep_gathered_weights, precision):
     Candidate} priced at the same size: 1F1B where ZB-H1 ran and
     `same_fit(ZB-H1's Candidate)` says 1F1B fits under no more policies
-    (_same_fit);
-    FSDP's weights kept
-    gathered where gathering them again left no FSDP traffic (nor, under
-    ZeRO-3, gradient-reduction traffic) exposed beyond the part no math can
-    cover (keeping them then shortens nothing, and holds more): the
-    backward's gathers, which keeping removes, count only there."""
+    (_same_fit); FSDP's weights kept gathered where gathering them again
+    left no FSDP traffic (nor, under ZeRO-3, gradient-reduction traffic)
+    exposed beyond the part no math can cover (keeping them then shortens
+    nothing, and holds more): the backward's gathers, which keeping
+    removes, count only there."""
     if not SKIP_DOMINATED:
         return False
     s, v, keep, p = opts.schedule, opts.n_virtual, opts.keep_gathered_weights, opts.precision
@@ -336,8 +335,8 @@ def _priced(model, accelerator, mesh, global_tokens, n_devices, options, variant
     state do not change; what each microbatch keeps grows with its size
     while the microbatches a schedule holds in flight, min(p, m), p + 1 or
     interleaving's count, shrink no faster than the size grows: the tokens
-    in flight never fall), so it cannot fit there either, unless `every_size` (what each size holds, to
-    show). `work`, a _Work, counts each evaluate call."""
+    in flight never fall), so it cannot fit there either, unless
+    `every_size` (what each size holds, to show). `work`, a _Work, counts each evaluate call."""
     variants = sorted(
         _variants(model, accelerator, mesh, options) if variants is None else variants,
         key=lambda o: (o.schedule == "1f1b", o.keep_gathered_weights),
