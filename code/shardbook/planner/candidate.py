@@ -259,16 +259,20 @@ def fitting_policies(m, acc, mesh, global_tokens, options, n_devices=None):
     timing: what the search compares to skip a schedule that holds no less
     and runs no faster)."""
     lay = layout_plan(m, acc, mesh, global_tokens, options, n_devices)
-    return _fitting(lay, _policies(options))
+    return _fitting({policy: memory_plan.device_memory(lay, policy) for policy in recompute_policies(options)})
 
 
-def _policies(options):
+def recompute_policies(options):
+    """The recomputation policies a plan is priced over: the one given, or
+    every policy the search tries (memory_plan.SEARCH_POLICIES)."""
+    if not isinstance(options, PlanOptions):
+        raise TypeError(f"options: must be a PlanOptions, got {type(options).__name__}")
     return memory_plan.SEARCH_POLICIES if options.recompute is None else (options.recompute,)
 
 
-def _fitting(lay, policies, held=None):
-    held = held or {policy: memory_plan.device_memory(lay, policy) for policy in policies}
-    return tuple(policy for policy in policies if held[policy][2])
+def _fitting(held):
+    """The policies of `held` ({policy: memory_plan.device_memory(...)}) under which the plan fits."""
+    return tuple(policy for policy, (_, _, fits, _) in held.items() if fits)
 
 
 def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
@@ -284,9 +288,9 @@ def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
     acc, mesh, pp = lay.accelerator, lay.mesh, lay.mesh["pp"]
 
     # memory: what the device that holds the most keeps, under each policy that may be chosen
-    policies = _policies(options)
+    policies = recompute_policies(options)
     held = {policy: memory_plan.device_memory(lay, policy) for policy in policies}
-    fits_under = _fitting(lay, policies, held)
+    fits_under = _fitting(held)
     fitting = list(fits_under) or [policies[-1]]
     # the schedule's bubble and what stays exposed of each hidden collective do not depend on the policy
     overhead = memory_plan.bubble_overhead(lay.schedule, pp, math.ceil(lay.n_micro), n_virtual) if pp > 1 else 0.0

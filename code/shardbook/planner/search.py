@@ -23,7 +23,7 @@ import math
 
 from .. import _validate, hardware, models, pipeline
 from . import calibrate, memory_plan, timing
-from .candidate import Candidate, TooFewSequences, evaluate, evaluate_plan, fitting_policies
+from .candidate import Candidate, TooFewSequences, evaluate, evaluate_plan, fitting_policies, recompute_policies
 from .layout import PRECISIONS, check_options
 from .options import PlanOptions
 from .placement import AXES, TUPLE_AXES, axis_rules, check_mesh, check_slices, divisors, normalize_mesh
@@ -303,8 +303,7 @@ def _same_fit(model, accelerator, mesh, global_tokens, opts, n_devices, zero_bub
     ZB-H1's peak is a later stage. Where ZB-H1 fits under every policy, so
     does 1F1B; else 1F1B's memory alone is counted
     (candidate.fitting_policies: no timing)."""
-    searched = memory_plan.SEARCH_POLICIES if opts.recompute is None else (opts.recompute,)
-    if zero_bubble.fitting_policies == tuple(searched):
+    if zero_bubble.fitting_policies == recompute_policies(opts):
         return True
     try:
         return (
@@ -587,22 +586,13 @@ def _promise(tried, variants, accelerator):
                 if schedule == "dualpipe":
                     # DualPipe hides the exchanges but for the share that stays exposed (timing's
                     # ep fraction under it): crediting all of it ranked meshes with more EP traffic first
-                    left = _dualpipe_ep_exposed_fraction(accelerator) * cand.expected_terms["ep"]
+                    left = timing.ep_exposed_share(accelerator, overlapped=True) * cand.expected_terms["ep"]
                     removed += max(0.0, exposed.get("ep", 0.0) - left)
                 removable = max(removable, removed)
         if keeps:
             removable += exposed.get("fsdp", 0.0)
         best = min(best, cand.expected_step_s - removable)
     return (0, best)
-
-
-def _dualpipe_ep_exposed_fraction(accelerator):
-    """The share of the expert exchanges DualPipe leaves exposed on
-    `accelerator` (timing._ep_exposed_fraction under DualPipe: the
-    overlapped fraction, or the stack's where smaller)."""
-    stack = calibrate.ep_exposed_fraction(accelerator)
-    overlapped = calibrate.exposed_fraction("ep_overlapped")
-    return overlapped if stack is None else min(overlapped, stack)
 
 
 def _floor_and_best(model, accelerator, mesh, global_tokens, n_devices, options, work=None):

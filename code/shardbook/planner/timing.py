@@ -422,7 +422,7 @@ def fp8_cast_s(lay, recompute):
     def mlp(width):
         return elements(d + width / tp, up * width / tp + d) if width else 0.0
 
-    tokens = lay.seq_len * lay.micro_batch_seqs / mesh["cp"]
+    tokens = _tp_group_tokens(lay)
     dense = tokens * (attention + mlp(m.d_ff_dense if m.is_moe else m.d_ff))
     moe_layers = lay.deepest * (m.n_layers - m.n_dense_layers) / m.n_layers if m.is_moe else 0.0
     moe_layer = 0.0
@@ -455,7 +455,7 @@ def matmul_shapes(lay):
     rows per expert (grouped_gemm_s)."""
     check_layout(lay)
     m, tp = lay.model, lay.mesh["tp"]
-    rows = max(1, round(lay.seq_len * lay.micro_batch_seqs / lay.mesh["cp"]))
+    rows = max(1, round(_tp_group_tokens(lay)))
     d, per_layer = m.d_model, []
 
     def add(name, k, n, k_split=1, n_split=1, layers=1):
@@ -535,10 +535,16 @@ def _harmonic_factor(shapes, total_flops, ridge, sharpness):
 # --- what routing adds to an MoE layer's math ------------------------------------------------
 
 
+def _tp_group_tokens(lay):
+    """Tokens one tp group works on per microbatch (a sequence's share
+    under cp)."""
+    return lay.seq_len * lay.micro_batch_seqs / lay.mesh["cp"]
+
+
 def _routed_tokens(lay):
     """Tokens one device routes per microbatch (its tp rank's share of its
     tp group's tokens, as the dispatch sends them)."""
-    return lay.seq_len * lay.micro_batch_seqs / lay.mesh["cp"] / lay.mesh["tp"]
+    return _tp_group_tokens(lay) / lay.mesh["tp"]
 
 
 def rows_per_expert(lay):
@@ -557,8 +563,7 @@ def rows_per_expert(lay):
     m = lay.model
     if not m.is_moe:
         return 0.0
-    tokens = lay.seq_len * lay.micro_batch_seqs / lay.mesh["cp"]
-    return moe.rows_per_expert(tokens, m.top_k, m.n_experts, lay.mesh["ep"], lay.capacity_factor)
+    return moe.rows_per_expert(_tp_group_tokens(lay), m.top_k, m.n_experts, lay.mesh["ep"], lay.capacity_factor)
 
 
 def grouped_gemm_s(lay, recompute):
@@ -735,7 +740,7 @@ def communication_s(lay, recompute, calibrated=False):
     tp, pp = mesh["tp"], mesh["pp"]
     layers_here = m.n_layers / pp
     moe_layers_here = (m.n_layers - m.n_dense_layers) / pp if m.is_moe else 0.0
-    tokens_mb = lay.seq_len * lay.micro_batch_seqs / mesh["cp"]  # tokens one tp group works on per microbatch
+    tokens_mb = _tp_group_tokens(lay)
     calls = lay.n_micro
     out = {"fsdp": _fsdp_s(lay, calibrated), "dp": _dp_s(lay, calibrated)}
     # context parallelism: K and V gathered forward, their gradients reduce-scattered backward, per layer
@@ -1003,16 +1008,18 @@ def exposed_fractions(lay):
 
 
 def _ep_exposed_fraction(lay):
-    """The exposed share of the expert exchanges where they hide: DualPipe's
-    or ideal_overlap's (EXPOSED_FRACTION['ep_overlapped']), else the stack's
-    on this accelerator (calibrate.EP_EXPOSED_FRACTION), the smaller of
-    those that apply."""
-    shares = (
-        [calibrate.exposed_fraction("ep_overlapped")]
-        if lay.ideal_overlap or (lay.schedule == "dualpipe" and lay.mesh["pp"] > 1)
-        else []
-    )
-    stack = calibrate.ep_exposed_fraction(lay.accelerator)
+    """ep_exposed_share of the layout: overlapped under DualPipe or ideal_overlap."""
+    overlapped = lay.ideal_overlap or (lay.schedule == "dualpipe" and lay.mesh["pp"] > 1)
+    return ep_exposed_share(lay.accelerator, overlapped)
+
+
+def ep_exposed_share(accelerator, overlapped):
+    """The exposed share of the expert exchanges where they hide: where the
+    schedule overlaps them (DualPipe, ideal_overlap), EXPOSED_FRACTION's
+    'ep_overlapped', else the stack's on `accelerator`
+    (calibrate.EP_EXPOSED_FRACTION), the smaller of those that apply."""
+    shares = [calibrate.exposed_fraction("ep_overlapped")] if overlapped else []
+    stack = calibrate.ep_exposed_fraction(accelerator)
     if stack is not None:
         shares.append(stack)
     return min(shares, default=calibrate.exposed_fraction("ep_overlapped"))
