@@ -240,6 +240,18 @@ def test_the_reference_page_signatures_are_plain(built_book):
     assert 'id="shardbook.planner.candidate.evaluate"' in REFERENCE_PAGES["planner"].read_text()
 
 
+def test_signatures_show_defaults_as_written_not_the_builders_values(built_book):
+    # a default such as environ=os.environ printed by its value put the build machine's
+    # environment variables (and the checkout's absolute path) into the published page
+    html = "".join(path.read_text() for path in REFERENCE_PAGES.values())
+    signatures = re.findall(r'<dt class="sig sig-object[^>]*>.*?</dt>', html, re.S)
+    text = re.sub(r"<[^>]+>", "", "".join(signatures))
+    assert "environ=os.environ" in text  # programs.runs.default_cache_dir, as its source writes it
+    assert "environ({" not in html
+    assert str(ROOT) not in html
+    assert "PosixPath(" not in text
+
+
 def test_the_sidebar_toggle_of_the_references_pages_is_named():
     # axe-core's summary-name: the theme's toggle of an entry with pages under it holds only an icon
     from shardbook.book import pages

@@ -238,7 +238,9 @@ def _mi300x():
         scale_out_layout="unspecified",
         bf16_dense_flops_per_s=_f(1307.4 * TFLOP, src),
         hbm_bytes=_f(192 * GB, src),
-        scale_up_link_bytes_per_s=_f(link, src, note="xGMI, per peer, one direction"),
+        scale_up_link_bytes_per_s=_f(
+            link, src, "derived", "xGMI, per peer, one direction: 128 GB/s per link printed for both directions, halved"
+        ),
         scale_up_link_bidirectional_bytes_per_s=_f(2 * link, src, note="xGMI, 128 GB/s per link"),
         scale_up_egress_bytes_per_s=_f(7 * link, src, "derived", "7 peers x 64 GB/s"),
         scale_up_domain_size=_f(8, src),
@@ -307,7 +309,7 @@ def _a100():
         scale_out_nics_per_device=_f(
             1, "nvidia-dgx-a100-superpod", note="8 compute HCAs per DGX A100 node (2 more for storage)"
         ),
-        host_link_bytes_per_s=_f(32 * GB, src, note="PCIe Gen4 x16; 64 GB/s printed for both directions"),
+        host_link_bytes_per_s=_f(32 * GB, src, "derived", "PCIe Gen4 x16; 64 GB/s printed for both directions, halved"),
     )
 
 

@@ -72,8 +72,9 @@ def model_flops_per_token(model, seq_len, causal=False):
     token reads by lookup, not by a matmul: for a tied model (PaLM's, the
     GPT runs') the table is the output layer, counted once, as those counts
     do; for an untied one (LLaMA) this counts 6·V·D per token that Megatron's
-    formula leaves out (0.4 to 6 % of the presets' FLOPs, most for LLaMA-3
-    8B). predicted.step_flops, which prices a compiled program, takes it
+    formula leaves out (a larger share the narrower the model and the larger
+    its vocabulary: most for DeepSeek-V2-Lite, then LLaMA-3 8B; least for
+    LLaMA-2 70B). predicted.step_flops, which prices a compiled program, takes it
     off. `causal` halves the attention term, crediting
     only the unmasked half as MaxText does since 2025 and as block-skipping
     kernels compute. No recomputation: this is the numerator of MFU.

@@ -13,7 +13,9 @@ ASSUMPTIONS = f"""\
   says whether its own does) as the cheaper of in-switch reduction ((n+1)/n
   of the buffer each way) and the ring, and every
   overlappable collective hidden (TP's and EP's only with ideal_overlap,
-  TP's also with tp_comm_overlap, EP's also under DualPipe); no run under
+  TP's also with tp_comm_overlap, EP's also under DualPipe with a
+  pipeline and where the stack is taken to overlap them,
+  calibrate.EP_EXPOSED_FRACTION); no run under
   the same options may beat
   it, and the validation appendix holds every published run to the
   ideal_overlap bound. The

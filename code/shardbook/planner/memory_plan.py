@@ -71,7 +71,8 @@ def state_breakdown(params_per_device, state_recipe, zero=0, zero_shards=1):
 
 def gradient_bytes_per_param(state_recipe):
     """Bytes per parameter of the gradients the data-parallel reduction moves
-    (FP32 under Megatron's and MaxText's recipes, BF16 otherwise)."""
+    (memory.STATE_RECIPES: FP32 under 'megatron', 'fp32', MaxText's default,
+    and 'deepseek_v3'; BF16 under 'bf16_master' and 'pure_bf16')."""
     check_recipe(state_recipe)
     return memory.state_recipe(state_recipe).gradient_bytes
 
