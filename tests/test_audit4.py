@@ -390,6 +390,7 @@ def test_n8_a_bless_killed_between_its_writes_leaves_both_or_neither(small_book,
     assert not [n for n in leftovers if n.endswith((".tmp", ".journal"))], leftovers
 
 
+@pytest.mark.slow  # concurrent blesses in a scratch book: seconds (make test runs it)
 def test_n8_concurrent_blesses_run_one_at_a_time_and_write_one_entry(small_book):
     processes = [_bless_process(small_book, pause=0.5) for _ in range(4)]
     results = [p.communicate(timeout=120) for p in processes]

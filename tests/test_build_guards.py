@@ -476,6 +476,7 @@ def test_serve_on_a_privileged_port_is_one_line(tmp_path, monkeypatch, capsys):
     ]
 
 
+@pytest.mark.slow  # two font subsets built: seconds of one core (make test runs it)
 def test_the_icon_font_subsets_are_the_same_bytes_on_every_build(tmp_path):
     """A no-change rebuild rewrote fa-*.woff2 with a new head.modified
     (fontTools stamps the time of saving): the subsets keep the theme's
@@ -543,6 +544,7 @@ def _stub_tree(tmp_path):
     return tmp_path
 
 
+@pytest.mark.slow  # two makes in a scratch tree: seconds (make test runs it)
 def test_a_second_make_book_in_the_same_tree_waits_for_the_first(tmp_path):
     """Two `make book` in one tree (the audit's second one died in the
     execution cache with an 82-line traceback): the second says, in one

@@ -1082,6 +1082,7 @@ def test_the_search_says_what_it_left_out():
     assert cli.search_line(search.Ranked([])) == ""
 
 
+@pytest.mark.slow  # a search run to its budget, twice: seconds of one core (make test runs it)
 def test_the_search_budget_is_work_so_a_busy_machine_prints_the_same_table(monkeypatch, capsys):
     # the budget counts candidates priced, never seconds: a clock that races (a loaded machine, as a
     # clock-bound search would see it) changes nothing, neither the rows nor the line on what was left out

@@ -1054,6 +1054,7 @@ def test_calibration_table_holds_the_fit():
         assert figure.value == pytest.approx(value, abs=0.01), acc
 
 
+@pytest.mark.slow  # the passes refitted with every η: seconds of one core (make test runs it)
 def test_elementwise_passes_hold_their_fit():
     # one figure for every accelerator (it counts the kernels between the matmuls, not a chip),
     # fitted on the whole calibration set with each accelerator's η refitted at every trial
