@@ -46,8 +46,11 @@ SEARCH_BUDGET_CANDIDATES = 8_000
 # what SEARCH_BUDGET_CANDIDATES costs one idle core of the 2-core machine, measured (above). Remeasured
 # 6 December 2026, the command's CPU time with Python's start: DeepSeek-V3 on 2,048 H800 6.6-7.0 s; the
 # audit's six-axis search on 2**30 H100, refused after its 8,000, 10.8-11.6 s (it had grown to 15-17 s
-# as the cost model grew, until timing._fsdp_s was remembered per layout).
-SEARCH_BUDGET_IDLE_S = 10
+# as the cost model grew, until timing._fsdp_s was remembered per layout). On 7 December the 2-core
+# machine was another (AMD EPYC): the same search at the same commit (2be5c58) took 20.9-22.1 s there,
+# 1.6-1.7 s of it Python's start and the enumeration of its 84,241 meshes (`--budget 1`), so pricing a
+# candidate costs about twice what it did; the figure is the slower machine's.
+SEARCH_BUDGET_IDLE_S = 20
 # The axes a search spans unless it is told otherwise: every scheme a team picks its mesh from
 # (Meta's Llama 3: dp × tp × pp; DeepSeek-V3: dp × ep × pp); cp only when named.
 SEARCH_AXES = ("dp", "fsdp", "tp", "ep", "pp")
