@@ -116,8 +116,8 @@ class MatmulCurve:
 # Fitted by fit() on data/measured_tpu_v5e.json (tests/test_matmul_efficiency.py
 # refits it and holds these to the fit); spec ridge 197 TFLOP/s over 819 GB/s
 # (google-tpu-v5e). The exception: LLaMA-3 8B's MLP down projection split 32
-# ways (8192 x 448 x 4096) runs 15 % below the curve: it writes an output 9
-# times larger than its inputs, and the chip writes HBM slower than it reads
+# ways (8192 x 448 x 4096) runs 15 % below the curve: it writes an output about
+# 6 times larger than its two inputs together, and the chip writes HBM slower than it reads
 # (the data file's copy and sum streams: 641 against 735 GB/s), which one
 # intensity cannot see.
 #

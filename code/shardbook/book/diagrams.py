@@ -63,7 +63,7 @@ def torus_slice(accelerator, slice_shape, title, x=0, fig=None, numbers_key=None
     if any(wraps):
         lines, color = ("dashed: wraparound, each row", "and column closes into a ring"), ACCENT2
     else:
-        lines, color = ("no wraparound: edge chips", "have one link per axis"), INK
+        lines, color = ("no wraparound: a row's or column's", "end chips have one link on it"), INK
     for k, line in enumerate(lines):
         fig.text(x + 160, oy + (ny - 1) * step + 50 + 16 * k, line, size=12, anchor="middle", fill=color)
     return fig
