@@ -232,9 +232,14 @@ def test_signatures_lose_their_pre_wrappers_and_nothing_else():
     assert pages.plain_signatures(plain) == plain
 
 
-def test_the_reference_page_signatures_are_plain(built_book):
+def _reference_html_and_signatures():
+    """The reference pages' HTML, joined, and every object signature in it."""
     html = "".join(path.read_text() for path in REFERENCE_PAGES.values())
-    signatures = re.findall(r'<dt class="sig sig-object[^>]*>.*?</dt>', html, re.S)
+    return html, re.findall(r'<dt class="sig sig-object[^>]*>.*?</dt>', html, re.S)
+
+
+def test_the_reference_page_signatures_are_plain(built_book):
+    _, signatures = _reference_html_and_signatures()
     assert len(signatures) > 400
     assert not any('<span class="pre">' in s for s in signatures)
     assert 'id="shardbook.planner.candidate.evaluate"' in REFERENCE_PAGES["planner"].read_text()
@@ -243,8 +248,7 @@ def test_the_reference_page_signatures_are_plain(built_book):
 def test_signatures_show_defaults_as_written_not_the_builders_values(built_book):
     # a default such as environ=os.environ printed by its value put the build machine's
     # environment variables (and the checkout's absolute path) into the published page
-    html = "".join(path.read_text() for path in REFERENCE_PAGES.values())
-    signatures = re.findall(r'<dt class="sig sig-object[^>]*>.*?</dt>', html, re.S)
+    html, signatures = _reference_html_and_signatures()
     text = re.sub(r"<[^>]+>", "", "".join(signatures))
     assert "environ=os.environ" in text  # programs.runs.default_cache_dir, as its source writes it
     assert "environ({" not in html
