@@ -258,7 +258,7 @@ def _claims_09(args, n, t):
     if not n["nodes_flat_ring_factor"] >= 1:
         bad.append("'times more here': the flat rings send less than the two-level schedule")
     flat, hsdp = n["nodes_flat_expected_s"], n["nodes_hsdp_expected_s"]
-    verdict = t["nodes_hsdp_step_verdict"]
+    verdict = t["nodes_hsdp_step_verdict_sentence"]
     same = verdict.startswith("the same step time")
     if same != _close(flat, hsdp, 0.02 + 0.005 / min(flat, hsdp)):
         bad.append(f"{verdict!r} beside {t['nodes_flat_expected_s']} and {t['nodes_hsdp_expected_s']}")
@@ -438,7 +438,7 @@ def test_a_claim_contradicting_its_numbers_is_caught():
         "nodes_hsdp_n_micro": "8",
         "nodes_hsdp_nic_verdict": "fewer",
         "nodes_hsdp_nic_ratio": "1.5",
-        "nodes_hsdp_step_verdict": "the same step time for both",
+        "nodes_hsdp_step_verdict_sentence": "the same step time for both",
         "nodes_flat_expected_s": "0.47 s",
         "nodes_hsdp_expected_s": "0.47 s",
         "nodes_hsdp_trade": "What the numbers support is therefore a trade, not a winner",

@@ -55,6 +55,9 @@ def test_every_scheme_trains_like_one_device(records, name):
     tolerance = 6e-2 if scheme.config.is_moe else 3e-4
     assert max(differences) < tolerance, f"{name}: losses differ from one device by up to {max(differences):.2e}"
     assert runs.loss_problems(single, sharded, scheme.config.is_moe) == []
+    # Adam is blind to a gradient's scale: the first step's gradients themselves must agree
+    reference_norms = records[scheme.reference]["first_step_gradient_norms"]
+    assert runs.gradient_problems(reference_norms, records[name]["first_step_gradient_norms"]) == []
 
 
 @pytest.mark.parametrize("name", list(schemes.SCHEMES))
@@ -377,6 +380,24 @@ def test_every_record_says_how_many_cores_it_ran_on(records):
     from shardbook import devices
 
     assert all(1 <= r["cpu_cores"] <= devices.usable_cores() for r in records.values())
+
+
+def test_gradient_check_catches_a_doubled_gradient_the_losses_cannot(records):
+    """A gradient summed where it should be averaged (here doubled in one
+    parameter) is the error Adam hides from the losses; the first-step
+    gradient norms show it, and float32 noise well above what the schemes
+    measure (1e-6) passes."""
+    reference = records["single"]["first_step_gradient_norms"]
+    assert len(reference) > 5 and all(v > 0 for v in reference.values())
+    assert runs.gradient_problems(reference, dict(reference)) == []
+    noisy = {k: v * (1 + 1e-6) for k, v in reference.items()}
+    assert runs.gradient_problems(reference, noisy) == []
+    name = next(iter(reference))
+    doubled = dict(reference, **{name: 2 * reference[name]})
+    problems = runs.gradient_problems(reference, doubled)
+    assert len(problems) == 1 and problems[0].startswith(f"{name}: first-step gradient norm")
+    missing = {k: v for k, v in reference.items() if k != name}
+    assert runs.gradient_problems(reference, missing) == [f"the parameters differ: {[name]}"]
 
 
 def test_loss_check_catches_a_wrong_step_and_a_drift():

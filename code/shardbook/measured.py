@@ -1211,7 +1211,7 @@ MULTISLICE_RUNS = tuple(
 # microbatch), amp_bf16, FlashAttention (submit_benchmarks.py's default attn_impl); activation
 # checkpointing reruns each block's forward (the planner's 'full'). The table's MFU is
 # (6·N + 6·layers·2·D·s) FLOPs per token, N with MPT's learned position table, over 989 TFLOP/s.
-# Not validation runs: none calibrates or validates (a framework none of the fitted runs used);
+# Not validation runs: none calibrates or validates (PyTorch FSDP alone, which no fitted run trains with);
 # chapter 97 sets them beside the planner as a held-out check, and the tests hold the bound and
 # the memory to them as to every published run.
 # tests/data/sources/llm-foundry-benchmarks-h100.md holds this table and the next as the README prints
@@ -1349,8 +1349,9 @@ MPT_H100_RUNS = MPT_H100_MAIN_RUNS + MPT_H100_LARGE_SCALE_RUNS
 # which no preset describes (H100's 80 GB would not hold Table 1's 82.4 GiB): hardware.RUN_HARDWARE's
 # "H100 Grand Teton", priced at H100's η (transfer.SAME_DIE; the power limit unpriced).
 # Held out (HELD_OUT_RUNS), as MPT: they came into the book after the planner's figures were fixed,
-# none of their framework's runs calibrates, and their hardware is no calibrated preset's, so a fit
-# on them would set H100's η from a part that runs below H100's clocks.
+# only one run of their family calibrates (Meta's Llama 3 at 8K, FSDP beside TP, PP and CP), and
+# their hardware is no calibrated preset's, so a fit on them would set H100's η from a part that
+# runs below H100's clocks.
 TORCHTITAN_FILES = {
     "2024-12": "llama3_h100_202412_torchtitan.md",
     "2025-06": "asyncTP_llama3_h100_2025-06_torchtitan.md",
@@ -1532,8 +1533,8 @@ TPU_RECIPES_V5P_RUNS = tuple(_tpu_recipes_v5p_run(*row) for row in TPU_RECIPES_V
 # the step time, TFLOP/s and tokens/s per device; tokens per step follow (16,384 per device, 131,072
 # in all). It gives neither the sequence length nor the microbatch: the runs take 4,096 tokens in
 # sequences of 4 per device, as the maintainers' check of the planner does, and no recomputation.
-# In neither set of the split; MI355X's η is fitted on the two endpoints (fsdp 8, ep 8) and the
-# stack's expert-exchange overlap read from the seed's profile of the sweep
+# In neither set of the split; MI355X's routed-expert efficiency is fitted on the two endpoints
+# (fsdp 8, ep 8) and the stack's expert-exchange overlap read from the seed's profile of the sweep
 # (planner.calibrate), so the leave-one-source-out table prices all four without those figures
 # (transfer.held_out_fold).
 def _amd_mi355x_run(mesh_run, seq_len=4096, per_device_seqs=4):

@@ -141,7 +141,8 @@ def _without_own_figures(accelerators):
 
 # Figures of the book taken from the runs of a held-out source (the AMD seed's sweep fits MI355X's
 # routed-expert efficiency, and its profile gives the stack's expert-exchange overlap there): that
-# source's runs are priced without them (routed experts at η, exchanges exposed in full).
+# source's runs are priced without them (routed experts on the grouped-GEMM curve at its full
+# plateau, exchanges exposed in full).
 HELD_OUT_OWN_FIGURES = {"scale-your-model-amd": ("MI355X",)}
 
 

@@ -84,8 +84,8 @@ TERMS = (
         "scale-up domain",
         "The devices joined by the fast fabric of a node, a rack or a TPU pod (xGMI, NVLink, ICI); "
         "one TPU job joins a slice of the pod, and a v5p slice cannot span the whole pod (see the presets page). "
-        "A device's bandwidth inside it is several times (GPU nodes) to about a hundred times (TPU pods) "
-        "its share of the network's; chapter 1 gives the ratio for each preset.",
+        "A device's bandwidth inside it is several times its share of the network's (GPU nodes) to tens "
+        "of times (TPU pods); chapter 1 gives the ratio for each preset.",
         patterns=(r"(?i)\bscale-up domains?\b",),
     ),
     Term(

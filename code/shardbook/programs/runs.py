@@ -1,6 +1,6 @@
 """Train the small model under a scheme and record what the compiler says
-about its step: the losses, the collectives, memory_analysis(),
-cost_analysis() and the measured step time.
+about its step: the losses, each parameter's first-step gradient norm, the
+collectives, memory_analysis(), cost_analysis() and the measured step time.
 
 One run per scheme is shared by everything that asks for it: the chapter
 "One model on every mesh" and the tests read the same record, kept in
@@ -13,6 +13,7 @@ an interrupted run leaves nothing half-written.
 
 import argparse
 import hashlib
+import inspect
 import json
 import sys
 
@@ -115,6 +116,13 @@ def _replicated(mesh):
 # first two steps, up to 3e-2 by step 20; its whole curve is held to 6e-2.
 EARLY_STEPS, EARLY_RTOL = 2, 1e-5
 LOSS_RTOL, MOE_LOSS_RTOL = 3e-4, 6e-2
+# Adam's update does not change when every gradient is multiplied by a constant (its first step is
+# lr·sign(g)), so the losses cannot show a gradient summed where it should be averaged: the records
+# also hold each parameter's first-step gradient norm, read from Adam's first moment after one step
+# ((1 − β1)·g: no collective is added to the step), and a run's must match its reference's. Measured,
+# every scheme against one device: at most 1.9e-7 (tp_sp; float32 sums in another order); a doubled
+# gradient is off by 1.
+GRADIENT_RTOL = 1e-4
 
 
 def loss_differences(reference, losses):
@@ -122,6 +130,39 @@ def loss_differences(reference, losses):
     if len(reference) != len(losses):
         raise ValueError(f"losses: {len(losses)} steps, the reference has {len(reference)}")
     return [abs(a - b) / abs(a) for a, b in zip(reference, losses, strict=True)]
+
+
+def gradient_problems(reference, norms):
+    """What is wrong with `norms` ({parameter: first-step gradient norm})
+    against `reference`'s ([] when every parameter's agrees within
+    GRADIENT_RTOL)."""
+    if set(reference) != set(norms):
+        return [f"the parameters differ: {sorted(set(reference) ^ set(norms))}"]
+    problems = []
+    for name, want in reference.items():
+        got = norms[name]
+        if abs(got - want) > GRADIENT_RTOL * abs(want):
+            problems.append(f"{name}: first-step gradient norm {got:.6g}, one device {want:.6g}")
+    return problems
+
+
+def _gradient_norms(first_moment, mesh, b1):
+    """{parameter path: L2 norm of its gradient} from Adam's first moment
+    after one step, (1 − b1)·g, computed as its own small program so the
+    training step is unchanged; replicated, so every process can read it."""
+    import jax
+    import jax.numpy as jnp
+
+    leaves, _ = jax.tree_util.tree_flatten_with_path(first_moment)
+
+    def l2_norms(xs):
+        return [jnp.sqrt(jnp.sum(jnp.square(x))) for x in xs]
+
+    norms = jax.jit(l2_norms, out_shardings=_replicated(mesh))([x for _, x in leaves])
+    return {
+        jax.tree_util.keystr(path): float(n.addressable_shards[0].data) / (1 - b1)
+        for (path, _), n in zip(leaves, norms, strict=True)
+    }
 
 
 def loss_problems(reference, losses, moe=False):
@@ -159,12 +200,15 @@ def run(scheme_name, n_steps=N_STEPS, devices=None, log=None):
         "v": _place(zeros, param_sh),
         "step": _place(np.int32(0), _replicated(mesh)),
     }
-    losses, step_s = [], []
+    losses, step_s, gradient_norms = [], [], None
+    b1 = inspect.signature(model.train_step).parameters["b1"].default
     for batch in model.batches(scheme.config, n_steps):
         t = time.perf_counter()
         params, opt_state, loss = compiled(params, opt_state, _place(batch, batch_sh))
         losses.append(float(loss.addressable_shards[0].data))  # waits for the step
         step_s.append(time.perf_counter() - t)
+        if gradient_norms is None:
+            gradient_norms = _gradient_norms(opt_state["m"], mesh, b1)
     memory = compiled.memory_analysis()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
@@ -175,6 +219,7 @@ def run(scheme_name, n_steps=N_STEPS, devices=None, log=None):
         "mesh_axes": scheme.mesh_axes,
         "n_devices": mesh.size,
         "losses": losses,
+        "first_step_gradient_norms": gradient_norms,
         "collectives": collectives,
         # instructions (a combined collective of several tensors counts once),
         # and how many of them the backend split into an asynchronous start/done pair
