@@ -101,7 +101,14 @@ def jupyter(tmp_path_factory):
             time.sleep(0.3)
     yield base, root
     server.terminate()
-    server.wait(timeout=20)
+    try:
+        server.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        # on SIGTERM the server first shuts its kernels down gracefully; with the PDF print and the
+        # browser tests on both cores that once took over 20 s (a fresh clone's make test, 2026-12-07).
+        # The tests above have already passed or failed: end it rather than fail the teardown
+        server.kill()
+        server.wait(timeout=20)
     log.close()
 
 

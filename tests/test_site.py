@@ -683,6 +683,26 @@ def test_an_exercise_is_numbered_and_its_solution_opens_when_asked(server, brows
     page.close()
 
 
+def test_a_tap_on_the_exercise_name_in_a_solution_title_opens_the_answer(server, browser):
+    """On a phone the link to the exercise fills most of a solution's
+    title: a tap on that name opens the answer rather than jumping to the
+    exercise just above it (the reader audit's folded answers that would
+    not open)."""
+    page, log = _visit(browser, f"{server}/chapters/02_sharding.html")
+    page.set_viewport_size({"width": 390, "height": 844})
+    solution = page.locator("div.solution").first
+    answer = solution.locator(".glue-key-shard_ex1_mb")
+    name = solution.locator(".admonition-title a[href='#ex-sharding-1']")
+    name.scroll_into_view_if_needed()
+    before = page.url
+    box = name.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)  # where a thumb lands
+    answer.wait_for(state="visible", timeout=5_000)
+    assert page.url == before, "the tap followed the link instead of opening the answer"
+    assert not log["console"] and not log["offsite"], log
+    page.close()
+
+
 def test_a_name_in_a_code_cell_opens_its_reference_entry(server, browser):
     """Clicking a package name in a chapter's code cell lands on its entry in
     the package reference, with its docstring in view."""
