@@ -142,6 +142,35 @@ def test_the_command_says_one_line_per_bad_file(tmp_path):
     assert len(lines) == 2 and all(line.startswith("errata: ") for line in lines), done.stderr
 
 
+@pytest.mark.parametrize("where", [["--root", "/nonexistent"], ["--errata", "/nonexistent"], ["--root", "README.md"]])
+def test_the_command_refuses_a_folder_that_is_not_there(where):
+    """It called a missing folder's log 'all valid' (0 entries)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "shardbook.book.errata", "check", *where],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2 and "all valid" not in done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"errata: {where[0]}: "), done.stderr
+
+
+def test_the_list_stops_quietly_when_its_reader_closes_the_pipe():
+    """`... errata list | head -1` ended in a BrokenPipeError traceback."""
+    listing = subprocess.Popen(
+        [sys.executable, "-m", "shardbook.book.errata", "list"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
+    listing.stdout.readline()
+    listing.stdout.close()  # the reader has what it wanted (the listing is far above a pipe's buffer)
+    _, err = listing.communicate(timeout=60)
+    assert b"Traceback" not in err and not err.strip(), err.decode()[-2000:]
+
+
 def test_write_entry_round_trips_and_never_overwrites(tmp_path):
     folder = tmp_path / "errata"
     fields = {**GOOD, "said": 'It said "2.5×" \\ and\nmore.'}

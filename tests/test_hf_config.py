@@ -123,6 +123,10 @@ def test_bad_configs(tmp_path):
     bad.write_text("[1, 2]")
     with pytest.raises(ValueError, match="must hold a JSON object, got list"):
         hf_config.from_hf_config(bad)
+    # json.loads keeps a repeated key's last value without a word: 8192 wide where 4096 was meant, or not
+    bad.write_text(json.dumps(good)[:-1] + ', "hidden_size": 8192}')
+    with pytest.raises(ValueError, match="config.json: the key 'hidden_size' is given twice in one object"):
+        hf_config.from_hf_config(bad)
     with pytest.raises(ValueError, match="no such file"):
         hf_config.from_hf_config(tmp_path / "missing.json")
     with pytest.raises(ValueError, match="is a folder"):

@@ -570,6 +570,29 @@ def test_a_bad_heartbeat_timeout_is_one_line_before_jax_starts(command, seconds,
     assert lines == [f"shardbook.hlo: --heartbeat-timeout: must be a whole number of seconds >= 1, got {seconds}"]
 
 
+@pytest.mark.parametrize("command", [["run", "dp_matmul"], ["train", "dp", "--processes", "2"]])
+@pytest.mark.parametrize("seconds", ["inf", "nan", "0", "-5"])
+def test_a_bad_timeout_is_one_line_before_any_worker_starts(command, seconds):
+    """inf reached the workers' heartbeat as int(inf), a traceback; 0 or less
+    started them and then stopped them (the CLI reliability review)."""
+    result = _hlo_cli(*command, "--timeout", seconds, cwd=ROOT)
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("shardbook.hlo: --timeout: must be a finite number of seconds"), (
+        lines
+    )
+
+
+@pytest.mark.parametrize("command", ["process", "train-process"])
+def test_a_process_count_that_does_not_divide_the_mesh_is_one_line_before_jax_starts(command, tmp_path):
+    """Process 0 of 3 waited for peers that could never make a mesh of 8."""
+    result = _one_worker(command, "127.0.0.1:1234", tmp_path, "--num-processes", "3")
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert result.stderr.strip().splitlines() == [
+        "shardbook.hlo: --num-processes: must divide 8 (the mesh's devices), got 3"
+    ]
+
+
 def test_the_workers_command_line_default_heartbeat_is_jaxs():
     """A cluster's worker keeps JAX's 100 s unless told otherwise."""
     import inspect

@@ -778,6 +778,33 @@ def test_a_mesh_that_does_not_fit_shows_its_least_memory():
     assert f"the smallest need, {least.label}, holds {least.memory_bytes_per_device / 1e9:,.1f} GB" in note
 
 
+def test_no_fit_for_want_of_the_reserve_says_so():
+    """Every mesh fits the HBM but not what the reserve leaves: the note
+    compares with what is left and names --reserve (it compared with the
+    whole HBM, which the need was below)."""
+    result = _cli("LLaMA-3 8B", "H100", "8", "4M", "--reserve", "75GB", "--budget", "500")
+    assert result.returncode == 0, result.stderr
+    note = next(x for x in result.stdout.splitlines() if x.startswith("No mesh fits"))
+    found = explorer.explore("LLaMA-3 8B", "H100", 8, 2**22, reserve_bytes=75e9)
+    least = min(found, key=lambda c: c.memory_bytes_per_device)
+    assert least.memory_bytes_per_device < least.hbm_bytes  # the whole HBM would hold it
+    left = least.hbm_bytes - 75e9
+    assert f"against the {left / 1e9:,.1f} GB of HBM left after the 75.0 GB reserve" in note
+    assert note.endswith("or lower --reserve.")
+
+
+def test_a_virtual_stage_count_without_a_schedule_names_the_meshes_that_run_another():
+    """--n-virtual alone asks for interleaving at that count; a search that
+    runs a mesh at another count says so (it changed it silently)."""
+    result = _cli("LLaMA-3 8B", "H100", "8", "4M", "--budget", "500", "--n-virtual", "3", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    piped = [r for r in rows if r["mesh"]["pp"] > 1]
+    assert piped and all((r["schedule"], r["n_virtual"]) != ("interleaved", 3) for r in piped)
+    text = _cli("LLaMA-3 8B", "H100", "8", "4M", "--budget", "500", "--n-virtual", "3").stdout
+    assert any(x.startswith("--n-virtual 3 does not divide the layers per stage of ") for x in text.splitlines())
+
+
 @pytest.mark.slow  # six default searches by the command line: seconds of one core (make test runs it)
 def test_the_command_line_says_what_it_adapted_and_why_a_mesh_is_missing():
     adapted = _cli("LLaMA-3 70B", "H100", "64", "4M", "--schedule", "interleaved", "--n-virtual", "3", "--top", "3")

@@ -183,6 +183,8 @@ def test_explain_breaks_one_mesh_down_and_json_carries_it():
         (("LLaMA-3 8B", "H100", "64", "-4M"), "tokens: must be a whole number >= 1, got '-4M'"),
         (("LLaMA-3 8B", "H100", "64", "4.5"), "tokens: must be a whole number >= 1"),
         (("LLaMA-3 8B", "H100", "-8", "4M"), "n_devices: must be a whole number >= 1"),
+        (("LLaMA-3 8B", "H100", "-inf", "4M"), "n_devices: must be a whole number >= 1, got '-inf'"),
+        (("LLaMA-3 8B", "H100", "64", "-NaN"), "tokens: must be a whole number >= 1, got '-NaN'"),
         (("LLaMA-3 8B", "H100", "64", "--batch-seqs", "0.5"), "batch_seqs: must be a whole number >= 1"),
         (("LLaMA-3 8B", "H100", "64", "4M", "--seq-len", "-5"), "seq_len: must be a whole number >= 1"),
         (("LLaMA-3 8B", "H100", "64", "1000000"), "tokens: 1,000,000 is not a whole number of sequences"),
@@ -583,3 +585,33 @@ def test_the_ep_overtake_line_names_the_share_and_the_mesh():
     # a mesh with ep that hides as much as the first row and is slower never overtakes it
     twin = dataclasses.replace(fsdp, ep=8, fsdp=8, expected_step_s=1.05 * fsdp.expected_step_s)
     assert "no fitting mesh with ep overtakes fsdp 64" in cli.ep_overtake_line([fsdp, twin])
+
+
+@pytest.mark.parametrize("rank", ["fsdp=2,fsdp=4", "", "fsdp", "fsdp=x"])
+def test_a_bad_rank_names_rank_not_mesh(rank, capsys):
+    """--rank is read as a mesh; its errors named --mesh, an option the
+    reader had not given (the CLI reliability review)."""
+    from shardbook.planner import cli
+
+    assert cli.main(["LLaMA-3 8B", "H100", "8", "1M", "--rank", rank]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: --rank: "), err
+
+
+@pytest.mark.parametrize("reserve", ["8", "0.5", "1e-9"])
+def test_a_reserve_without_a_unit_below_a_megabyte_is_refused(reserve, capsys):
+    """'--reserve 8' held back 8 bytes without a word; the help's example is 8GB."""
+    from shardbook.planner import cli
+
+    assert cli.main(["LLaMA-3 8B", "H100", "8", "1M", "--mesh", "tp=8", "--reserve", reserve]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --reserve: a plain number is bytes; give a unit, e.g. {reserve}GB, got '{reserve}'"]
+
+
+def test_a_reserve_of_zero_or_in_plain_bytes_is_taken(capsys):
+    from shardbook.planner import cli
+
+    for reserve, shown in (("0", "0.0 GB"), ("3000000000", "3.0 GB"), ("8GB", "8.0 GB")):
+        assert cli.main(["LLaMA-3 8B", "H100", "8", "1M", "--mesh", "tp=8", "--reserve", reserve]) == 0
+        out = capsys.readouterr().out
+        assert f"fragmentation): {shown} a device (--reserve)" in out, out[:600]

@@ -224,14 +224,30 @@ def read_text(name, path, if_folder, max_bytes=MAX_INPUT_FILE_BYTES):
         raise ValueError(f"{name}: {path}: cannot be read ({exc.__class__.__name__})") from None
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs):
+    seen = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
 def json_object(where, text):
     """The JSON object (a dict) in `text`, or one ValueError starting with
     `where`: too long or nested too deeply (checked before parsing), not
-    valid JSON, an integer of thousands of digits, or a document that is
-    not an object."""
+    valid JSON, an integer of thousands of digits, a key given twice in one
+    object (json.loads would keep the last without a word), or a document
+    that is not an object."""
     bounded_text(where, text, "a config")
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as exc:
+        raise ValueError(f"{where}: the key {exc.args[0]!r} is given twice in one object") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     except RecursionError:

@@ -25,6 +25,7 @@ Standard library only (tomllib).
 import argparse
 import datetime
 import json
+import os
 import re
 import sys
 import tomllib
@@ -442,7 +443,13 @@ def main(argv=None):
     parser.add_argument("--root", default=".", help="the book's folder")
     parser.add_argument("--errata", default=None, help="the log's folder (default: ROOT/errata)")
     args = parser.parse_args(argv)
+    if not (Path(args.root) / "_toc.yml").is_file():
+        print(f"errata: --root: must be the book's folder (one holding _toc.yml), got {args.root!r}", file=sys.stderr)
+        return 2
     folder = Path(args.errata) if args.errata else Path(args.root) / ERRATA_DIR
+    if not folder.is_dir():
+        print(f"errata: --errata: no folder {str(folder)!r}", file=sys.stderr)
+        return 2
     entries, problems = read(folder, args.root)
     for line in problems:
         print(f"errata: {line}", file=sys.stderr)
@@ -457,4 +464,11 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader's pipe closed early (| head): stop quietly, as Python's docs advise for SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)

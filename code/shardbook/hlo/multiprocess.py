@@ -7,6 +7,7 @@ cluster; see the README.
 """
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -84,6 +85,7 @@ def run(name, n_processes=2, timeout_s=240, artifacts=REPOSITORY_ROOT / "hlo_art
     check_name(name)
     if n_processes < 1 or 8 % n_processes:
         raise ValueError(f"processes: must divide 8 (the mesh size), got {n_processes}")
+    check_timeout(timeout_s)
     port = _free_port()
     with tempfile.TemporaryDirectory(prefix=f"mp-{name}-") as tmp:
         dumps = [Path(tmp) / f"dump{pid}" for pid in range(n_processes)]
@@ -184,10 +186,24 @@ def check_coordinator(coordinator):
     return host, int(port)
 
 
+def check_timeout(seconds):
+    """`seconds` if it is a finite number above 0; ValueError naming
+    --timeout otherwise (inf or nan would reach the workers' heartbeat as an
+    integer, and 0 or less would stop them as they start)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"--timeout: must be a finite number of seconds above 0, got {seconds!r}")
+    return seconds
+
+
 def check_processes(num_processes, process_id):
-    """ValueError unless 1 <= num_processes and 0 <= process_id < num_processes."""
+    """ValueError unless 1 <= num_processes, num_processes divides the eight
+    devices every fixture's and scheme's mesh has (a count that does not
+    would leave the peers waiting for a process that never comes), and
+    0 <= process_id < num_processes."""
     if not isinstance(num_processes, int) or isinstance(num_processes, bool) or num_processes < 1:
         raise ValueError(f"--num-processes: must be an integer >= 1, got {num_processes!r}")
+    if 8 % num_processes:
+        raise ValueError(f"--num-processes: must divide 8 (the mesh's devices), got {num_processes}")
     if not isinstance(process_id, int) or isinstance(process_id, bool) or not 0 <= process_id < num_processes:
         raise ValueError(
             f"--process-id: must be an integer from 0 to {num_processes - 1} (--num-processes - 1), got {process_id!r}"
@@ -315,6 +331,7 @@ def train(name, n_processes=2, timeout_s=600, log=print):
     scheme = schemes.check(schemes.get(name))
     if n_processes < 2 or 8 % n_processes:
         raise ValueError(f"processes: must divide 8 (the mesh size) and be at least 2, got {n_processes}")
+    check_timeout(timeout_s)
     if not scheme.mesh_axes:
         raise ValueError(f"{name}: runs on one device; pick a scheme with a mesh to split across processes")
     log(f"{name}: the one-process reference on 8 CPU devices (cached after its first run)")

@@ -167,7 +167,16 @@ def band_line(candidates, how="--stack names yours"):
     first = candidates[0]
     low_error, high_error = calibrate.step_band(first.stack, first.is_moe, first.eta_on_one_run_or_none)
     kind = "MoE" if first.is_moe else "dense"
-    stack = "any stack" if first.stack == "any" else f"the {first.stack} stack family"
+    if first.is_moe:  # calibrate.step_band: one band of every MoE run, whatever the stack
+        stack = "any stack" + (
+            "" if first.stack == "any" else f": too few {first.stack} MoE runs for a band of their own"
+        )
+    elif first.stack == "any":
+        stack = "any stack"
+    elif first.stack in calibrate.STEP_BANDS:
+        stack = f"the {first.stack} stack family"
+    else:
+        stack = f"any stack: too few {first.stack} runs for a band of their own"
     if not first.is_moe and first.eta_on_one_run_or_none:  # calibrate.step_band stretches it over 'prior'
         stack += ", and the runs on accelerators whose efficiency rests on one run or none, as this one's does"
     least, most = calibrate.measured_over_expected(low_error, high_error)
@@ -347,10 +356,12 @@ def adapted_line(candidates, schedule, n_virtual):
     another schedule than the one asked for (search._schedules: virtual
     stages capped at a divisor of the mesh's layers per stage, 1F1B where
     only one is left); '' when the schedule or the virtual stages were
-    searched."""
-    if schedule is None or n_virtual is None:
+    searched. A count named without a schedule asks for interleaving at that
+    count (search._schedules), so the meshes that run otherwise are named too."""
+    if n_virtual is None or (schedule is None and n_virtual == 1):
         return ""  # searched: each mesh runs the schedule and virtual stages it priced fastest under
-    adapted = [c for c in candidates if c.mesh.get("pp", 1) > 1 and (c.schedule, c.n_virtual) != (schedule, n_virtual)]
+    asked = (schedule or "interleaved", n_virtual)
+    adapted = [c for c in candidates if c.mesh.get("pp", 1) > 1 and (c.schedule, c.n_virtual) != asked]
     if not adapted:
         return ""
     shown = "; ".join(
@@ -407,19 +418,20 @@ def _as_json(cand):
     }
 
 
-def _parse_mesh(text):
+def _parse_mesh(text, flag="--mesh"):
+    """The mesh `text` names (axis=degree pairs); errors name `flag`, the option it came from."""
     mesh = {}
     for part in text.split(","):
         name, sep, value = part.partition("=")
         name = name.strip()
         if not sep or not name:
-            raise ValueError(f"--mesh: write axis=degree pairs separated by commas (fsdp=32,tp=8), got {text!r}")
+            raise ValueError(f"{flag}: write axis=degree pairs separated by commas (fsdp=32,tp=8), got {text!r}")
         if name in mesh:
-            raise ValueError(f"--mesh: axis {name!r} is given twice")
+            raise ValueError(f"{flag}: axis {name!r} is given twice")
         try:
             mesh[name] = int(value)
         except ValueError:
-            raise ValueError(f"--mesh: the degree of {name!r} must be an integer, got {value.strip()!r}") from None
+            raise ValueError(f"{flag}: the degree of {name!r} must be an integer, got {value.strip()!r}") from None
     return normalize_mesh(mesh)
 
 
@@ -614,11 +626,25 @@ def _positionals(args):
 
 
 def _negative_sizes(argv):
-    """A negative size argparse would take for an option ('-4M', '-1e6'):
-    written with a minus sign (U+2212), so that it reaches the field it was
-    given for and is refused there, by name."""
+    """A negative size argparse would take for an option ('-4M', '-1e6',
+    '-inf', '-nan'): written with a minus sign (U+2212), so that it reaches
+    the field it was given for and is refused there, by name."""
     plain_negative = re.compile(r"^-\d+$|^-\d*\.\d+$")  # argparse reads these as numbers already
-    return ["\u2212" + a[1:] if re.match(r"^-\.?\d", a) and not plain_negative.match(a) else a for a in argv]
+    negative = re.compile(r"^-(\.?\d|inf(inity)?$|nan$)", re.IGNORECASE)
+    return ["\u2212" + a[1:] if negative.match(a) and not plain_negative.match(a) else a for a in argv]
+
+
+RESERVE_UNITLESS_MIN_BYTES = 1e6  # a plain number below a megabyte is a unit forgotten, not a reserve
+
+
+def _reserve_bytes(text):
+    """--reserve in bytes; a plain number under RESERVE_UNITLESS_MIN_BYTES
+    other than 0 is refused ('8' meant 8 GB, and would hold back 8 bytes)."""
+    value = inputs.parse_bytes("--reserve", text)
+    plain = re.fullmatch(r"\s*[+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\s*", str(text))
+    if 0 < value < RESERVE_UNITLESS_MIN_BYTES and plain:
+        raise ValueError(f"--reserve: a plain number is bytes; give a unit, e.g. {text}GB, got {text!r}")
+    return value
 
 
 def _print_json(found, explained):
@@ -895,12 +921,10 @@ def main(argv=None):
             stack=_stack(args.stack),
             reserve_bytes=None
             if args.reserve is None
-            else calibrate.checked_reserve_bytes(
-                accelerator, inputs.parse_bytes("--reserve", args.reserve), "--reserve"
-            ),
+            else calibrate.checked_reserve_bytes(accelerator, _reserve_bytes(args.reserve), "--reserve"),
             loss_logits=_loss_logits(args.loss_logits),
         )
-        target = _parse_mesh(args.rank) if args.rank is not None else None
+        target = _parse_mesh(args.rank, "--rank") if args.rank is not None else None
         axes = _parse_axes(args.axes)
         explained = refused = None
         if args.sweep is not None:

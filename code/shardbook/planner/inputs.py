@@ -265,14 +265,23 @@ def accelerator_note(accelerator):
 def no_fit_note(candidates):
     """'' if some candidate fits; else one line naming the mesh that needs
     the least memory (each mesh at its least-memory microbatch) and what to
-    change."""
+    change: against the HBM left after the reserve where one is held back
+    (the reserve is not in memory_bytes_per_device)."""
     if any(c.fits for c in candidates):
         return ""
     best = min(candidates, key=lambda c: c.memory_bytes_per_device)
+    reserve = best.memory_breakdown.get("reserve", 0.0)
+    need = f"{best.memory_bytes_per_device / 1e9:,.1f} GB per device"
+    if not reserve:
+        return (
+            f"No mesh fits: the smallest need, {best.label}, holds {need} against {best.hbm_bytes / 1e9:,.1f} GB "
+            "of HBM; add devices, shorten the sequences or pick a larger accelerator."
+        )
+    left = max(0.0, best.hbm_bytes - reserve)
     return (
-        f"No mesh fits: the smallest need, {best.label}, holds "
-        f"{best.memory_bytes_per_device / 1e9:,.1f} GB per device against {best.hbm_bytes / 1e9:,.1f} GB of HBM; "
-        "add devices, shorten the sequences or pick a larger accelerator."
+        f"No mesh fits: the smallest need, {best.label}, holds {need} against the {left / 1e9:,.1f} GB of HBM "
+        f"left after the {reserve / 1e9:,.1f} GB reserve; add devices, shorten the sequences, pick a larger "
+        "accelerator or lower --reserve."
     )
 
 
