@@ -265,19 +265,19 @@ def test_wording_follows_the_numbers(fresh_origin_live):
     with a batch large enough the step turns compute-bound and the sentence
     says so; the browser shows what CPython chooses."""
     rel = "chapters/07_choosing_a_mesh.html"
-    spec = next(s for r, specs in _live_pages() if r == rel for s in specs if "mesh_iw_bound" in s["values"])
-    assert set(spec["phrases"]["mesh_iw_bound"]) >= {"the step is compute-bound"}
+    spec = next(s for r, specs in _live_pages() if r == rel for s in specs if "mesh_iw_bound_sentence" in s["values"])
+    assert set(spec["phrases"]["mesh_iw_bound_sentence"]) >= {"the step is compute-bound"}
     page, log = fresh_origin_live["pages"][rel]
     _reset(page)
-    printed = page.inner_text(".glue-key-mesh_iw_bound")
+    printed = page.inner_text(".glue-key-mesh_iw_bound_sentence")
     assert printed == "the step is communication-bound by about a factor of two"
     arguments = {i["name"]: i["default"] for i in spec["inputs"]}
     arguments["batch_tokens"] = 64 * 2**20
     expected = _cpython(spec, arguments)
-    assert expected["mesh_iw_bound"] == "the step is compute-bound"
+    assert expected["mesh_iw_bound_sentence"] == "the step is compute-bound"
     assert float(expected["mesh_iw_ratio"]) >= 1
     assert _set(page, "batch_tokens", str(arguments["batch_tokens"])) == ""
-    for name in ("mesh_iw_bound", "mesh_iw_ratio", "mesh_iw_versus_v5p"):
+    for name in ("mesh_iw_bound_sentence", "mesh_iw_ratio", "mesh_iw_versus_v5p"):
         assert page.inner_text(f".glue-key-{name}") == expected[name]
     assert not log["console"], log["console"]
 

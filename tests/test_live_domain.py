@@ -221,19 +221,19 @@ def _claims_07(args, n, t):
         bad.append(f"the slice is called {t['mesh_iw_slice']!r} at {args['n_chips']} chips of a {pod:.0f}-chip pod")
     if n["mesh_iw_max_chips"] > pod:
         bad.append("the largest slice has more chips than a pod")
-    whole_pod = t["mesh_iw_largest"].startswith("This batch stays compute-bound even on a whole pod")
+    whole_pod = t["mesh_iw_largest_sentence"].startswith("This batch stays compute-bound even on a whole pod")
     if whole_pod != (n["mesh_iw_max_chips"] == pod):
         bad.append("the largest-slice sentence does not match its chip count")
     ratio = n["mesh_iw_ratio"]
-    compute_bound = t["mesh_iw_bound"] == "the step is compute-bound"
+    compute_bound = t["mesh_iw_bound_sentence"] == "the step is compute-bound"
     if compute_bound != (ratio >= 1):
-        bad.append(f"{t['mesh_iw_bound']!r} beside math {t['mesh_iw_ratio']} of communication")
+        bad.append(f"{t['mesh_iw_bound_sentence']!r} beside math {t['mesh_iw_ratio']} of communication")
     if compute_bound != (args["n_chips"] <= n["mesh_iw_max_chips"] or whole_pod):
         bad.append("compute-bound on a slice larger than the largest compute-bound slice, or the reverse")
     factors = {"slightly": (1, 1.5), "about a factor of two": (1.5, 2.5), "about a factor of three": (2.5, 3.5)}
     for words, (low, high) in factors.items():
-        if words in t["mesh_iw_bound"] and not low <= 1 / ratio <= high + 0.05:
-            bad.append(f"{t['mesh_iw_bound']!r} beside a ratio of {t['mesh_iw_ratio']}")
+        if words in t["mesh_iw_bound_sentence"] and not low <= 1 / ratio <= high + 0.05:
+            bad.append(f"{t['mesh_iw_bound_sentence']!r} beside a ratio of {t['mesh_iw_ratio']}")
     if not _close(
         n["mesh_iw_tokens_per_chip"], args["batch_tokens"] / args["n_chips"], 0.01 + 0.5 / n["mesh_iw_tokens_per_chip"]
     ):
@@ -266,7 +266,7 @@ def _claims_09(args, n, t):
         bad.append("HSDP called faster but not shown faster")
     if verdict == "flat FSDP to be faster" and not flat < hsdp:
         bad.append("flat FSDP called faster but not shown faster")
-    if ("trade, not a winner" in t["nodes_hsdp_trade"]) != same:
+    if ("trade, not a winner" in t["nodes_hsdp_trade_sentence"]) != same:
         bad.append("'a trade, not a winner' beside a faster layout")
     return bad
 
@@ -418,9 +418,9 @@ def test_a_claim_contradicting_its_numbers_is_caught():
     }
     texts = {
         "mesh_iw_slice": "a full Ironwood pod",
-        "mesh_iw_bound": "the step is compute-bound",
+        "mesh_iw_bound_sentence": "the step is compute-bound",
         "mesh_iw_ratio": "0.44",
-        "mesh_iw_largest": "The largest slice on which this batch stays compute-bound has about",
+        "mesh_iw_largest_sentence": "The largest slice on which this batch stays compute-bound has about",
     }
     assert any("compute-bound" in b for b in _claims_07(args, numbers, texts))
     texts["mesh_iw_slice"] = "an Ironwood slice smaller than a pod"
@@ -441,7 +441,7 @@ def test_a_claim_contradicting_its_numbers_is_caught():
         "nodes_hsdp_step_verdict_sentence": "the same step time for both",
         "nodes_flat_expected_s": "0.47 s",
         "nodes_hsdp_expected_s": "0.47 s",
-        "nodes_hsdp_trade": "What the numbers support is therefore a trade, not a winner",
+        "nodes_hsdp_trade_sentence": "What the numbers support is therefore a trade, not a winner",
     }
     assert _claims_09({"n_nodes": 32}, numbers9, texts9) == [
         "the microbatches per GPU are not the batch's sequences over the GPUs"
