@@ -641,8 +641,7 @@ def _reserve_bytes(text):
     """--reserve in bytes; a plain number under RESERVE_UNITLESS_MIN_BYTES
     other than 0 is refused ('8' meant 8 GB, and would hold back 8 bytes)."""
     value = inputs.parse_bytes("--reserve", text)
-    plain = re.fullmatch(r"\s*[+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?\s*", str(text))
-    if 0 < value < RESERVE_UNITLESS_MIN_BYTES and plain:
+    if 0 < value < RESERVE_UNITLESS_MIN_BYTES and inputs.is_plain_number(text):
         raise ValueError(f"--reserve: a plain number is bytes; give a unit, e.g. {text}GB, got {text!r}")
     return value
 

@@ -150,6 +150,11 @@ MAX_COUNT_CHARS = 64  # '1,000,000,000,000,000,000,000,000,000,000' is 41
 _NUMBER = re.compile(r"[+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
 
 
+def is_plain_number(text):
+    """Whether `text` is a number with no unit or suffix, as _NUMBER reads one."""
+    return isinstance(text, str) and _NUMBER.fullmatch(text.strip()) is not None
+
+
 def batch_tokens(seq_len, tokens=None, seqs=None):
     """The global batch in tokens, from `tokens` (text or int, at most 1e30)
     or `seqs` sequences of `seq_len` (exactly one of the two); it must be a

@@ -132,18 +132,25 @@ def loss_differences(reference, losses):
     return [abs(a - b) / abs(a) for a, b in zip(reference, losses, strict=True)]
 
 
+def gradient_differences(reference, norms):
+    """Relative difference per parameter of two records' first-step
+    gradient norms ({parameter: norm})."""
+    if set(reference) != set(norms):
+        raise ValueError(f"norms: the parameters differ: {sorted(set(reference) ^ set(norms))}")
+    return {name: abs(norms[name] - want) / abs(want) for name, want in reference.items()}
+
+
 def gradient_problems(reference, norms):
     """What is wrong with `norms` ({parameter: first-step gradient norm})
     against `reference`'s ([] when every parameter's agrees within
     GRADIENT_RTOL)."""
     if set(reference) != set(norms):
         return [f"the parameters differ: {sorted(set(reference) ^ set(norms))}"]
-    problems = []
-    for name, want in reference.items():
-        got = norms[name]
-        if abs(got - want) > GRADIENT_RTOL * abs(want):
-            problems.append(f"{name}: first-step gradient norm {got:.6g}, one device {want:.6g}")
-    return problems
+    return [
+        f"{name}: first-step gradient norm {norms[name]:.6g}, one device {reference[name]:.6g}"
+        for name, diff in gradient_differences(reference, norms).items()
+        if diff > GRADIENT_RTOL
+    ]
 
 
 def _gradient_norms(first_moment, mesh, b1):
