@@ -642,17 +642,34 @@ def test_every_failed_worker_is_reported_with_its_message_not_its_stack(monkeypa
     failed first: now each failed worker is named, frames left out."""
     from shardbook.hlo import multiprocess
 
+    # Process 0 fails only once the watcher has seen process 1 fail (a fixed
+    # sleep raced a loaded CI machine, where both exits fell in one poll).
+    released = tmp_path / "process-1-seen-failing"
     scripts = {
-        0: "import sys, time; time.sleep(1.0); print('F0000 Terminating process because a peer died', file=sys.stderr); "
-        "[print(f'    @     0x{i:012x}  frame{i}', file=sys.stderr) for i in range(20)]; raise SystemExit(6)",
+        0: "import os, sys, time; deadline = time.monotonic() + 60\n"
+        f"while not os.path.exists({str(released)!r}) and time.monotonic() < deadline: time.sleep(0.02)\n"
+        "print('F0000 Terminating process because a peer died', file=sys.stderr)\n"
+        "[print(f'    @     0x{i:012x}  frame{i}', file=sys.stderr) for i in range(20)]\nraise SystemExit(6)",
         1: "import sys; print('RuntimeError: worker one ran out of something', file=sys.stderr); raise SystemExit(1)",
     }
     real_popen = subprocess.Popen
-    monkeypatch.setattr(
-        multiprocess.subprocess,
-        "Popen",
-        lambda cmd, **kw: real_popen([sys.executable, "-c", scripts[int(cmd[cmd.index("--process-id") + 1])]], **kw),
-    )
+
+    class ReleasingPopen(real_popen):
+        """Process 1's poll, once it reports the failure, lets process 0 go on."""
+
+        def poll(self):
+            code = super().poll()
+            if self.pid_in_run == 1 and code not in (None, 0):
+                released.touch()
+            return code
+
+    def start(cmd, **kw):
+        pid = int(cmd[cmd.index("--process-id") + 1])
+        proc = ReleasingPopen([sys.executable, "-c", scripts[pid]], **kw)
+        proc.pid_in_run = pid
+        return proc
+
+    monkeypatch.setattr(multiprocess.subprocess, "Popen", start)
     with pytest.raises(RuntimeError) as caught:
         multiprocess._run_workers(
             "dp", 60, 2, 1234, tmp_path, command=lambda pid: ["train-process", "dp"], env=lambda pid: {}
