@@ -799,3 +799,20 @@ def test_a_hand_edited_phrase_is_one_line_naming_the_entry(book, capsys, label, 
     assert book.run("check") == 2
     err = _one_line(capsys)
     assert f"({OTHER}:wp_planner_mesh): {message}" in err
+
+
+def test_show_stops_quietly_when_its_reader_closes_the_pipe(book):
+    """`... expected show | head` printed "ledger: Broken pipe" and exited 2,
+    as if the ledger were broken: now it ends as the planner's and the
+    errata's command lines do (shardbook._cli), silent, status 1."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # closed before the first write: every run meets it
+    try:
+        args = ["--root", str(book.root), "--executed", str(book.executed), "--expected", str(book.expected)]
+        done = subprocess.run(
+            [sys.executable, "-m", "shardbook.book.expected", "show", *args],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.stderr == "" and done.returncode == 1, (done.returncode, done.stderr)

@@ -33,6 +33,7 @@ REPOSITORY_ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {
     "cost_model": (
         "_validate",
+        "_cli",
         "units",
         "hardware",
         "accelerator_file",

@@ -8,9 +8,7 @@ Everything here is re-exported from the planner's modules: placement
 and the command line (`format_table`, `main`), and ASSUMPTIONS.
 """
 
-import os
-import sys
-
+from . import _cli
 from . import planner as _planner
 
 # the planner's names, less the calibration record type (shardbook.planner.Figure),
@@ -19,11 +17,4 @@ __all__ = [name for name in _planner.__all__ if name != "Figure"]
 globals().update({name: getattr(_planner, name) for name in __all__})
 
 if __name__ == "__main__":
-    try:
-        code = _planner.main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # the reader's pipe closed early (| head): stop quietly, as Python's docs advise for SIGPIPE
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
-    sys.exit(code)
+    _cli.exit_with(_planner.main)

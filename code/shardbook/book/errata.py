@@ -25,14 +25,13 @@ Standard library only (tomllib).
 import argparse
 import datetime
 import json
-import os
 import re
 import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import _validate
+from .. import _cli, _validate
 from . import transaction
 
 ERRATA_DIR = "errata"
@@ -464,11 +463,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        code = main()
-        sys.stdout.flush()
-    except BrokenPipeError:
-        # the reader's pipe closed early (| head): stop quietly, as Python's docs advise for SIGPIPE
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 1
-    sys.exit(code)
+    _cli.exit_with(main)

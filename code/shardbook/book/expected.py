@@ -30,7 +30,7 @@ import re
 import sys
 from pathlib import Path
 
-from .. import _validate
+from .. import _cli, _validate
 from ..ledger import _NAME_RE, META_KEY
 from . import errata, transaction
 
@@ -617,6 +617,15 @@ REASON_ENV = "SHARDBOOK_BLESS_REASON"  # what `make bless REASON="..."` sets
 DROP_ENV = "SHARDBOOK_BLESS_DROP"  # what `make bless DROP="name ..."` sets: names split at spaces
 
 
+def _bless_options_refusal(args):
+    """Why --drop or --reason cannot be used as given, or None."""
+    if args.command != "bless" and (args.drop or args.reason is not None):
+        return "--drop and --reason go with bless only"
+    if args.reason is not None and not args.reason.strip():
+        return "--reason: must say why the printed values change (it is recorded in the errata log)"
+    return None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m shardbook.book.expected",
@@ -643,14 +652,9 @@ def main(argv=None):
     if args.reason is None and args.command == "bless":
         args.reason = os.environ.get(REASON_ENV) or None  # `make bless REASON="..."`
         args.drop += os.environ.get(DROP_ENV, "").split()  # `make bless DROP="..."`
-    if args.command != "bless" and (args.drop or args.reason is not None):
-        print("ledger: --drop and --reason go with bless only", file=sys.stderr)
-        return 2
-    if args.reason is not None and not args.reason.strip():
-        print(
-            "ledger: --reason: must say why the printed values change (it is recorded in the errata log)",
-            file=sys.stderr,
-        )
+    refusal = _bless_options_refusal(args)
+    if refusal:
+        print(f"ledger: {refusal}", file=sys.stderr)
         return 2
     try:
         if not (Path(args.root) / "_toc.yml").is_file():
@@ -667,6 +671,8 @@ def main(argv=None):
             return bless(args.expected, got, root=args.root, errata_dir=args.errata, drop=args.drop, reason=args.reason)
         transaction.complete(args.expected)  # a bless committed, then stopped: complete it first
         expected = load(args.expected)
+    except BrokenPipeError:
+        raise  # the reader's pipe closed (| head): _cli ends quietly
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
         print(f"ledger: {where}{exc.strerror or exc}", file=sys.stderr)
@@ -685,4 +691,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _cli.exit_with(main)
