@@ -152,7 +152,7 @@ def test_command_line_prints_a_ranked_table_with_the_assumptions():
     assert lines[0].startswith("LLaMA-3 70B on 64 × TPU v5p")
     assert lines[1].startswith("LLaMA-3 70B: 70.55 B parameters")
     header = next(line for line in lines if line.startswith("mesh"))
-    assert "expected MFU" in header and "bound MFU" in header and "memory / HBM" in header
+    assert "expected MFU" in header and "bound MFU" in header and "memory+reserve / HBM" in header
     assert "expected step ms" in header and "bound step ms" in header and "band ms" in header
     # the assumptions come with --assumptions; without it, one line says so
     assert "Assumptions:" not in result.stdout and lines[-1].endswith("add --assumptions")

@@ -78,7 +78,7 @@ def test_a_config_in_the_model_position_or_with_config_gives_the_same_table():
     )
     assert "2,097,152 tokens per step (512 sequences of 4,096)" in lines[0]
     header = next(line for line in lines if line.startswith("mesh"))
-    assert "expected step ms" in header and "bound step ms" in header and "memory / HBM GB" in header
+    assert "expected step ms" in header and "bound step ms" in header and "memory+reserve / HBM GB" in header
 
 
 @pytest.mark.parametrize("name", [p.name for p in sorted(CONFIGS.glob("*.json"))])
@@ -126,7 +126,7 @@ def test_an_accelerator_file_in_place_of_a_preset(tmp_path):
         assert out_rows
         return {
             r["mesh"]: (
-                (r["fits"], float(r["memory / HBM GB"].split(" / ")[0]), float(r["memory / HBM GB"].split(" / ")[1])),
+                (r["fits"], float(r[cli.MEMORY_COLUMN].split(" / ")[0]), float(r[cli.MEMORY_COLUMN].split(" / ")[1])),
                 float(r["bound step ms"].replace(",", "")),
             )
             for r in out_rows
@@ -139,16 +139,18 @@ def test_an_accelerator_file_in_place_of_a_preset(tmp_path):
     # what fits does, through the HBM a device reports to the framework (calibrate.HBM_CAPACITY_BYTES,
     # per preset): a renamed H100 offers its datasheet's 80 GB, the H100 preset what NVML reports
     assert {m[0][2] for m in mine.values()} == {80} and {t[0][2] for t in theirs.values()} == {85.5}
-    # a mesh fits when the step and the GPU reserve fit; above 95 % of HBM it is 'tight', not just 'yes'
+    # a mesh fits when the step and the GPU reserve fit; above 95 % of HBM it is 'tight', not just 'yes';
+    # the column shows both (as --explain's total), so its own figures give the verdict
     reserve = calibrate.memory_reserve_bytes("H100") / 1e9
+    assert f"{reserve:,.1f} GB a device (--reserve), counted in the memory column" in by_file.stdout
 
     def verdict(used, hbm):
         return "no" if used > hbm else "tight" if used > 0.95 * hbm else "yes"
 
     for k in mine:
         memory_gb = mine[k][0][1]
-        assert mine[k][0][0] == verdict(memory_gb + reserve, 80), k
-        assert theirs[k][0][0] == verdict(memory_gb + reserve, 85.5), k
+        assert mine[k][0][0] == verdict(memory_gb, 80), k
+        assert theirs[k][0][0] == verdict(memory_gb, 85.5), k
     # the bound moves: what planner.calibrate keys by preset name (the HBM bandwidth's weight-streaming
     # floor, in-switch all-reduce over NVLink SHARP) is not an Accelerator field, so a renamed H100 has neither
     assert any(mine[k][1] != theirs[k][1] for k in mine)
@@ -175,6 +177,10 @@ def test_explain_breaks_one_mesh_down_and_json_carries_it():
         assert r["bound_s"] <= r["expected_s"]
     assert axes["tp"]["hidden_s"] == 0  # TP sits on the critical path without collective matmul
     assert sum(data["time_parts_s"].values()) == pytest.approx(data["expected_step_s"])
+    # the table's memory column is the explanation's total, the reserve in it (it read 3 GB less)
+    total_gb = next(float(line.split()[1]) for line in out.splitlines() if line.startswith("total") and "%" in line)
+    (row,) = table_rows(_cli(*args[:-1]).stdout)
+    assert row[cli.MEMORY_COLUMN] == f"{total_gb:,.1f} / 85.5"
 
 
 @pytest.mark.parametrize(

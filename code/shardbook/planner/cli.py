@@ -86,7 +86,7 @@ def format_table(candidates, top=None):
         "weights",
         *(("precision",) if precision else ()),
         "fits",
-        "memory / HBM GB",
+        MEMORY_COLUMN,
         "expected step ms",
         "band ms",
         "",
@@ -115,7 +115,7 @@ def format_table(candidates, top=None):
                 weights_text(cand),
                 *((cand.precision.upper(),) if precision else ()),
                 fits_text(cand),
-                f"{cand.memory_bytes_per_device / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.1f}",
+                memory_text(cand),
                 f"{cand.expected_step_s * 1e3:,.0f}",
                 f"{low * 1e3:,.0f}-{high * 1e3:,.0f}",
                 TIE_MARK if id(cand) in ties and len(ties) > 1 else "",
@@ -147,8 +147,21 @@ def format_table(candidates, top=None):
 TIGHT_SHARE = 0.95  # a plan above this share of HBM (with the reserve) is 'tight', never just 'yes'
 
 
+MEMORY_COLUMN = "memory+reserve / HBM GB"
+
+
+def _used_bytes(cand):
+    """The step's memory and the reserve: what must fit, as --explain's total."""
+    return cand.memory_bytes_per_device + cand.memory_breakdown.get("reserve", 0.0)
+
+
 def _used_share(cand):
-    return (cand.memory_bytes_per_device + cand.memory_breakdown.get("reserve", 0.0)) / cand.hbm_bytes
+    return _used_bytes(cand) / cand.hbm_bytes
+
+
+def memory_text(cand):
+    """The memory column: the step's memory with the reserve, over HBM, in GB."""
+    return f"{_used_bytes(cand) / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.1f}"
 
 
 def fits_text(cand):
@@ -843,7 +856,7 @@ def sweep_rows(key, values, model, accelerator, n_devices, tokens, axes, options
 def format_sweep(rows):
     """The sweep as a plain-text table."""
     header = ("batch tokens", "seq len", "best mesh", "expected step ms", "band ms", "tokens/s /device",
-              "days /1T tokens", "memory / HBM GB")  # fmt: skip
+              "days /1T tokens", MEMORY_COLUMN)  # fmt: skip
     out = []
     for batch, seq_len, cand, _, why in rows:
         if cand is None:
@@ -855,7 +868,7 @@ def format_sweep(rows):
             f"{batch:,}", f"{seq_len:,}", cand.label, f"{cand.expected_step_s * 1e3:,.0f}",
             f"{low * 1e3:,.0f}-{high * 1e3:,.0f}", f"{cand.tokens_per_s_per_device:,.0f}",
             f"{cand.days_per_tokens(1e12):,.1f}",
-            f"{cand.memory_bytes_per_device / 1e9:,.1f} / {cand.hbm_bytes / 1e9:,.1f}",
+            memory_text(cand),
         ))  # fmt: skip
     widths = [max(len(r[i]) for r in [header, *out]) for i in range(len(header))]
     lines = ["  ".join(v.ljust(w) if i == 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths, strict=True)))
@@ -1021,7 +1034,8 @@ def _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, exp
     if found:
         print(
             f"HBM held back for the framework (context, communication buffers, fragmentation): "
-            f"{found[0].memory_breakdown.get('reserve', 0.0) / 1e9:,.1f} GB a device (--reserve)"
+            f"{found[0].memory_breakdown.get('reserve', 0.0) / 1e9:,.1f} GB a device (--reserve), counted in the "
+            "memory column"
         )
     print()
     if explained is not None:
