@@ -9,6 +9,8 @@ _build/screenshots/planner-*.png."""
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import BUILD, HTML
 from shardbook.book import site
 from shardbook.planner import page as planner_page
@@ -65,6 +67,10 @@ def test_the_planner_page_runs_a_pasted_config(built_book, server, browser):  # 
         ".shardbook-planner-output table tr", "rs => rs.slice(1).map(r => r.cells[7].textContent)"
     )
     assert memory and all(cell.endswith(" / 85.5") for cell in memory), memory
+    # with the reserve in it, as the command line's column (cli.memory_text) and the bars
+    used = [c["reserve_bytes"] + sum(c["memory_bytes"].values()) for c in want["top"]]
+    shown = [float(cell.split(" / ")[0].replace(",", "")) for cell in memory]
+    assert shown == pytest.approx([u / 1e9 for u in used], abs=0.051)  # to the tenth shown (the reserve is 3 GB)
     text = tab.inner_text(".shardbook-planner-output")
     assert want["model"] in text and "the shapes of Mixtral-8x7B-v0.1, published" in text
     charts = tab.eval_on_selector_all(

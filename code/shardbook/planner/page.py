@@ -146,7 +146,7 @@ def _plan(form):
         "notes": [n for n in notes if n],
         "reserve": (
             f"HBM held back for the framework (context, communication buffers, fragmentation): "
-            f"{found[0].memory_breakdown.get('reserve', 0.0) / 1e9:,.1f} GB a device"
+            f"{found[0].memory_breakdown.get('reserve', 0.0) / 1e9:,.1f} GB a device, counted in the memory column"
         ),
         "top": top,
     }

@@ -80,10 +80,11 @@
     // the mesh and how it runs, as the command line's table shows them (a precision column where a row runs FP8)
     var fp8 = result.top.some(function (c) { return c.precision !== "bf16"; });
     ["rank", "mesh", "schedule", "micro", "recompute", "weights"].concat(fp8 ? ["precision"] : [],
-      ["fits", "memory / HBM (GB)", "expected step (ms)", "band (ms)", "", "tokens/s per device", "expected MFU", "bound step (ms)", "bound MFU"]).forEach(function (h) { head.appendChild(el("th", {}, h)); });
+      ["fits", "memory+reserve / HBM (GB)", "expected step (ms)", "band (ms)", "", "tokens/s per device", "expected MFU", "bound step (ms)", "bound MFU"]).forEach(function (h) { head.appendChild(el("th", {}, h)); });
     table.appendChild(head);
     result.top.forEach(function (c, i) {
-      var mem = Object.values(c.memory_bytes).reduce(function (a, b) { return a + b; }, 0);
+      // the step's memory and the reserve, as the command line's column and the bar below
+      var mem = Object.values(c.memory_bytes).reduce(function (a, b) { return a + b; }, c.reserve_bytes || 0);
       var row = el("tr");
       [String(i + 1), c.label, c.schedule_text, String(c.micro_batch_seqs), c.recompute, c.weights_text].concat(fp8 ? [c.precision.toUpperCase()] : [],
        [c.fits_text, grouped(mem / 1e9, 1) + " / " + grouped(c.hbm_bytes / 1e9, 1),
