@@ -577,7 +577,7 @@ def test_command_line_expresses_and_ranks_llama3s_own_layout():
     lines = result.stdout.splitlines()
     assert lines[2] == "Options: --micro-batch 1, --schedule interleaved, --n-virtual 4, --uneven-pipeline"
     header = next(line for line in lines if line.startswith("mesh")).split()
-    assert header[:7] == ["mesh", "schedule", "micro", "recompute", "weights", "fits", "memory"]
+    assert header[:7] == ["mesh", "schedule", "micro", "recompute", "weights", "fits", "memory+reserve"]
     # how each row runs, as the flags ask: interleaved with 4 virtual stages where 4 divides the deepest
     # stage's layers (126 on 16 stages: 8), the largest count that divides them where it does not (on 2
     # stages: 63, so 3), one sequence per microbatch

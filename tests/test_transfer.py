@@ -514,7 +514,7 @@ def test_the_planner_page_takes_the_command_lines_options_and_gives_its_notes():
         assert row["band_s"] == pytest.approx(list(cand.expected_step_range_s))
         assert row["reserve_bytes"] == 8e9 and row["fits_text"] == cli.fits_text(cand)
     assert result["notes"][0] == cli.band_line(found, how="the stack field names yours")
-    assert result["reserve"].endswith("8.0 GB a device")
+    assert result["reserve"].endswith("8.0 GB a device, counted in the memory column")
     # a bad choice is one sentence naming the field
     for key, value, message in (("stack", "torch", "stack: one of any, megatron"), ("reserve", "90GB", "reserve: must lie in"),
                                 ("precision", "fp4", "precision: one of bf16, fp8"), ("n_virtual", "0", "n_virtual: must be")):  # fmt: skip

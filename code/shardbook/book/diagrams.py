@@ -116,8 +116,9 @@ def two_tier(accelerator, n_nodes, shown_per_node=4):
 def rails(n_nodes, per_node, groups=(), group_label=""):
     """A rail-optimized network: GPU j of every node connects to leaf switch
     (rail) j. `groups` (lists of global device ids, node-major) are outlined
-    in red: a group whose members share a local rank stays on one rail;
-    others leave their rails (see fabric.rail_misaligned_groups)."""
+    green where their members share a local rank (they stay on one rail) and
+    red where they do not (they leave their rails; see
+    fabric.rail_misaligned_groups)."""
     grid = [[node * per_node + j for j in range(per_node)] for node in range(n_nodes)]
     misaligned = [g for g in groups if len({d % per_node for d in g}) > 1]
     numbers = {"misaligned_groups": misaligned, "rails": per_node}
@@ -154,7 +155,8 @@ def tpu_slices(accelerator, n_slices, slice_label):
     data-center network: per-chip ICI and DCN rates from the preset."""
     acc = hardware.get(accelerator)
     ici, dcn = acc.scale_up_egress_bytes_per_s, acc.scale_out_bytes_per_s
-    numbers = {"ici_bytes_per_s": ici, "dcn_bytes_per_s": dcn, "ratio": ici / dcn}
+    numbers = {"ici_bytes_per_s": ici, "dcn_bytes_per_s": dcn, "ratio": ici / dcn,
+               "axis_ratio": acc.collective_bytes_per_s / dcn}  # fmt: skip
     alt = (
         f"{n_slices} {acc.name} slices, each a grid of chips joined by ICI ({_gbs(ici)} per chip), connected to each "
         f"other only through the data-center network (about {_gbs(dcn)} per chip, {ici / dcn:.0f} times less)."
@@ -178,7 +180,9 @@ def tpu_slices(accelerator, n_slices, slice_label):
         fig.line(x0 + w / 2, 90, x0 + w / 2, 48, stroke=PURPLE, stroke_width=2)
     fig.text(320, 244, f"per chip: ICI {_gbs(ici)} inside a slice (green), DCN about {_gbs(dcn)} between slices",
              size=13, anchor="middle")  # fmt: skip
-    fig.text(320, 262, f"a byte across slices costs about {ici / dcn:.0f} bytes inside", size=12, anchor="middle")
+    axis = acc.collective_bytes_per_s  # one wrapped torus axis: its two links
+    fig.text(320, 262, f"a byte across slices costs up to {ici / dcn:.0f} bytes inside ({axis / dcn:.0f} on one torus axis)",
+             size=12, anchor="middle")  # fmt: skip
     return fig
 
 
