@@ -447,3 +447,17 @@ def test_a_claim_contradicting_its_numbers_is_caught():
         "the microbatches per GPU are not the batch's sequences over the GPUs"
     ]
     assert _displayed_zero("0.00 ms") and _displayed_zero("0 MB") and not _displayed_zero("0.01 ms")
+
+
+@pytest.mark.parametrize(
+    "text,figure",
+    [("37 s", True), ("2,284 ms", True), ("1.2 TB/s", True), ("96", True), ("8.3 %", True), ("1.7×", True),
+     ("−0.25", True), ("1.04 TFLOP/s", True), ("12.6 days", True),
+     ("ep 8, then fsdp 2 × ep 4", False), ("fits, as it must", False), ("v5p:2x2x2", False), ("3 of 4", False),
+     ("TFLOP/s", False), ("", False)],
+)  # fmt: skip
+def test_a_figure_is_a_number_with_at_most_a_short_unit(text, figure):
+    # the page keeps a figure on one line (class glue-figure); a phrase wraps with its paragraph
+    from shardbook.book.live_assets import is_figure_text
+
+    assert is_figure_text(text) is figure

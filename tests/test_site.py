@@ -746,6 +746,33 @@ def test_a_glued_sentence_reads_in_the_text_weight_and_a_glued_number_in_bold(se
     page.close()
 
 
+def test_a_glued_figure_keeps_its_unit_on_its_line(server, browser):
+    """A glued "37 s" broke after "37" at a line's end, its unit starting
+    the next line: at a phone's width every glued number-and-unit of chapter
+    5 is one line, and a glued phrase still wraps."""
+    page = browser.new_page()
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{server}/chapters/05_expert_parallel.html", wait_until="networkidle")
+    found = page.evaluate(
+        """() => {
+            const spans = [...document.querySelectorAll("p span.pasted-text")];
+            const figures = spans.filter(e => e.classList.contains("glue-figure"));
+            const lines = e => e.getClientRects().length;
+            return {
+                figures: figures.length,
+                with_unit: figures.filter(e => / /.test(e.textContent)).length,
+                broken: figures.filter(e => lines(e) > 1).map(e => e.textContent),
+                nowrap: figures.every(e => getComputedStyle(e).whiteSpace === "nowrap"),
+                phrase_wraps: spans.some(e => !e.classList.contains("glue-figure") && lines(e) > 1),
+            };
+        }"""
+    )
+    assert found["figures"] > 20 and found["with_unit"] > 10, found
+    assert found["nowrap"] and not found["broken"], found
+    assert found["phrase_wraps"], found  # the long glued phrases are not figures: they wrap with the prose
+    page.close()
+
+
 # --- navigation on phones and tablets, the front page, search (issue 32) ---
 
 

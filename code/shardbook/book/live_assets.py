@@ -5,6 +5,7 @@ modules and Pyodide, copied from the pinned npm package."""
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 from .. import BROWSER_MODULES
@@ -23,6 +24,17 @@ PYODIDE_FILES = (
     "pyodide-lock.json",
     "package.json",
 )
+
+
+# a glued figure: a number and at most a short unit ("37 s", "2,284 ms", "1.2 TB/s", "96", "8.3 %",
+# "1.7×"); such a span is kept on one line, so a unit never starts the next line without its number
+_FIGURE_TEXT = re.compile(r"[-−+]?\d[\d,.]*(?:\s?[A-Za-zµ%×][A-Za-zµ/%×]{0,9})?")
+
+
+def is_figure_text(text):
+    """Whether a glued text is one figure (a number, with or without a
+    short unit), which the page keeps on one line (class glue-figure)."""
+    return bool(_FIGURE_TEXT.fullmatch(text.strip()))
 
 
 def _keyed_glue_role():
@@ -46,6 +58,8 @@ def _keyed_glue_role():
                 )
             for node in result:
                 node["classes"].append(f"glue-key-{key}")
+                if is_figure_text(node.astext()):
+                    node["classes"].append("glue-figure")
             return result, messages
 
     NbGlueDomain.roles = dict(NbGlueDomain.roles, text=KeyedPasteTextRole())
