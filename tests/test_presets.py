@@ -118,6 +118,7 @@ def test_bad_preset_values_name_the_field():
 # safetensors metadata for the exact counts, the papers for the rounded ones.
 EXACT_TOTALS = {
     "LLaMA-2 13B": 13_015_864_320,  # touvron2023llama2 (HF Llama-2-13b-hf)
+    "LLaMA-2 70B": 68_976_648_192,  # touvron2023llama2 (HF Llama-2-70b-hf: 137,953,296,384 bytes in FP16)
     "LLaMA-3 8B": 8_030_261_248,  # dubey2024llama3 (HF Meta-Llama-3-8B)
     "LLaMA-3 70B": 70_553_706_496,  # dubey2024llama3 (HF Meta-Llama-3-70B)
     "LLaMA-3 405B": 405_853_388_800,  # dubey2024llama3 (HF Llama-3.1-405B)

@@ -85,7 +85,7 @@ TERMS = (
         "The devices joined by the fast fabric of a node, a rack or a TPU pod (xGMI, NVLink, ICI); "
         "one TPU job joins a slice of the pod, and a v5p slice cannot span the whole pod (see the presets page). "
         "A device's bandwidth inside it is several times its share of the network's (GPU nodes) to tens "
-        "of times (TPU pods); chapter 1 gives the ratio for each preset.",
+        "of times (TPU pods); chapter 1 gives the range over the presets.",
         patterns=(r"(?i)\bscale-up domains?\b",),
     ),
     Term(
