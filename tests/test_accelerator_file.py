@@ -134,6 +134,10 @@ def test_missing_fields_and_bad_files(tmp_path):
     bad.write_text("[1]")
     with pytest.raises(ValueError, match="must hold a table of the Accelerator's fields, got list"):
         accelerator_file.from_file(bad)
+    # a key given twice: TOML refuses it; JSON kept the last value without a word (1 TB of HBM, then 80 GB)
+    bad.write_text('{"name": "X", "hbm_bytes": {"value": 1e12}, "hbm_bytes": {"value": 8e10}}')
+    with pytest.raises(ValueError, match="a.json: the key 'hbm_bytes' is given twice in one object"):
+        accelerator_file.from_file(bad)
 
 
 def test_a_wraparound_rule_off_a_torus_names_the_field_given():

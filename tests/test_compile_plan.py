@@ -126,6 +126,24 @@ def test_what_the_program_does_not_build_is_refused(change, message):
         cp.check_plan(cp.Plan(**plan))
 
 
+def test_compile_refuses_a_config_or_accelerator_file_before_it_compiles_a_preset(tmp_path):
+    """--compile builds presets by name: a config.json named like a preset (here LLaMA-3 8B's name with
+    8 of its 32 layers) was priced as the file but compiled as the preset, the two printed side by
+    side as if they matched; an accelerator file's TPU was called an 'unknown preset'."""
+    config = json.loads((ROOT / "tests" / "data" / "hf_configs" / "llama3-8b.json").read_text())
+    config.update(_name_or_path="LLaMA-3 8B", num_hidden_layers=8)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    args = ("TPU v5p", "64", "256K", "--mesh", "fsdp=64", "--attention", "eager", "--compile")
+    _refused(_cli("--config", str(path), *args), "--compile: compiles the model presets only; 'LLaMA-3 8B' comes")
+    from shardbook import accelerator_file
+
+    tpu = tmp_path / "my-tpu.toml"
+    tpu.write_text(accelerator_file.to_toml("TPU v5p").replace('name = "TPU v5p"', 'name = "My TPU"'))
+    ran = _cli("LLaMA-3 8B", "--accelerator-file", str(tpu), *args[1:])
+    _refused(ran, "--compile: compiles the TPU presets only; 'My TPU' comes from --accelerator-file")
+
+
 def test_compile_without_libtpu_says_how_to_get_it():
     # the project's .venv has jax[cpu] only: the compile module is imported, libtpu is not there
     result = _cli("LLaMA-3 8B", "TPU v5p", "64", "256K", "--mesh", "fsdp=64", "--attention", "eager", "--compile")

@@ -292,7 +292,19 @@ def _hlo_cli(*args, cwd=None):
 
 
 @pytest.mark.parametrize(
-    "content,message", [("{bad", "not valid JSON"), ('{"fixture": "fsdp_matmul"}', "has no collective inventory")]
+    "content,message",
+    [
+        ("{bad", "not valid JSON"),
+        ('{"fixture": "fsdp_matmul"}', "has no collective inventory"),
+        # an entry damaged by hand reached compare's printing and ended in a KeyError traceback
+        ('{"inventory": [{"op": "all-reduce", "bytes": -5}]}', "inventory[0] has no kind (str)"),
+        (
+            '{"inventory": [{"kind": "all_gather", "dtype": "f32", "operand_shape": [8], "result_shape": [64],'
+            ' "replica_groups": [[0, 1]]}]}',
+            "inventory[0] has no group_size (int)",
+        ),
+        ('{"inventory": [7]}', "inventory[0] is not an object"),
+    ],
 )
 def test_compare_names_a_damaged_meta_file_before_compiling(tmp_path, content, message):
     folder = tmp_path / "fsdp_matmul"
@@ -303,6 +315,37 @@ def test_compare_names_a_damaged_meta_file_before_compiling(tmp_path, content, m
     assert result.stderr.strip().startswith(f"shardbook.hlo: {folder / 'meta.json'}: ")
     assert message in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_compare_reads_the_repositorys_artifacts_from_any_folder_and_refuses_a_missing_one(tmp_path):
+    """From code/, `compare dp_matmul` looked for code/hlo_artifacts, printed "no committed artifact ...;
+    run `make artifacts`" (which would have written a stray folder there) and exited 1, as if it differed."""
+    from shardbook.hlo import __main__ as hlo_main
+
+    assert hlo_main.ARTIFACTS == str(ROOT / "hlo_artifacts")
+    parser = hlo_main._parser()
+    for command, option in (("compare", "artifacts"), ("capture", "out"), ("capture-tpu", "out")):
+        assert getattr(parser.parse_args([command]), option) == hlo_main.ARTIFACTS
+    (tmp_path / "dp_matmul").mkdir()  # a folder without its meta.json
+    result = _hlo_cli("compare", "dp_matmul", "--artifacts", str(tmp_path), cwd=ROOT / "code")
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert f"--artifacts: no committed artifact of dp_matmul in {tmp_path}" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("capture", "nosuch", "--all"), "--all: captures every fixture; drop the names, or drop --all"),
+        (("capture", "dp_matmul", "--out", ""), "--out: must name a folder, got ''"),
+        (("capture", "dp_matmul", "--out", "/proc/x"), "--out: /proc/x cannot be written (No such file or directory)"),
+        (("train", "dp", "--timeout", "-1"), "--timeout: must be a finite number of seconds above 0, got -1.0"),
+    ],
+)
+def test_what_once_ran_regardless_is_refused_in_one_line(args, message):
+    # `capture nosuch --all` captured every fixture, `--out ""` wrote into the working folder, and a
+    # one-process `train --timeout -1` trained: each is refused before any work
+    result = _hlo_cli(*args)
+    assert result.returncode == 2 and result.stderr == f"shardbook.hlo: {message}\n", result.stderr
 
 
 def test_capture_refuses_an_out_that_is_a_file(tmp_path):
@@ -679,6 +722,27 @@ def test_every_failed_worker_is_reported_with_its_message_not_its_stack(monkeypa
     assert "worker one ran out of something" in message
     assert "process 0 exited 6" in message and "Terminating process because a peer died" in message
     assert "0x0000" not in message
+
+
+def test_train_process_refuses_a_one_device_scheme_across_processes_as_train_does():
+    # two workers of `single`: process 0 trained alone and reported, process 1 failed inside JAX
+    result = _hlo_cli(
+        "train-process", "single", "--coordinator", "127.0.0.1:1", "--num-processes", "2", "--process-id", "1"
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "single: runs on one device; pick a scheme with a mesh to split across processes" in result.stderr
+
+
+def test_process_refuses_a_mistyped_artifacts_folder_before_jax_starts(tmp_path):
+    """`process --artifacts /nonexistent/typo` ran the fixture, skipped the HLO check and exited 0
+    ("hlo_matches": null); now the folder is checked before JAX starts and the peers wait."""
+    result = _hlo_cli(
+        "process", "dp_matmul", "--coordinator", "127.0.0.1:1", "--num-processes", "1", "--process-id", "0",
+        "--dump", str(tmp_path / "dump"), "--artifacts", str(tmp_path / "typo"),
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"--artifacts: no committed artifact {tmp_path / 'typo' / 'dp_matmul' / 'meta.json'}" in result.stderr
+    assert not (tmp_path / "dump").exists()  # refused before anything was prepared
 
 
 def test_the_readme_cluster_command_sets_its_own_dump_flags(tmp_path):

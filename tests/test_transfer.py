@@ -374,7 +374,7 @@ def _cli(*args):
     ("args", "message"),
     [
         (("--reserve", "90GB"), "error: --reserve: must lie in [0, 85.5 GB), the HBM one H100 reports, got 90.0 GB"),
-        (("--reserve", "-1GB"), "error: --reserve: must be a finite size of at least 0 bytes, got '−1GB'"),
+        (("--reserve", "-1GB"), "error: --reserve: must be a finite size of at least 0 bytes, got '-1GB'"),
         (("--reserve", "8XB"), "error: --reserve: a size such as 8GB or 7.5GiB (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got '8XB'"),
         (("--stack", "torch"), "error: --stack: one of any, megatron, pytorch, maxtext, deepspeed, deepseek, got 'torch'"),
         (("--loss-logits", "fp16"), "error: --loss-logits: one of fp32_copy, fused_bf16, got 'fp16'"),
@@ -452,6 +452,26 @@ def test_a_sweep_prints_the_best_fitting_mesh_at_each_value():
 def test_a_bad_sweep_is_one_line(sweep, message):
     result = _cli("LLaMA-3 8B", "H100", "64", "4M", "--sweep", sweep)
     assert (result.returncode, result.stdout, result.stderr) == (2, "", message + "\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        # the flag was dropped without a word: the sweep varies what it gives
+        (("4M", "--sweep", "seq=4096", "--seq-len", "2048"), "error: --sweep seq=...: varies the sequence length; drop --seq-len"),
+        (("--batch-seqs", "256", "--sweep", "batch=1M,2M"), "error: --sweep batch=...: varies the batch; drop --batch-seqs"),
+    ],
+)  # fmt: skip
+def test_a_sweep_refuses_a_flag_that_gives_what_it_varies(args, message):
+    result = _cli("LLaMA-3 8B", "H100", "8", *args)
+    assert (result.returncode, result.stdout, result.stderr) == (2, "", message + "\n")
+
+
+def test_a_sweep_whose_every_value_is_refused_exits_2():
+    # each row said why (below one sequence of 4,096 tokens), and the command exited 0 as if it had answered
+    result = _cli("LLaMA-3 8B", "H100", "8", "1M", "--sweep", "batch=1,2")
+    assert result.returncode == 2 and result.stdout.count("is below one sequence of 4,096 tokens") == 2, result.stdout
+    assert result.stderr == "error: --sweep: every value was refused (the table says why); give values that can run\n"
 
 
 def test_tp_across_scale_up_domains_is_flagged_on_gpus_and_no_published_gpu_run_does_it():

@@ -237,23 +237,30 @@ def _unique_keys(pairs):
     return seen
 
 
-def json_object(where, text):
-    """The JSON object (a dict) in `text`, or one ValueError starting with
-    `where`: too long or nested too deeply (checked before parsing), not
-    valid JSON, an integer of thousands of digits, a key given twice in one
-    object (json.loads would keep the last without a word), or a document
-    that is not an object."""
-    bounded_text(where, text, "a config")
+def json_value(where, text, what="a config"):
+    """The JSON document in `text`, or one ValueError starting with `where`:
+    too long or nested too deeply (checked before parsing; `what` names the
+    kind of document), not valid JSON, an integer of thousands of digits, or
+    a key given twice in one object (json.loads would keep the last without
+    a word)."""
+    bounded_text(where, text, what)
     try:
-        data = json.loads(text, object_pairs_hook=_unique_keys)
+        return json.loads(text, object_pairs_hook=_unique_keys)
     except _DuplicateKey as exc:
         raise ValueError(f"{where}: the key {exc.args[0]!r} is given twice in one object") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     except RecursionError:
-        raise ValueError(f"{where}: nested too deeply to be a config") from None
+        raise ValueError(f"{where}: nested too deeply to be {what}") from None
     except ValueError as exc:
         raise ValueError(f"{where}: {big_number_problem(exc) or 'not valid JSON'}") from None
+
+
+def json_object(where, text):
+    """The JSON object (a dict) in `text` (json_value's checks), or one
+    ValueError starting with `where`, also for a document that is not an
+    object."""
+    data = json_value(where, text)
     if not isinstance(data, dict):
         raise ValueError(f"{where}: must hold a JSON object, got {type(data).__name__}")
     return data

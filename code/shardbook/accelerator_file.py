@@ -263,12 +263,12 @@ def from_text(text, fmt, where="accelerator"):
     _validate.bounded_text(where, text, "an accelerator file", max_chars=MAX_FILE_CHARS)
     if text.startswith("\ufeff"):
         raise ValueError(f"{where}: starts with a byte-order mark (BOM); save it as UTF-8 without one")
+    if fmt == "json":  # as a config.json is read: a key given twice refused, as TOML refuses it
+        return from_dict(_validate.json_value(where, text, "an accelerator file"), where)
     try:
-        data = tomllib.loads(text) if fmt == "toml" else json.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{where}: not valid TOML ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{where}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
     except RecursionError:
         raise ValueError(f"{where}: nested too deeply to be an accelerator file") from None
     except ValueError as exc:  # an integer of thousands of digits

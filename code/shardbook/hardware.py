@@ -273,7 +273,9 @@ def _hopper(name, src, hbm_gb, nvlink_links, board_src=None):
         scale_up_domain_size=_f(8, board, note="8-GPU HGX node"),
         scale_out_bytes_per_s=_f(gbit_per_s_to_bytes_per_s(400), "scaling-book-gpus", note="one 400 Gb/s NIC per GPU"),
         scale_out_nics_per_device=_f(1, "scaling-book-gpus", note="8 NICs per node, rail-optimized"),
-        host_link_bytes_per_s=_f(64 * GB, board, "derived", "PCIe Gen5 x16; 128 GB/s printed for both directions, halved"),
+        host_link_bytes_per_s=_f(
+            64 * GB, board, "derived", "PCIe Gen5 x16; 128 GB/s printed for both directions, halved"
+        ),
     )
 
 

@@ -8,7 +8,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import REPOSITORY_ROOT
 from . import FIXTURE_NAMES, check_name
+
+# the folders and files the commands read and write by default: the repository's, wherever the
+# command runs from (`compare` from code/ once looked for code/hlo_artifacts and found nothing)
+ARTIFACTS = str(REPOSITORY_ROOT / "hlo_artifacts")
+DATA = REPOSITORY_ROOT / "code" / "shardbook" / "data"
 
 
 def _list(args, parser):
@@ -20,15 +26,22 @@ def _list(args, parser):
 def _run_capture(args, parser, capture_many, what, written, *extra):
     """Capture the fixtures `args` names (or --all) into --out with
     `capture_many(names, out, *extra, log=...)`, with a line per fixture."""
+    if args.all and args.names:  # `capture nosuch --all` started every fixture without a word on the name
+        raise ValueError("--all: captures every fixture; drop the names, or drop --all")
     names = list(FIXTURE_NAMES) if args.all else [check_name(n) for n in args.names]
     if not names:
         parser.error("name the fixtures to capture, or pass --all")
+    if not args.out.strip():
+        raise ValueError("--out: must name a folder, got ''")
     if Path(args.out).exists() and not Path(args.out).is_dir():
         raise ValueError(f"--out: {args.out} is a file; give a folder ({written} is written there)")
     start = time.monotonic()
     print(f"compiling {len(names)} fixture(s){what} in one worker process ...", flush=True)
     done = iter(range(1, len(names) + 1))
-    capture_many(names, args.out, *extra, log=lambda line: print(f"[{next(done)}/{len(names)}] {line}", flush=True))
+    try:
+        capture_many(names, args.out, *extra, log=lambda line: print(f"[{next(done)}/{len(names)}] {line}", flush=True))
+    except OSError as exc:  # a folder that cannot be made or written (`--out /proc/x`)
+        raise ValueError(f"--out: {args.out} cannot be written ({exc.strerror or exc})") from None
     return names, time.monotonic() - start
 
 
@@ -82,14 +95,14 @@ def _compare(args, parser):
     tmp = Path(tempfile.mkdtemp(prefix="hlo-compare-"))
     failed = 0
     try:
-        committed = {}
-        for n in names:
-            committed_dir = Path(args.artifacts) / n
-            if not (committed_dir / "meta.json").exists():
-                print(f"{n}: no committed artifact in {committed_dir}; run `make artifacts`")
-                failed += 1
-                continue
-            committed[n] = load_meta(committed_dir)  # a damaged file fails here, before compiling
+        missing = [n for n in names if not (Path(args.artifacts) / n / "meta.json").is_file()]
+        if missing:
+            raise ValueError(
+                f"--artifacts: no committed artifact of {', '.join(missing)} in {args.artifacts}; give the "
+                "repository's hlo_artifacts folder, or run `make artifacts`"
+            )
+        # a damaged file fails here, before compiling
+        committed = {n: load_meta(Path(args.artifacts) / n) for n in names}
         fresh = capture_many(list(committed), tmp, log=lambda *_: None) if committed else {}
         for n in committed:
             diff = compare_inventories(committed[n], fresh[n])
@@ -106,7 +119,7 @@ def _run(args, parser):
     from .multiprocess import run as run_mp
 
     reports = run_mp(check_name(args.name), args.processes, args.timeout)
-    return 0 if all(r["hlo_matches"] is not False for r in reports) else 1
+    return 0 if all(r["hlo_matches"] for r in reports) else 1
 
 
 def _train(args, parser):
@@ -114,6 +127,9 @@ def _train(args, parser):
 
     from ..devices import use_cpu_devices
     from ..programs import runs, schemes
+    from .multiprocess import check_timeout
+
+    check_timeout(args.timeout)  # one process does not use it, but a wrong one is refused all the same
 
     if args.processes == 1 and os.environ.get("JAX_PLATFORMS", "cpu") == "cpu":
         use_cpu_devices(schemes.N_DEVICES)  # a one-process run on this machine: 8 simulated devices
@@ -200,10 +216,10 @@ def _parser():
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("list", help="list the fixtures").set_defaults(handler=_list)
-    cap = sub.add_parser("capture", help="capture fixtures into a folder (default hlo_artifacts)")
+    cap = sub.add_parser("capture", help="capture fixtures into a folder (default: the repository's hlo_artifacts)")
     cap.add_argument("names", nargs="*")
     cap.add_argument("--all", action="store_true")
-    cap.add_argument("--out", default="hlo_artifacts")
+    cap.add_argument("--out", default=ARTIFACTS)
     cap.set_defaults(handler=_capture)
     tpu = sub.add_parser(
         "capture-tpu",
@@ -211,25 +227,25 @@ def _parser():
     )
     tpu.add_argument("names", nargs="*")
     tpu.add_argument("--all", action="store_true")
-    tpu.add_argument("--out", default="hlo_artifacts")
+    tpu.add_argument("--out", default=ARTIFACTS)
     tpu.add_argument("--topology", default="v5p:2x2x2", help="a libtpu topology name (default v5p:2x2x2)")
     tpu.set_defaults(handler=_capture_tpu)
     plans = sub.add_parser(
         "compile-plans",
         help="with libtpu: compile the planner's validation plans for their TPU topologies into one JSON file",
     )
-    plans.add_argument("--out", default="code/shardbook/data/compiled_plans.json")
+    plans.add_argument("--out", default=str(DATA / "compiled_plans.json"))
     plans.set_defaults(handler=_compile_plans)
     mesh_plans = sub.add_parser(
         "compile-mesh-plans",
         help="with libtpu: compile chapter 7's v5p and Ironwood candidates (shardbook.hlo.mesh_plans) into one JSON file",
     )
-    mesh_plans.add_argument("--out", default="code/shardbook/data/compiled_mesh_plans.json")
+    mesh_plans.add_argument("--out", default=str(DATA / "compiled_mesh_plans.json"))
     mesh_plans.add_argument("--workers", type=int, default=2, help="plans compiled at once (default 2)")
     mesh_plans.set_defaults(handler=_compile_mesh_plans)
     cmp_ = sub.add_parser("compare", help="recapture into a temporary folder and diff the inventories")
     cmp_.add_argument("names", nargs="*")
-    cmp_.add_argument("--artifacts", default="hlo_artifacts")
+    cmp_.add_argument("--artifacts", default=ARTIFACTS)
     cmp_.set_defaults(handler=_compare)
     run = sub.add_parser("run", help="run a fixture as several JAX processes on this machine and check it")
     run.add_argument("name")

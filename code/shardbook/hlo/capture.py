@@ -281,7 +281,28 @@ def load_meta(folder):
         raise ValueError(
             f"{path}: has no collective inventory (an 'inventory' list); restore it or run `make artifacts`"
         )
+    for i, entry in enumerate(meta["inventory"]):
+        problem = _inventory_entry_problem(entry)
+        if problem:
+            raise ValueError(f"{path}: inventory[{i}] {problem}; restore it or run `make artifacts`")
     return meta
+
+
+# what every collective of an inventory holds (capture's own records), as compare reads them
+_ENTRY_FIELDS = {"kind": str, "dtype": str, "operand_shape": list, "result_shape": list, "group_size": int}
+
+
+def _inventory_entry_problem(entry):
+    """Why `entry` is not a collective as capture records one, or ''."""
+    if not isinstance(entry, dict):
+        return "is not an object"
+    for key, kind in _ENTRY_FIELDS.items():
+        value = entry.get(key)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            return f"has no {key} ({kind.__name__})"
+    if not isinstance(entry.get("replica_groups", entry.get("source_target_pairs")), list):
+        return "has no replica_groups or source_target_pairs (list)"
+    return ""
 
 
 def compare_inventories(committed, fresh):

@@ -238,6 +238,14 @@ def process_main(
     check_coordinator(coordinator)
     check_processes(num_processes, process_id)
     check_heartbeat_timeout(heartbeat_timeout_s)
+    # the committed artifact this run is checked against, read before JAX starts and the peers wait:
+    # a mistyped --artifacts once skipped the check and reported success ("hlo_matches": null)
+    committed_path = Path(artifacts) / name / "meta.json"
+    if not committed_path.is_file():
+        raise ValueError(
+            f"--artifacts: no committed artifact {committed_path}; give the repository's hlo_artifacts folder"
+        )
+    committed = load_meta(committed_path.parent)
     _prepare_dump(dump, name)
     import jax
 
@@ -261,14 +269,9 @@ def process_main(
     }
     picks, _ = find_dumps(dump, name)
     fresh = {"inventory": summary(inventory(clean_hlo(picks["after_partitioning.txt"].read_text())))}
-    committed_path = Path(artifacts) / name / "meta.json"
-    if committed_path.exists():
-        committed = load_meta(committed_path.parent)
-        diff = compare_inventories({"inventory": committed["inventory"]}, fresh)
-        report["hlo_matches"] = not diff
-        report["hlo_diff"] = diff
-    else:
-        report["hlo_matches"] = None
+    diff = compare_inventories({"inventory": committed["inventory"]}, fresh)
+    report["hlo_matches"] = not diff
+    report["hlo_diff"] = diff
     jax.distributed.shutdown()
     print(json.dumps(report))
     return report
@@ -332,8 +335,7 @@ def train(name, n_processes=2, timeout_s=600, log=print):
     if n_processes < 2 or 8 % n_processes:
         raise ValueError(f"processes: must divide 8 (the mesh size) and be at least 2, got {n_processes}")
     check_timeout(timeout_s)
-    if not scheme.mesh_axes:
-        raise ValueError(f"{name}: runs on one device; pick a scheme with a mesh to split across processes")
+    _check_splits(scheme, name)
     log(f"{name}: the one-process reference on 8 CPU devices (cached after its first run)")
     reference = reference_record(name, timeout_s, log)
     port = _free_port()
@@ -385,14 +387,22 @@ def reference_record(name, timeout_s=600, log=print):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _check_splits(scheme, name):
+    """ValueError when scheme `name` has no mesh to split across processes."""
+    if not scheme.mesh_axes:
+        raise ValueError(f"{name}: runs on one device; pick a scheme with a mesh to split across processes")
+
+
 def train_process_main(name, coordinator, num_processes, process_id, heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S):
     """One worker of `train` (also what a cluster launcher starts per process);
     the arguments are checked before JAX starts."""
     from ..programs import runs, schemes
 
-    schemes.check(schemes.get(name))
+    scheme = schemes.check(schemes.get(name))
     check_coordinator(coordinator)
     check_processes(num_processes, process_id)
+    if num_processes > 1:  # one process may run any scheme; a second one would hold no shard of it
+        _check_splits(scheme, name)
     check_heartbeat_timeout(heartbeat_timeout_s)
     import jax
 

@@ -460,6 +460,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
+DEFAULT_SEQ_LEN = "4096"  # tokens a sequence, where --seq-len is not given
+
+
 def _parser():
     parser = _Parser(
         prog="python -m shardbook.explorer",
@@ -489,7 +492,7 @@ def _parser():
         help="with --mesh: per axis where its groups sit, bytes, time and how much hides; time and memory by component",
     )
     parser.add_argument("--top", type=int, default=10, help="rows to print (default 10)")
-    parser.add_argument("--seq-len", default="4096", help="sequence length in tokens (default 4096)")
+    parser.add_argument("--seq-len", default=None, help=f"sequence length in tokens (default {DEFAULT_SEQ_LEN})")
     parser.add_argument(
         "--axes",
         default=",".join(SEARCH_AXES),
@@ -653,6 +656,7 @@ RESERVE_UNITLESS_MIN_BYTES = 1e6  # a plain number below a megabyte is a unit fo
 def _reserve_bytes(text):
     """--reserve in bytes; a plain number under RESERVE_UNITLESS_MIN_BYTES
     other than 0 is refused ('8' meant 8 GB, and would hold back 8 bytes)."""
+    text = text.replace("\u2212", "-")  # _negative_sizes' sign, echoed as the reader typed it
     value = inputs.parse_bytes("--reserve", text)
     if 0 < value < RESERVE_UNITLESS_MIN_BYTES and inputs.is_plain_number(text):
         raise ValueError(f"--reserve: a plain number is bytes; give a unit, e.g. {text}GB, got {text!r}")
@@ -877,6 +881,19 @@ def format_sweep(rows):
     return "\n".join(lines)
 
 
+def _check_sweep_flags(args):
+    """One ValueError where a flag gives what --sweep varies (it was dropped
+    without a word); then --seq-len's default."""
+    if args.sweep is not None:
+        key, _ = parse_sweep(args.sweep)
+        if key == "seq" and args.seq_len is not None:
+            raise ValueError("--sweep seq=...: varies the sequence length; drop --seq-len")
+        if key == "batch" and args.batch_seqs is not None:
+            raise ValueError("--sweep batch=...: varies the batch; drop --batch-seqs")
+    if args.seq_len is None:
+        args.seq_len = DEFAULT_SEQ_LEN
+
+
 def _check_flag_combinations(args):
     """One ValueError for flags that cannot go together."""
     if args.sweep is not None and (args.mesh is not None or args.rank is not None or args.json):
@@ -903,6 +920,7 @@ def main(argv=None):
     # intermixed: MODEL, N_DEVICES and BATCH may stand on either side of a flag that stands for another
     args = _parser().parse_intermixed_args(_negative_sizes(sys.argv[1:] if argv is None else list(argv)))
     try:
+        _check_sweep_flags(args)
         model, accelerator, n_devices, tokens = _positionals(args)
         seq_len = inputs.parse_count("seq_len", args.seq_len)
         _validate.count("--top", args.top)
@@ -945,6 +963,8 @@ def main(argv=None):
             print(f"{model.name} on {n_devices} × {accelerator.name}: the best fitting mesh at each {key}")
             print()
             print(format_sweep(rows))
+            if all(cand is None and why != "none fits" for _, _, cand, _, why in rows):
+                raise ValueError("--sweep: every value was refused (the table says why); give values that can run")
             return 0
         if args.compile:
             compiled = _compiled(args, model, accelerator, tokens, n_devices, options)
@@ -975,6 +995,15 @@ def main(argv=None):
     return _print_text(args, model, accelerator, n_devices, tokens, seq_len, found, explained, target, refused)
 
 
+def _is_preset(lookup, thing):
+    """Whether `thing` (a Model or an Accelerator) is the preset of its name,
+    shapes and figures alike."""
+    try:
+        return lookup(thing.name) == thing
+    except (KeyError, ValueError):
+        return False
+
+
 def _compiled(args, model, accelerator, tokens, n_devices, options):
     """For --compile: refuse in one line what cannot be compiled (a GPU, no
     libtpu, flash attention, a ZeRO stage), then a function of the priced
@@ -988,6 +1017,17 @@ def _compiled(args, model, accelerator, tokens, n_devices, options):
         raise ValueError(
             f"--compile: compiles for TPU topologies only ({', '.join(compile_plan.TOPOLOGY_PREFIX)}); "
             f"{accelerator.name} is a {accelerator.family.upper()}"
+        )
+    # the compiler builds presets by name: a file's model or accelerator, even under a preset's name,
+    # would compile the preset's shapes beside the planner's figures for the file's
+    if not _is_preset(hardware.get, accelerator):
+        raise ValueError(
+            f"--compile: compiles the TPU presets only; {accelerator.name!r} comes from --accelerator-file, not a preset"
+        )
+    if not _is_preset(models.get, model):
+        raise ValueError(
+            f"--compile: compiles the model presets only; {model.name!r} comes from --config and its shapes are "
+            "not a preset's"
         )
     if options["zero"]:
         raise ValueError("--compile: shards the state over the fsdp axis only; drop --zero")
