@@ -3,6 +3,7 @@ as the presets are: every preset written as a template reads back equal, with
 its sources; units parse or are refused in one line."""
 
 import json
+import re
 
 import pytest
 
@@ -143,3 +144,21 @@ def test_missing_fields_and_bad_files(tmp_path):
 def test_a_wraparound_rule_off_a_torus_names_the_field_given():
     with pytest.raises(ValueError, match="torus_wraparound_rule: only a torus has a wraparound rule"):
         accelerator_file.from_dict({**_h100_like(), "torus_wraparound_rule": "full_axis"})
+
+
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        # the review's two: a link ten times both of its directions, an egress below one link
+        ("scale_up_link_bytes_per_s", "5e11", "scale_up_link_bidirectional_bytes_per_s: both directions of a link"),
+        ("scale_up_egress_bytes_per_s", "1e9", "scale_up_egress_bytes_per_s: the device's whole scale-up egress"),
+    ],
+)
+def test_link_figures_that_contradict_each_other_are_refused(field, value, message):
+    text = accelerator_file.to_toml("TPU v5p").replace('name = "TPU v5p"', 'name = "My TPU"')
+    start = text.index(f"[{field}]\nvalue = ")
+    end = text.index("\n", start + len(field) + 3)
+    spoiled = text[: start + len(field) + 3] + f"value = {value}" + text[end:]
+    with pytest.raises(ValueError, match=rf"my.toml: My TPU\.{re.escape(message)} must carry at least one link"):
+        accelerator_file.from_text(spoiled, "toml", "my.toml")
+    assert accelerator_file.from_text(text, "toml", "my.toml").name == "My TPU"  # the template itself is read

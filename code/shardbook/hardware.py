@@ -172,6 +172,17 @@ class Accelerator:
                 f"{self.name}.largest_slice_devices: at most the scale-up domain's "
                 f"{int(self.scale_up_domain_size):,} devices, got {int(self.largest_slice_devices):,}"
             )
+        # one link in one direction can carry no more than both directions, nor than the whole egress
+        link = float(self.scale_up_link_bytes_per_s)
+        for name, what in (
+            ("scale_up_link_bidirectional_bytes_per_s", "both directions of a link"),
+            ("scale_up_egress_bytes_per_s", "the device's whole scale-up egress"),
+        ):
+            if float(getattr(self, name)) < link:
+                raise ValueError(
+                    f"{self.name}.{name}: {what} must carry at least one link in one direction "
+                    f"(scale_up_link_bytes_per_s, {link:.4g} bytes/s), got {float(getattr(self, name)):.4g}"
+                )
 
     @property
     def collective_bytes_per_s(self):
