@@ -308,4 +308,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    import signal
+
+    # a SIGTERM (`timeout`, a scheduler) ends as Ctrl-C does: the temporary folders go on the way out
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     sys.exit(main())
