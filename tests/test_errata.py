@@ -238,6 +238,11 @@ def test_a_section_with_a_target_is_linked(tmp_path):
     _write(folder, "2026-12-01-new.toml", _good_text(chapter="07_choosing_a_mesh", section="LLaMA-3 70B on a v5p pod"))
     text = errata.markdown(errata.load(folder, ROOT), ROOT)
     assert "{ref}`ch-choosing-a-mesh`, {ref}`LLaMA-3 70B on a v5p pod <sec-mesh-v5p>`" in text
+    # a heading with inline code: its backticks inside the role broke the link, and the nitpicky build with it
+    code = "Left to the partitioner: which dimension keeps `expert`"
+    _write(folder, "2026-12-02-code.toml", _good_text(date="2026-12-02", chapter="05_expert_parallel", section=code))
+    text = errata.markdown(errata.load(folder, ROOT), ROOT)
+    assert "{ref}`Left to the partitioner: which dimension keeps expert <sec-ep-constraint>`" in text
 
 
 def test_the_appendix_is_in_the_table_of_contents_among_the_appendices():

@@ -312,7 +312,9 @@ def place(entry, root="."):
     where = f"{{ref}}`{label}`"
     if entry.section:
         target = _section_label(text, entry.section)
-        where += f", {{ref}}`{entry.section} <{target}>`" if target else f", “{entry.section}”"
+        # a role's text cannot hold backticks: a heading's inline code is linked as plain words
+        shown = entry.section.replace("`", "")
+        where += f", {{ref}}`{shown} <{target}>`" if target else f", “{entry.section}”"
     return where
 
 
