@@ -92,19 +92,19 @@ def _compare(args, parser):
     from .capture import capture_many, compare_inventories, load_meta
 
     names = [check_name(n) for n in args.names] or list(FIXTURE_NAMES)
+    missing = [n for n in names if not (Path(args.artifacts) / n / "meta.json").is_file()]
+    if missing:
+        raise ValueError(
+            f"--artifacts: no committed artifact of {', '.join(missing)} in {args.artifacts}; give the "
+            "repository's hlo_artifacts folder, or run `make artifacts`"
+        )
+    # a damaged file fails here, before compiling
+    committed = {n: load_meta(Path(args.artifacts) / n) for n in names}
     tmp = Path(tempfile.mkdtemp(prefix="hlo-compare-"))
     failed = 0
     try:
-        missing = [n for n in names if not (Path(args.artifacts) / n / "meta.json").is_file()]
-        if missing:
-            raise ValueError(
-                f"--artifacts: no committed artifact of {', '.join(missing)} in {args.artifacts}; give the "
-                "repository's hlo_artifacts folder, or run `make artifacts`"
-            )
-        # a damaged file fails here, before compiling
-        committed = {n: load_meta(Path(args.artifacts) / n) for n in names}
-        fresh = capture_many(list(committed), tmp, log=lambda *_: None) if committed else {}
-        for n in committed:
+        fresh = capture_many(names, tmp, log=lambda *_: None)
+        for n in names:
             diff = compare_inventories(committed[n], fresh[n])
             print(f"{n}: {'matches' if not diff else 'DIFFERS'}")
             for line in diff:
