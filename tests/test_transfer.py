@@ -136,14 +136,52 @@ def test_an_accelerator_left_without_runs_takes_what_an_unseen_one_gets(folds):
     # H800's only run is DeepSeek-V3: without it, H800 takes the fit of H100, the same GH100 die
     fold = folds["deepseek2024v3"]
     assert fold.unfitted == ("H800",) and fold.efficiencies["H800"] == fold.efficiencies["H100"]
-    # v5e's runs are all MaxText's v5e table: without it, the seed's sustained fraction (0.67)
+    # v5e's runs are all MaxText's v5e table: without it, the seed's sustained fraction (0.67), times
+    # what the fold's v5p η is of v5p's printed 0.72 (v5p: the one other TPU with a printed fraction)
     fold = folds["maxtext-v5e-perf"]
-    assert fold.unfitted == ("TPU v5e",) and fold.efficiencies["TPU v5e"] == 0.67
-    # Megatron Bridge's is the only FP8 run that fits the FP8 speedup: without it, the peak ratio
+    assert fold.unfitted == ("TPU v5e",)
+    assert fold.efficiencies["TPU v5e"] == pytest.approx(0.67 * fold.efficiencies["TPU v5p"] / 0.72, rel=1e-12)
+    # every Blackwell run is Megatron Bridge's: without it each takes its printed fraction (0.69 for
+    # B200, 0.70 for GB200 and GB300) times H100's fitted η over H100's printed 0.73; H800, also
+    # printed, is fitted on one run and does not enter the ratio
     fold = folds["megatron-bridge-perf-summary"]
+    assert set(fold.unfitted) == {"B200", "GB200 NVL72", "GB300 NVL72"}
+    h100 = fold.efficiencies["H100"] / 0.73
+    assert fold.efficiencies["B200"] == pytest.approx(0.69 * h100, rel=1e-12)
+    assert fold.efficiencies["GB200 NVL72"] == fold.efficiencies["GB300 NVL72"] == pytest.approx(0.70 * h100, rel=1e-12)
+    # Megatron Bridge's is the only FP8 run that fits the FP8 speedup: without it, the peak ratio
     assert fold.fp8_speedup == transfer.FP8_SPEEDUP_PRIOR == 2.0
     with pytest.raises(ValueError, match="left_out: unknown source 'nowhere'"):
         transfer.fit_fold("nowhere")
+
+
+def test_a_printed_fraction_is_scaled_by_what_its_familys_fits_are_of_theirs():
+    runs = validation.calibration_runs()
+    n_h100 = len(validation.efficiency_runs("H100", runs))
+    n_v5p = len(validation.efficiency_runs("TPU v5p", runs))
+    assert n_h100 >= transfer.RATIO_MIN_RUNS and n_v5p >= transfer.RATIO_MIN_RUNS
+    assert len(validation.efficiency_runs("H800", runs)) == 1
+    # by family: a TPU's fit says nothing of a GPU's printed fraction, and a one-run fit (H800) is left out
+    fitted = {"H100": 0.5, "H800": 0.2, "TPU v5p": 0.9}
+    assert transfer.printed_fraction_ratio("nvidia", fitted, runs) == pytest.approx(0.5 / 0.73)
+    assert transfer.printed_fraction_ratio("tpu", fitted, runs) == pytest.approx(0.9 / 0.72)
+    # each accelerator weighted by the runs that fit it: v5e (two runs) beside v5p
+    both = {"TPU v5p": 0.72, "TPU v5e": 0.67 * 1.5}
+    n_v5e = len(validation.efficiency_runs("TPU v5e", runs))
+    assert n_v5e == 2
+    assert transfer.printed_fraction_ratio("tpu", both, runs) == pytest.approx(
+        (n_v5p * 1.0 + n_v5e * 1.5) / (n_v5p + n_v5e)
+    )
+    # nothing to scale by: no fitted accelerator of the family prints a fraction, or none is fitted on two runs
+    assert transfer.printed_fraction_ratio("amd", fitted, runs) is None
+    assert transfer.printed_fraction_ratio("nvidia", {"H800": 0.2, "A100": 0.7}, runs) is None
+    assert transfer.unfitted_matmul_efficiency("B200", {"H800": 0.2}, runs) == 0.69
+    assert transfer.unfitted_matmul_efficiency("B200", fitted, runs) == pytest.approx(0.69 * 0.5 / 0.73)
+    # a same-die preset's fit comes first, and an accelerator nothing prints takes the default
+    assert transfer.unfitted_matmul_efficiency("H200", fitted, runs) == 0.5
+    assert transfer.unfitted_matmul_efficiency("MI300X", fitted, runs) == calibrate.DEFAULT_MATMUL_EFFICIENCY.value
+    with pytest.raises(ValueError, match="kernels: must be one of nvidia, amd, tpu, got 'arm'"):
+        transfer.printed_fraction_ratio("arm", fitted)
 
 
 @pytest.mark.slow
@@ -237,7 +275,7 @@ def test_the_bands_are_the_leave_one_source_out_percentiles(loso):
         assert family not in bands and calibrate.step_band(family, False) == calibrate.step_band("any", False)
     # the runs on accelerators whose η rests on one run or none (the Blackwell parts, each fitted on
     # one Megatron Bridge row) make the 'prior' band, and no family's: left out with their source,
-    # they are priced at a printed fraction, which says how far such an η misses, not the stack
+    # they are priced at a scaled printed fraction, which says how far such an η misses, not the stack
     thin = [r for r in loso if transfer.on_a_thinly_fitted_accelerator(r) and not transfer._is_moe(r)]
     assert {r.run.accelerator for r in thin} == {"GB200 NVL72", "GB300 NVL72", "B200"}
     assert all(calibrate.single_run_caveat(r.run.accelerator) for r in thin)

@@ -71,11 +71,13 @@ def stack_family(run):
 SAME_DIE = calibrate.SAME_DIE  # a preset on another's die takes that one's η when no run fits it
 
 
-def unfitted_matmul_efficiency(accelerator, fitted=None):
+def unfitted_matmul_efficiency(accelerator, fitted=None, runs=None):
     """The η the planner gives an accelerator no calibration run fits: the
     fitted η of a preset on the same die (SAME_DIE, where `fitted`,
-    {accelerator: η}, holds it), else the seed's sustained compute fraction
-    where it prints one (measured.SUSTAINED), else
+    {accelerator: η}, holds it); else the seed's sustained compute fraction
+    where it prints one (measured.SUSTAINED), times printed_fraction_ratio
+    of its family of kernels over `fitted` and `runs` (the calibration runs
+    the η were fitted on) where that has a value, as it is where not; else
     calibrate.DEFAULT_MATMUL_EFFICIENCY."""
     from .planner import calibrate
 
@@ -85,8 +87,43 @@ def unfitted_matmul_efficiency(accelerator, fitted=None):
         return fitted[SAME_DIE[name]]
     for entry in measured.SUSTAINED:
         if entry.accelerator == name:
-            return entry.compute
+            ratio = printed_fraction_ratio(calibrate.grouped_gemm_kernels(name), fitted, runs)
+            return entry.compute * (1.0 if ratio is None else ratio)
     return calibrate.DEFAULT_MATMUL_EFFICIENCY.value
+
+
+# An accelerator's η enters printed_fraction_ratio only where this many calibration runs fit it: one
+# run's η carries what that run spends beyond the planner's terms (calibrate.ONE_RUN_FITS).
+RATIO_MIN_RUNS = 2
+
+
+def printed_fraction_ratio(kernels, fitted, runs=None):
+    """What the planner's η is of the seed's printed sustained fraction
+    (measured.SUSTAINED) on the accelerators of one family of kernels
+    (`kernels`, calibrate.grouped_gemm_kernels: 'nvidia', 'amd', 'tpu'):
+    the mean of fitted η / printed fraction over the accelerators of
+    `fitted` ({accelerator: η}) that print one and that at least
+    RATIO_MIN_RUNS of `runs` (default validation.calibration_runs()) fit,
+    each weighted by those runs; None where none does. The printed
+    fraction is a share of peak a tuned kernel sustains; η is what the
+    planner's terms leave of a whole step, so the two differ by what the
+    family's stacks spend that the planner does not price, which this
+    carries to a part of the family no run fits. Ref: the seed's figures in
+    measured.SUSTAINED."""
+    from .planner import calibrate
+
+    if kernels not in calibrate.GROUPED_GEMM_HALF_ROWS:
+        raise ValueError(f"kernels: must be one of {', '.join(calibrate.GROUPED_GEMM_HALF_ROWS)}, got {kernels!r}")
+    printed = {entry.accelerator: entry.compute for entry in measured.SUSTAINED}
+    total = weight = 0.0
+    for accelerator, eta in fitted.items():
+        if accelerator not in printed or calibrate.grouped_gemm_kernels(accelerator) != kernels:
+            continue
+        n_runs = len(validation.efficiency_runs(accelerator, runs))
+        if n_runs >= RATIO_MIN_RUNS:
+            total += n_runs * eta / printed[accelerator]
+            weight += n_runs
+    return total / weight if weight else None
 
 
 @dataclass(frozen=True)
@@ -165,7 +202,8 @@ def fit_fold(left_out, tol=1e-3, terms=None):
     (None: the whole set): the elementwise passes with every η refitted at
     each trial (FP8's speedup at its value, or FP8_SPEEDUP_PRIOR where no
     FP8 run is left), each η at those passes, then the FP8 speedup at those
-    η; an accelerator with no run left takes unfitted_matmul_efficiency.
+    η; an accelerator with no run left takes unfitted_matmul_efficiency
+    (its family's printed_fraction_ratio fitted on the fold's runs).
     `tol`: the golden-section tolerance of every η and of the FP8 speedup
     (the passes', searched in PASSES_BRACKET, is twenty times it).
     `terms`: a dict the folds of one table share (leave_one_source_out):
@@ -201,7 +239,7 @@ def fit_fold(left_out, tol=1e-3, terms=None):
     unfitted = tuple(dict.fromkeys(r.accelerator for r in held if r.accelerator not in etas))
     fitted = dict(etas)
     for acc in unfitted:
-        etas[acc] = unfitted_matmul_efficiency(acc, fitted)
+        etas[acc] = unfitted_matmul_efficiency(acc, fitted, runs)
     return Fold(left_out, passes, fp8, etas, unfitted)
 
 

@@ -546,7 +546,8 @@ def measured_over_expected(low_error, high_error):
 # accelerators fitted on several runs; a dense plan on an accelerator whose η rests on one run or
 # none (eta_rests_on_one_run_or_none) takes that band stretched over "prior", the dense runs on such
 # accelerators (transfer.on_a_thinly_fitted_accelerator: the Blackwell parts, each fitted on one
-# Megatron Bridge row, so priced at a printed fraction when that source is left out); an MoE plan
+# Megatron Bridge row, so priced at a printed fraction scaled by H100's fit when that source is left
+# out: transfer.unfitted_matmul_efficiency); an MoE plan
 # takes "moe" (MoE runs of every stack: too few in any one).
 STEP_BANDS = {
     "megatron": Band(
@@ -555,14 +556,15 @@ STEP_BANDS = {
     "pytorch": Band(
         -0.21, 0.16, 53, "the dense runs of Meta's Llama 3 stack, MosaicML's llm-foundry (MPT) and torchtitan"
     ),
-    "maxtext": Band(-0.05, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
+    "maxtext": Band(-0.12, 0.18, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
     "any": Band(-0.16, 0.15, 100, "every dense run on an accelerator fitted on several runs"),
     "prior": Band(
-        -0.36,
-        -0.17,
+        -0.14,
+        0.14,
         10,
         "the dense runs on GB200 NVL72, GB300 NVL72 and B200, each fitted on one row of Megatron Bridge's "
-        "table and so priced at its printed fraction when that source is left out",
+        "table and so priced at its printed fraction, scaled by what H100's fit is of its own, when that "
+        "source is left out",
     ),
     "moe": Band(
         -0.68,
