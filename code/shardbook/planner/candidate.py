@@ -39,9 +39,9 @@ class Candidate:
     collective the seconds on the critical path (`expected_exposed_s`) and,
     where it is worked out apart from the step's total, what no math can
     cover (`expected_uncovered_s`: FSDP's, timing.fsdp_uncovered_s), the
-    options it was priced under, the recomputation policies it would fit
-    under (`fitting_policies`, of those it was priced over), and where each
-    axis was placed on the machine."""
+    options it was priced under (`seq_len`: tokens a sequence), the
+    recomputation policies it would fit under (`fitting_policies`, of those
+    it was priced over), and where each axis was placed on the machine."""
 
     fsdp: int
     tp: int
@@ -87,6 +87,13 @@ class Candidate:
     uneven_pipeline: bool = False
     keep_gathered_weights: bool = False
     fitting_policies: tuple = ()
+    seq_len: int = 0
+
+    @property
+    def reserve_bytes(self):
+        """HBM held back for the framework (context, communication buffers,
+        fragmentation): the breakdown's reserve, 0 where it has none."""
+        return self.memory_breakdown.get("reserve", 0.0)
 
     @property
     def expected_step_range_s(self):
@@ -384,6 +391,7 @@ def evaluate_plan(m, acc, mesh, global_tokens, options, n_devices=None):
         uneven_pipeline=uneven_pipeline,
         keep_gathered_weights=keep_gathered_weights,
         fitting_policies=fits_under,
+        seq_len=lay.seq_len,
     )
 
 

@@ -152,7 +152,7 @@ MEMORY_COLUMN = "memory+reserve / HBM GB"
 
 def _used_bytes(cand):
     """The step's memory and the reserve: what must fit, as --explain's total."""
-    return cand.memory_bytes_per_device + cand.memory_breakdown.get("reserve", 0.0)
+    return cand.memory_bytes_per_device + cand.reserve_bytes
 
 
 def _used_share(cand):
@@ -764,7 +764,7 @@ def tight_memory_note(candidates, share=TIGHT_SHARE):
         return ""
     shown = ", ".join(f"{c.label} ({_used_share(c):.0%})" for c in tight[:3])
     more = f" and {len(tight) - 3} more" if len(tight) > 3 else ""
-    reserve = tight[0].memory_breakdown.get("reserve", 0.0)
+    reserve = tight[0].reserve_bytes
     return (
         f"Tight, over {share:.0%} of HBM with the {reserve / 1e9:,.1f} GB reserve: {shown}{more}; a framework "
         "that needs more for its context, communication buffers or fragmentation will not fit these (--reserve)"

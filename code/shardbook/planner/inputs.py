@@ -275,7 +275,7 @@ def no_fit_note(candidates):
     if any(c.fits for c in candidates):
         return ""
     best = min(candidates, key=lambda c: c.memory_bytes_per_device)
-    reserve = best.memory_breakdown.get("reserve", 0.0)
+    reserve = best.reserve_bytes
     need = f"{best.memory_bytes_per_device / 1e9:,.1f} GB per device"
     if not reserve:
         return (

@@ -102,7 +102,7 @@ def _plan(form):
                 "tokens_per_s_per_device": cand.tokens_per_s_per_device,
                 "days_per_trillion_tokens": cand.days_per_tokens(1e12),
                 "memory_bytes": {k: v for k, v in memory.items() if k not in ("headroom", "reserve")},
-                "reserve_bytes": memory.get("reserve", 0.0),
+                "reserve_bytes": cand.reserve_bytes,
                 "hbm_bytes": cand.hbm_bytes,
                 "time_s": parts,
                 "expected_step_s": cand.expected_step_s,
