@@ -104,12 +104,11 @@ def printed_fraction_ratio(kernels, fitted, runs=None):
     the mean of fitted η / printed fraction over the accelerators of
     `fitted` ({accelerator: η}) that print one and that at least
     RATIO_MIN_RUNS of `runs` (default validation.calibration_runs()) fit,
-    each weighted by those runs; None where none does. The printed
-    fraction is a share of peak a tuned kernel sustains; η is what the
-    planner's terms leave of a whole step, so the two differ by what the
-    family's stacks spend that the planner does not price, which this
-    carries to a part of the family no run fits. Ref: the seed's figures in
-    measured.SUSTAINED."""
+    each weighted by those runs; None where none does. The seed prints its
+    fraction without saying over what work; η is what the planner's terms
+    leave of a whole step, and this carries the ratio of the two, where
+    runs fit both, to a part of the family no run fits. Ref: the seed's
+    figures in measured.SUSTAINED."""
     from .planner import calibrate
 
     if kernels not in calibrate.GROUPED_GEMM_HALF_ROWS:
