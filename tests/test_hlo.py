@@ -348,6 +348,37 @@ def test_what_once_ran_regardless_is_refused_in_one_line(args, message):
     assert result.returncode == 2 and result.stderr == f"shardbook.hlo: {message}\n", result.stderr
 
 
+def test_a_temporary_folder_is_removed_however_its_block_ends(tmp_path, monkeypatch):
+    """The fresh-clone run of 2026-12-07 left a /tmp/hlo-capture-* folder behind a SIGTERM that landed
+    as tempfile.TemporaryDirectory made it, before it had registered its cleanup. capture.temporary_folder
+    chooses the name first: an exit raised as the folder appears (here, from inside mkdir, after the
+    folder exists) still removes it."""
+    import tempfile
+    from pathlib import Path
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with capture.temporary_folder("hlo-capture-") as folder:
+        assert folder.is_dir() and folder.parent == tmp_path and folder.name.startswith("hlo-capture-")
+        (folder / "dump").mkdir()
+        (folder / "dump" / "module.txt").write_text("HloModule m")
+    assert not folder.exists()
+    with pytest.raises(RuntimeError, match="the worker failed"):
+        with capture.temporary_folder("hlo-capture-"):
+            raise RuntimeError("the worker failed")
+    made = Path.mkdir
+
+    def made_then_stopped(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        raise SystemExit(143)  # the SIGTERM handler's exit, at the first check after os.mkdir returned
+
+    monkeypatch.setattr(Path, "mkdir", made_then_stopped)
+    with pytest.raises(SystemExit):
+        with capture.temporary_folder("hlo-capture-"):
+            pytest.fail("the block must not run")
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_capture_stopped_by_sigterm_removes_its_temporary_folder(tmp_path):
     """`timeout 8 ... capture --all` left a /tmp/hlo-capture-* folder of 7-11 MB each time: SIGTERM
     ended Python without running the cleanup that Ctrl-C runs."""

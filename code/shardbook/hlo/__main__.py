@@ -2,9 +2,7 @@
 
 import argparse
 import json
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -89,7 +87,7 @@ def _tpu_worker(args, parser):
 
 
 def _compare(args, parser):
-    from .capture import capture_many, compare_inventories, load_meta
+    from .capture import capture_many, compare_inventories, load_meta, temporary_folder
 
     names = [check_name(n) for n in args.names] or list(FIXTURE_NAMES)
     missing = [n for n in names if not (Path(args.artifacts) / n / "meta.json").is_file()]
@@ -100,9 +98,8 @@ def _compare(args, parser):
         )
     # a damaged file fails here, before compiling
     committed = {n: load_meta(Path(args.artifacts) / n) for n in names}
-    tmp = Path(tempfile.mkdtemp(prefix="hlo-compare-"))
     failed = 0
-    try:
+    with temporary_folder("hlo-compare-") as tmp:
         fresh = capture_many(names, tmp, log=lambda *_: None)
         for n in names:
             diff = compare_inventories(committed[n], fresh[n])
@@ -110,8 +107,6 @@ def _compare(args, parser):
             for line in diff:
                 print(line)
             failed += bool(diff)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return 1 if failed else 0
 
 

@@ -7,10 +7,12 @@ and only then replaces the fixture's folder: a failed capture leaves the
 committed artifacts untouched.
 """
 
+import contextlib
 import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -177,6 +179,22 @@ def run_worker(names, dump_dir, timeout_s=300):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+@contextlib.contextmanager
+def temporary_folder(prefix):
+    """A new folder in the system's temporary folder, removed on the way out
+    of the block, however the block ends. Its random name is chosen before
+    the folder is made, so a SIGTERM that shardbook.hlo turns into
+    SystemExit just after the folder appears still removes it:
+    tempfile.TemporaryDirectory leaks it when the signal lands between its
+    mkdtemp and the registration of its cleanup."""
+    path = Path(tempfile.gettempdir()) / f"{prefix}{secrets.token_hex(8)}"
+    try:
+        path.mkdir(mode=0o700)  # 64 random bits: a name no other process holds
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def capture(name, out_root, log=print):
     """Capture fixture `name` into out_root/name (replaced only on success)."""
     return capture_many([name], out_root, log)[name]
@@ -190,8 +208,8 @@ def capture_many(names, out_root, log=print):
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
     dot.dot_binary()  # fail early, with the package name, if Graphviz is missing
-    with tempfile.TemporaryDirectory(prefix="hlo-capture-") as tmp:
-        dump_dir = Path(tmp) / "dump"
+    with temporary_folder("hlo-capture-") as tmp:
+        dump_dir = tmp / "dump"
         infos = run_worker(names, dump_dir)
         metas = {}
         for name in names:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .. import REPOSITORY_ROOT
 from . import check_name, dot
-from .capture import CaptureError, _replace, clean_hlo, relativize, stable_module_number
+from .capture import CaptureError, _replace, clean_hlo, relativize, stable_module_number, temporary_folder
 from .inventory import async_pairs, inventory, summary
 from .predict import HLO_DTYPE, predict
 from .tpu_rules import EXPECTED_DIFFERENCES, TOPOLOGY, expected_on_tpu, tpu_dtype
@@ -156,7 +156,7 @@ def capture_many(names, out_root, topology=TOPOLOGY, log=print):
     out_root = Path(out_root)
     out_root.mkdir(parents=True, exist_ok=True)
     dot.dot_binary()
-    with tempfile.TemporaryDirectory(prefix="hlo-tpu-capture-") as tmp:
+    with temporary_folder("hlo-tpu-capture-") as tmp:
         reports, dump_dir, text_dir = run_worker(names, topology, tmp)
         metas = {}
         for name in names:
