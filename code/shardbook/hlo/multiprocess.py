@@ -12,7 +12,6 @@ import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import numpy as np
 from .. import REPOSITORY_ROOT
 from ..programs import registry
 from . import check_name
-from .capture import clean_hlo, compare_inventories, dump_flags, find_dumps, load_meta, worker_env
+from .capture import clean_hlo, compare_inventories, dump_flags, find_dumps, load_meta, temporary_folder, worker_env
 from .inventory import inventory, summary
 
 
@@ -87,7 +86,7 @@ def run(name, n_processes=2, timeout_s=240, artifacts=REPOSITORY_ROOT / "hlo_art
         raise ValueError(f"processes: must divide 8 (the mesh size), got {n_processes}")
     check_timeout(timeout_s)
     port = _free_port()
-    with tempfile.TemporaryDirectory(prefix=f"mp-{name}-") as tmp:
+    with temporary_folder(f"mp-{name}-") as tmp:
         dumps = [Path(tmp) / f"dump{pid}" for pid in range(n_processes)]
         reports = _run_workers(
             name,
@@ -339,7 +338,7 @@ def train(name, n_processes=2, timeout_s=600, log=print):
     log(f"{name}: the one-process reference on 8 CPU devices (cached after its first run)")
     reference = reference_record(name, timeout_s, log)
     port = _free_port()
-    with tempfile.TemporaryDirectory(prefix=f"mp-train-{name}-") as tmp:
+    with temporary_folder(f"mp-train-{name}-") as tmp:
         log(f"{name}: {n_processes} processes of {8 // n_processes} CPU devices, coordinator 127.0.0.1:{port}")
         reports = _run_workers(
             name,
