@@ -195,33 +195,25 @@ def run_main(main, *args):
     (returncode, stdout, stderr), from `main`, that module's main(argv), called in this process: a fresh
     interpreter costs some 0.2 s of one core, and the command-line tests start about a hundred. As the
     process would: a SystemExit's code is the exit status (a message goes to stderr, status 1), warnings
-    are printed to stderr, and an accelerator file the run reads is forgotten after it (it registers its
-    calibration by name). What only a process shows (the `python -m` entry point's own exit status, a
+    are printed to stderr (an accelerator file the run reads leaves nothing behind: its calibration travels
+    with the Accelerator it was read into). What only a process shows (the `python -m` entry point's own exit status, a
     closed pipe, a file read that would block) keeps its tests that start Python."""
     import contextlib
     import io
     import subprocess
     import warnings
 
-    from shardbook.planner import calibrate
-
     out, err = io.StringIO(), io.StringIO()
-    registered = dict(calibrate.FILE_CALIBRATIONS)
-    calibrate.FILE_CALIBRATIONS.clear()
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
-            warnings.simplefilter("default")
-            warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: err.write(
-                warnings.formatwarning(message, category, filename, lineno, line)
-            )
-            try:
-                code = main([str(a) for a in args])
-            except SystemExit as done:
-                code = done.code
-                if code is not None and not isinstance(code, int):
-                    print(code, file=err)
-                    code = 1
-    finally:
-        calibrate.FILE_CALIBRATIONS.clear()
-        calibrate.FILE_CALIBRATIONS.update(registered)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: err.write(
+            warnings.formatwarning(message, category, filename, lineno, line)
+        )
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as done:
+            code = done.code
+            if code is not None and not isinstance(code, int):
+                print(code, file=err)
+                code = 1
     return subprocess.CompletedProcess([main.__module__, *args], code or 0, out.getvalue(), err.getvalue())

@@ -23,15 +23,6 @@ STEP = dict(seq_len=4096, micro_batch_seqs=1, recompute="none")
 TOKENS = 4 * 2**20
 
 
-@pytest.fixture(autouse=True)
-def _registry():
-    """Each test's files register their calibrations; none outlives the test."""
-    saved = dict(calibrate.FILE_CALIBRATIONS)
-    yield
-    calibrate.FILE_CALIBRATIONS.clear()
-    calibrate.FILE_CALIBRATIONS.update(saved)
-
-
 def _h100_file(name, calibration=None):
     """The H100 preset as an accelerator file's contents, renamed, with a
     [calibration] table when one is given."""
@@ -159,22 +150,29 @@ def test_a_file_without_calibration_behaves_as_before_and_says_so():
     assert inputs.accelerator_note("H100") == ""
 
 
-def test_the_latest_file_read_under_a_name_decides():
+def test_each_file_read_under_one_name_prices_its_own_accelerator():
+    """The last review's hazard: calibration was registered by name, so a
+    second file read under the same name re-priced an Accelerator already
+    held. Each read accelerator now carries its own."""
     calibrated = _h100_file("Edited H100", {"matmul_efficiency": {"value": 0.4, "source": "first try"}})
-    accelerator_file.from_dict(calibrated)
+    first = accelerator_file.from_dict(calibrated)
     acc = accelerator_file.from_dict(
         {**calibrated, "calibration": {"matmul_efficiency": {"value": 0.3, "source": "x"}}}
     )
-    assert calibrate.matmul_efficiency(acc) == 0.3
+    assert calibrate.matmul_efficiency(acc) == 0.3 and calibrate.matmul_efficiency(first) == 0.4
+    assert first == acc  # the same hardware: equality leaves the calibration out
     step = explorer.evaluate("LLaMA-3 8B", acc, {"fsdp": 8, "tp": 8}, TOKENS, **STEP).expected_step_s
-    acc = accelerator_file.from_dict(
+    assert explorer.evaluate("LLaMA-3 8B", first, {"fsdp": 8, "tp": 8}, TOKENS, **STEP).expected_step_s < step
+    linked = accelerator_file.from_dict(
         {**calibrated, "calibration": {"scale_up_efficiency": {"value": 0.5, "source": "x"}}}
     )
-    # the achieved link rates follow the new scale-up efficiency (timing caches them by efficiency)
-    assert explorer.evaluate("LLaMA-3 8B", acc, {"fsdp": 8, "tp": 8}, TOKENS, **STEP).expected_step_s != step
-    assert calibrate.matmul_efficiency(acc) == calibrate.DEFAULT_MATMUL_EFFICIENCY.value
-    accelerator_file.from_dict(_h100_file("Edited H100"))  # no table: the name's calibration is cleared
-    assert "Edited H100" not in calibrate.FILE_CALIBRATIONS
+    # the achieved link rates follow the scale-up efficiency (timing caches them by efficiency)
+    assert explorer.evaluate("LLaMA-3 8B", linked, {"fsdp": 8, "tp": 8}, TOKENS, **STEP).expected_step_s != step
+    assert calibrate.matmul_efficiency(linked) == calibrate.DEFAULT_MATMUL_EFFICIENCY.value
+    assert explorer.evaluate("LLaMA-3 8B", acc, {"fsdp": 8, "tp": 8}, TOKENS, **STEP).expected_step_s == step
+    edited = accelerator_file.from_dict(_h100_file("Edited H100"))  # no table: no calibration of its own
+    assert edited.calibration is None and calibrate.matmul_efficiency(acc) == 0.3
+    assert calibrate.matmul_efficiency(edited) == calibrate.DEFAULT_MATMUL_EFFICIENCY.value
 
 
 def test_the_template_writes_the_calibration_back():
@@ -186,9 +184,8 @@ def test_the_template_writes_the_calibration_back():
     acc = accelerator_file.from_dict(_h100_file("Round trip", table))
     text = accelerator_file.to_toml(acc)
     assert '[calibration]\nbased_on = "H100"' in text and "[calibration.matmul_efficiency]" in text
-    written = calibrate.FILE_CALIBRATIONS.pop("Round trip")
     again = accelerator_file.from_text(text, "toml")
-    assert again == acc and calibrate.FILE_CALIBRATIONS["Round trip"] == written
+    assert again == acc and again.calibration == acc.calibration and acc.calibration is not None
 
 
 BAD = [
@@ -238,7 +235,6 @@ def test_each_bad_figure_is_one_value_error(table, message):
         accelerator_file.from_dict(_h100_file("Bad", table))
     assert str(caught.value).startswith("accelerator: " + message), str(caught.value)
     assert len(str(caught.value).splitlines()) == 1
-    assert "Bad" not in calibrate.FILE_CALIBRATIONS
 
 
 def test_bad_tables_and_names():

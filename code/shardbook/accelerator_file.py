@@ -24,9 +24,10 @@ each a table with a `value` and a `source` (and optionally a `note`):
     hbm_bytes_per_s = { value = "3.35 TB/s", source = "vendor datasheet" }
     in_switch_reduction = { value = true, source = "NCCL_ALGO=NVLS runs" }
 
-Reading a file registers its calibration under the accelerator's name
-(calibrate.register; a file without the table clears it), so the planner's
-expected step time uses it wherever the Accelerator is passed.
+The Accelerator a file is read into carries its calibration
+(Accelerator.calibration; none without the table), so the planner's
+expected step time uses it wherever that Accelerator is passed, and a
+second file read under the same name prices only its own.
 """
 
 import dataclasses
@@ -218,11 +219,13 @@ def _calibration(where, raw):
 
 def from_dict(data, where="accelerator"):
     """An Accelerator from the parsed contents of an accelerator file; its
-    [calibration] table (or its absence) is registered with
-    planner.calibrate under the accelerator's name."""
+    [calibration] table (or its absence) travels with it
+    (Accelerator.calibration)."""
     if not isinstance(data, dict):
         raise ValueError(f"{where}: must hold a table of the Accelerator's fields, got {type(data).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(hardware.Accelerator)}
+    fields = {
+        f.name: f for f in dataclasses.fields(hardware.Accelerator) if f.name not in hardware.Accelerator.ATTACHED
+    }
     unknown = [k for k in data if k not in fields and k != "calibration"]
     if unknown:
         raise ValueError(f"{where}: unknown field {unknown[0]!r}; fields: {', '.join(fields)}, calibration")
@@ -252,8 +255,7 @@ def from_dict(data, where="accelerator"):
                 f"takes the preset's calibration)"
             )
     calibration = None if figures is None else calibrate.file_calibration(where, acc, based_on, figures)
-    calibrate.register(acc, calibration)
-    return acc
+    return calibrate.with_calibration(acc, calibration)
 
 
 def from_text(text, fmt, where="accelerator"):
@@ -323,7 +325,7 @@ def to_toml(accelerator):
         lines.append(f"kind = {_toml_string(figure.kind)}")
         if figure.note:
             lines.append(f"note = {_toml_string(figure.note)}")
-    own = calibrate.FILE_CALIBRATIONS.get(acc.name)
+    own = acc.calibration
     if own is not None:
         lines += ["", "[calibration]"]
         if own.based_on is not None:

@@ -11,7 +11,7 @@ bidirectional figure, which lives in its own field and is never mixed in.
 
 import math
 import re
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 from . import _validate
 from .units import GB, PFLOP, TFLOP, GiB, gbit_per_s_to_bytes_per_s
@@ -90,6 +90,11 @@ class Accelerator:
     - ``largest_slice_devices``: the most devices one job may join over scale-up
       links, where the scheduler grants less than the domain (v5p: 6,144 of a
       pod's 8,960 chips); none: the whole domain.
+    - ``calibration``: an accelerator read from a file, its [calibration]
+      table (a planner.calibrate.FileCalibration), else None. It travels with
+      the object, so a second file read under the same name prices only its
+      own accelerator; equality and hashing leave it out (the planner's
+      caches key on the figures it resolves, not on the object).
     """
 
     name: str
@@ -109,8 +114,10 @@ class Accelerator:
     torus_dims: int = 0
     torus_wraparound_side: int = 0
     torus_wraparound_rule: str = ""
+    calibration: object = field(default=None, compare=False, repr=False)
 
     OPTIONAL = ("host_link_bytes_per_s", "largest_slice_devices")
+    ATTACHED = ("calibration",)  # carried with the accelerator; neither a figure nor a description
     DESCRIPTIVE = (
         "name",
         "family",
@@ -150,7 +157,7 @@ class Accelerator:
 
     def _check_figures(self):
         for f in fields(self):
-            if f.name in self.DESCRIPTIVE:
+            if f.name in self.DESCRIPTIVE or f.name in self.ATTACHED:
                 continue
             value = getattr(self, f.name)
             if value is None and f.name in self.OPTIONAL:
@@ -211,7 +218,7 @@ class Accelerator:
         return [
             (f.name, getattr(self, f.name))
             for f in fields(self)
-            if f.name not in self.DESCRIPTIVE and getattr(self, f.name) is not None
+            if f.name not in self.DESCRIPTIVE and f.name not in self.ATTACHED and getattr(self, f.name) is not None
         ]
 
 

@@ -24,11 +24,13 @@ from the layout (fsdp_exposed_s, dp_exposed_s, pp_exposed_fraction).
 
 The tables are keyed by preset name. An accelerator read from a file
 (shardbook.accelerator_file) is calibrated by its file's [calibration] table,
-registered here under its name (FILE_CALIBRATIONS): each lookup takes the
-file's figure, else the figure of the preset it is ``based_on``, else the
-default (or none); ``provenance`` says which, for the planner's header line.
+which the Accelerator object carries (``Accelerator.calibration``, a
+FileCalibration; ``with_calibration``): each lookup takes the file's
+figure, else the figure of the preset it is ``based_on``, else the default
+(or none); ``provenance`` says which, for the planner's header line.
 """
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -440,7 +442,7 @@ def preset_name(accelerator):
     """The preset whose per-accelerator figures `accelerator` takes: its
     own name, or for an accelerator file the preset it is ``based_on``."""
     acc = hardware.get(accelerator)
-    own = FILE_CALIBRATIONS.get(acc.name)
+    own = acc.calibration
     return own.based_on if own is not None and own.based_on else acc.name
 
 
@@ -763,9 +765,10 @@ def has_in_switch_reduction(accelerator):
 # figures below, each a value with its source. The figures keyed by preset name
 # come from the file, else from `based_on`, else the default (or none); those keyed
 # by family or fabric (scale-out efficiency, the latencies) come from the file, else
-# from the accelerator's own family and fabric, as for a preset. The registry is
-# keyed by the accelerator's name: the latest file read under a name decides, and a
-# file without [calibration] clears it. A preset's name cannot be calibrated.
+# from the accelerator's own family and fabric, as for a preset. The table travels
+# with the Accelerator the file was read into (Accelerator.calibration), never by
+# name: two files read under one name each price their own accelerator, and one
+# without [calibration] has none. A preset's name cannot be calibrated.
 FILE_FIGURES = {
     # key: (label, rule, keyed by: "preset", "family" or "fabric")
     "matmul_efficiency": ("matmul efficiency", "a fraction in [0.01, 1]", "preset"),
@@ -789,7 +792,6 @@ class FileCalibration:
     figures: dict
 
 
-FILE_CALIBRATIONS = {}  # accelerator name -> FileCalibration
 MIN_EFFICIENCY = 0.01  # an accelerator file's efficiency; the lowest measured is several times higher
 
 
@@ -852,20 +854,15 @@ def file_calibration(where, accelerator, based_on, figures):
     return FileCalibration(based_on, dict(figures))
 
 
-def register(accelerator, calibration):
-    """Calibrate the accelerator read from a file (by its name) with
-    `calibration` (a FileCalibration), or clear its calibration (None)."""
+def with_calibration(accelerator, calibration):
+    """`accelerator` (an Accelerator read from a file) carrying `calibration`
+    (a FileCalibration), or none (None). A preset's calibration is fixed."""
     acc = hardware.get(accelerator)
-    if acc.name in hardware.PRESETS:
-        if calibration is not None:
-            raise ValueError(f"accelerator: {acc.name!r} is a preset; its calibration is fixed")
-        return
-    if calibration is None:
-        FILE_CALIBRATIONS.pop(acc.name, None)
-    elif not isinstance(calibration, FileCalibration):
+    if acc.name in hardware.PRESETS and calibration is not None:
+        raise ValueError(f"accelerator: {acc.name!r} is a preset; its calibration is fixed")
+    if calibration is not None and not isinstance(calibration, FileCalibration):
         raise ValueError(f"calibration: must be a calibrate.FileCalibration or None, got {calibration!r}")
-    else:
-        FILE_CALIBRATIONS[acc.name] = calibration
+    return dataclasses.replace(acc, calibration=calibration)
 
 
 def _by_preset(key, name):
@@ -902,7 +899,7 @@ def _resolve(key, accelerator):
     'file', 'based_on', 'preset', 'family' (keyed by family or fabric) or
     'default' (DEFAULT_*, or None where the figure has no default)."""
     acc = hardware.get(accelerator)
-    own = FILE_CALIBRATIONS.get(acc.name)
+    own = acc.calibration
     if own is not None and key in own.figures:
         return own.figures[key], "file"
     keyed_by = FILE_FIGURES[key][2]

@@ -237,7 +237,7 @@ def accelerator_note(accelerator):
     caveat = calibrate.single_run_caveat(acc)
     if acc.name in hardware.names():
         return caveat
-    own = calibrate.FILE_CALIBRATIONS.get(acc.name)
+    own = acc.calibration
     by_origin = {"file": [], "based_on": [], "default": [], "none": []}
     for key, label, figure, origin in calibrate.provenance(acc):
         if origin == "family":
