@@ -626,13 +626,13 @@ def test_the_readme_command_prices_llama3s_mesh_as_the_validation_appendix_does(
         (("9007199254740992", "1e18", "--axes", "fsdp,tp,ep,pp"), None),
         (("64", "524288", "--axes", ""), "error: --axes: name axes separated by commas"),
         (("64", "524288", "--axes", ","), "error: --axes: name axes separated by commas"),
-        (("64", "524288", "--axes", "tp,tp"), "error: axes: 'tp' is given twice"),
+        (("64", "524288", "--axes", "tp,tp"), "error: --axes: 'tp' is given twice"),
         (("64", "1e300"), "error: tokens: at most 1e30 tokens"),
         (("64", "524288", "--top", "-1"), "error: --top: must be >= 1"),
-        (("64", "524288", "--schedule", "foo"), "error: schedule: unknown value 'foo'"),
-        (("64", "524288", "--zero", "4"), "error: zero: must be one of 0, 1, 2, 3"),
+        (("64", "524288", "--schedule", "foo"), "error: --schedule: unknown value 'foo'"),
+        (("64", "524288", "--zero", "4"), "error: --zero: must be one of 0, 1, 2, 3"),
         (("64", "524288", "--mesh", "fsdp=x"), "error: --mesh: the degree of 'fsdp' must be an integer"),
-        (("64", "524288", "--mesh", "fsdp=32"), "error: mesh: degrees multiply to 32, not to the device count 64"),
+        (("64", "524288", "--mesh", "fsdp=32"), "error: --mesh: degrees multiply to 32, not to the device count 64"),
         (("6.5", "524288"), "error: n_devices: must be a whole number >= 1"),
         (("64", "nan"), "error: tokens: must be a finite number"),
         (("1e40", "1e41"), "error: n_devices: at most 2**53 devices"),
@@ -672,10 +672,13 @@ def test_odd_input_files_are_one_line_not_a_traceback(tmp_path):
     cases = [
         (
             ("--config", str(deep), "H100", "64", "4M"),
-            f"error: config: {deep}: nested more than 32 levels deep; a config nests a few levels",
+            f"error: --config: {deep}: nested more than 32 levels deep; a config nests a few levels",
         ),
         (("--config", str(named), "H100", "64", "4M"), f"error: {named}: _name_or_path must be a string"),
-        (("--config", str(endless), "H100", "64", "4M"), f"error: config: {endless}: is a device, not a regular file"),
+        (
+            ("--config", str(endless), "H100", "64", "4M"),
+            f"error: --config: {endless}: is a device, not a regular file",
+        ),
         (("LLaMA-3 8B", str(deep_toml), "64", "4M"), f"error: {deep_toml}: nested more than 32 levels deep"),
         (
             ("LLaMA-3 8B", str(infinite), "64", "4M"),

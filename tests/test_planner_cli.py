@@ -191,8 +191,8 @@ def test_explain_breaks_one_mesh_down_and_json_carries_it():
         (("LLaMA-3 8B", "H100", "-8", "4M"), "n_devices: must be a whole number >= 1"),
         (("LLaMA-3 8B", "H100", "-inf", "4M"), "n_devices: must be a whole number >= 1, got '-inf'"),
         (("LLaMA-3 8B", "H100", "64", "-NaN"), "tokens: must be a whole number >= 1, got '-NaN'"),
-        (("LLaMA-3 8B", "H100", "64", "--batch-seqs", "0.5"), "batch_seqs: must be a whole number >= 1"),
-        (("LLaMA-3 8B", "H100", "64", "4M", "--seq-len", "-5"), "seq_len: must be a whole number >= 1"),
+        (("LLaMA-3 8B", "H100", "64", "--batch-seqs", "0.5"), "--batch-seqs: must be a whole number >= 1"),
+        (("LLaMA-3 8B", "H100", "64", "4M", "--seq-len", "-5"), "--seq-len: must be a whole number >= 1"),
         (("LLaMA-3 8B", "H100", "64", "1000000"), "tokens: 1,000,000 is not a whole number of sequences"),
         (
             ("LLaMA-3 8B", "H100", "7", "4096", "--no-uneven-pipeline"),
@@ -204,12 +204,12 @@ def test_explain_breaks_one_mesh_down_and_json_carries_it():
         ),
         (("LLaMA-3 8B", "H100", "64"), "arguments: expected MODEL ACCELERATOR N_DEVICES BATCH (4 values), got 3"),
         (("LLaMA-3 8B", "H100", "64", "4M", "--explain"), "--explain: name the mesh to explain with --mesh"),
-        (("LLaMA-3 8B", "H100", "64", "4M", "--slices", "2"), "slices: only a TPU job is cut into slices"),
-        (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "3"), "slices: must divide the 64 chips of the job"),
-        (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "-2"), "slices: must be a whole number >= 1"),
+        (("LLaMA-3 8B", "H100", "64", "4M", "--slices", "2"), "--slices: only a TPU job is cut into slices"),
+        (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "3"), "--slices: must divide the 64 chips of the job"),
+        (("LLaMA-3 8B", "TPU v5p", "64", "4M", "--slices", "-2"), "--slices: must be a whole number >= 1"),
         pytest.param(  # two default searches of 70B on 256 H100 to say why: seconds of one core (make test runs it)
             ("LLaMA-3 70B", "H100", "256", "4M", "--seq-len", "8192", "--micro-batch", "1000"),
-            "micro_batch: microbatches of 1,000 sequences leave some data-parallel rank",
+            "--micro-batch: microbatches of 1,000 sequences leave some data-parallel rank",
             marks=pytest.mark.slow,
         ),
         (("LLaMA-3 70b", "H100", "64", "4M"), "model: unknown preset 'LLaMA-3 70b'; did you mean 'LLaMA-3 70B'"),
@@ -259,7 +259,7 @@ def test_slices_spread_a_tpu_job_over_dcn_on_the_command_line():
 def test_bad_files_are_one_line(tmp_path):
     bad_json = tmp_path / "config.json"
     bad_json.write_text("{not json")
-    _refused(_cli("--config", str(bad_json), "H100", "64", "4M"), f"config: {bad_json}: not valid JSON")
+    _refused(_cli("--config", str(bad_json), "H100", "64", "4M"), f"--config: {bad_json}: not valid JSON")
     unknown = tmp_path / "gpt2.json"
     unknown.write_text(json.dumps({"model_type": "gpt2"}))
     _refused(_cli(str(unknown), "H100", "64", "4M"), f"{unknown}: unknown model_type 'gpt2'; families read: llama")

@@ -280,3 +280,13 @@ def test_reported_cases_explorer_and_fabric():
     # bounded by its budget on the command line)
     explorer.explore("LLaMA-3 70B", "TPU v5p", 10**12, 1e15, axes=("fsdp", "tp", "ep", "pp"))
     assert time.perf_counter() - start < 30
+
+
+def test_a_slice_shape_short_of_the_torus_spans_one_chip_on_the_missing_axes():
+    from shardbook import fabric
+
+    # docstring review: (4, 4) on v5p's three axes read as whole cubes, and priced two links per axis
+    assert fabric.has_wraparound("TPU v5p", (4, 4, 4), 0)
+    assert not fabric.has_wraparound("TPU v5p", (4, 4), 0)
+    assert fabric.has_wraparound("TPU v5p", (4, 4), 0) == fabric.has_wraparound("TPU v5p", (4, 4, 1), 0)
+    assert not fabric.has_wraparound("TPU v5p", (4,), 0)

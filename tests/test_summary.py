@@ -25,7 +25,7 @@ def test_the_summary_types_no_number_and_links_every_formula_section():
     # a key shown as an f-string (f"sum_state_{scheme}_gb") stands for every key it can spell
     shown = [
         re.sub(r"\\\{[a-z_]+\\\}", "[a-z0-9]+", re.escape(k))
-        for k in re.findall(r'ledger\.show\(f?"([a-z0-9_{}]+)"', text)
+        for k in re.findall(r'ledger\.show(?:_phrase)?\(f?"([a-z0-9_{}]+)"', text)
     ]
     used = set(re.findall(r"\{glue:text\}`([a-z0-9_]+)`", text))
     assert used

@@ -312,8 +312,9 @@ def to_toml(accelerator):
             "# A template: give the accelerator a name of its own before changing a figure, and add",
             "#   [calibration]",
             f'#   based_on = "{acc.name}"',
-            f"# at the end to keep {acc.name}'s calibration (efficiencies, HBM bandwidth and capacity); without it",
-            "# the planner prices the renamed device with default efficiencies and no HBM bandwidth or FP8 figure.",
+            f"# at the end to keep {acc.name}'s calibration (efficiencies, HBM bandwidth and reported capacity, FP8",
+            "# ratio, in-switch reduction); without it the renamed device gets default matmul and scale-up",
+            "# efficiencies, the datasheet's HBM as its capacity, and no HBM bandwidth, FP8 or in-switch reduction.",
         ]
     for name in hardware.Accelerator.DESCRIPTIVE:
         value = getattr(acc, name)

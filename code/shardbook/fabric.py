@@ -38,7 +38,9 @@ def has_wraparound(accelerator, slice_shape, axis):
     into a ring, by the accelerator's torus_wraparound_rule: 'whole_cubes'
     (v5p and Ironwood) needs a whole number of cubes, every side a multiple
     of torus_wraparound_side (4); 'full_axis' (v5e and v6e) needs that axis's
-    side to be a multiple of torus_wraparound_side (16)."""
+    side to be a multiple of torus_wraparound_side (16). A shape with fewer
+    sides than the torus has axes spans one chip on the rest (a 4 × 4 slice
+    of v5p is 4 × 4 × 1: no whole cube)."""
     acc = hardware.get(accelerator)
     if acc.scale_up_fabric != "torus":
         raise ValueError(f"accelerator: {acc.name} is not a torus (scale_up_fabric {acc.scale_up_fabric!r})")
@@ -53,7 +55,8 @@ def has_wraparound(accelerator, slice_shape, axis):
     if axis >= len(slice_shape):
         raise ValueError(f"axis: the slice has {len(slice_shape)} axes (0 to {len(slice_shape) - 1}), got {axis}")
     if acc.torus_wraparound_rule == "whole_cubes":
-        return all(side % multiple == 0 for side in slice_shape)
+        sides = tuple(slice_shape) + (1,) * (acc.torus_dims - len(slice_shape))
+        return all(side % multiple == 0 for side in sides)
     return slice_shape[axis] % multiple == 0
 
 
@@ -155,7 +158,9 @@ def collective_s(
     False the sum (a serialized implementation). Spreading a group over
     nodes can make it faster than the same group inside one node (its
     members gain NIC ingress beside their scale-up links); a group of k·m
-    devices over k nodes is never faster than m of them inside one.
+    devices over k nodes is never faster than m of them inside one (for an
+    all-to-all on a torus, given the group's real torus_extents: the
+    default, one axis of n chips, is no slice's shape).
     """
     acc = _checked(kind, total_bytes, accelerator, n, n_domains)
     if n_domains == 1:

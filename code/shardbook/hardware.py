@@ -93,8 +93,8 @@ class Accelerator:
     - ``calibration``: an accelerator read from a file, its [calibration]
       table (a planner.calibrate.FileCalibration), else None. It travels with
       the object, so a second file read under the same name prices only its
-      own accelerator; equality and hashing leave it out (the planner's
-      caches key on the figures it resolves, not on the object).
+      own accelerator; it counts in equality and hashing, so the planner's
+      caches, keyed by the accelerator, keep two calibrations apart.
     """
 
     name: str
@@ -114,7 +114,7 @@ class Accelerator:
     torus_dims: int = 0
     torus_wraparound_side: int = 0
     torus_wraparound_rule: str = ""
-    calibration: object = field(default=None, compare=False, repr=False)
+    calibration: object = field(default=None, repr=False)
 
     OPTIONAL = ("host_link_bytes_per_s", "largest_slice_devices")
     ATTACHED = ("calibration",)  # carried with the accelerator; neither a figure nor a description

@@ -77,7 +77,7 @@ def smoothed_roofline(intensity, ridge_flops_per_byte, sharpness):
 class MatmulCurve:
     """One family's measured curve (see the module docstring).
 
-    - ``family``: the accelerator family it applies to ('tpu').
+    - ``family``: the family of kernels it applies to ('tpu' or 'nvidia').
     - ``measured_on``: the preset name of the chip measured.
     - ``plateau_efficiency``: η_max, the large-matmul share of that chip's spec peak.
     - ``ridge_ratio``: I₀ over the measured chip's spec ridge (peak / spec HBM bytes/s).

@@ -561,8 +561,9 @@ def offloaded_activation_bytes_per_layer(
     precision="bf16",
 ):
     """Bytes of one layer's activations a remat policy moves to pinned host
-    memory instead of HBM (MaxText's qkv_proj_offloaded and
-    minimal_offloaded; 0 for every other policy), per device; arguments as
+    memory instead of HBM (MaxText's qkv_proj_offloaded, minimal_offloaded
+    and the custom_offload_* policies; 0 for a policy that offloads
+    nothing), per device; arguments as
     activation_bytes_per_layer (a MaxText policy keeps what it names in
     BF16 whatever the `precision`). Ref: maxtext."""
     m = models.get(model)
@@ -781,7 +782,8 @@ def _named_policy_rerun_flops(m, policy, scores):
 def microbatches_in_flight(n_stages, n_microbatches, schedule="1f1b", n_virtual=1):
     """Microbatches of a whole stage's activations the first pipeline stage
     holds at its peak: pipeline.schedule_activation_microbatches (GPipe m,
-    1F1B min(p, m), interleaved p(1 + (p−1)/(p·v)), ZB-H1 p, DualPipe p + 1).
+    1F1B min(p, m), interleaved p(1 + (p−1)/(p·v)) where p divides m (its
+    general form there), ZB-H1 min(p, m), DualPipe p + 1).
     Ref: narayanan2021megatron, korthikanti2022reducing, qi2024zerobubble,
     deepseek2024v3."""
     return pipeline.schedule_activation_microbatches(schedule, n_stages, n_microbatches, n_virtual)

@@ -72,7 +72,8 @@ SAME_DIE = calibrate.SAME_DIE  # a preset on another's die takes that one's η w
 
 
 def unfitted_matmul_efficiency(accelerator, fitted=None, runs=None):
-    """The η the planner gives an accelerator no calibration run fits: the
+    """The η a leave-one-source-out fold gives an accelerator none of the
+    fold's runs fits (the planner's own figure is calibrate.matmul_efficiency): the
     fitted η of a preset on the same die (SAME_DIE, where `fitted`,
     {accelerator: η}, holds it); else the seed's sustained compute fraction
     where it prints one (measured.SUSTAINED), times printed_fraction_ratio

@@ -45,7 +45,8 @@ ASSUMPTIONS = f"""\
   least one microbatch, and the step is priced at the average share; a
   share that is not a whole number of microbatches is priced as if it
   ran, although a framework needs the batch to divide, and such a mesh
-  ranks after every mesh whose batch divides;
+  ranks after every fitting mesh whose batch divides (and before the meshes
+  that do not fit);
 - the search: unless fixed, per mesh the microbatch size, the schedule
   (1F1B, interleaving at every virtual-stage count, ZB-H1, DualPipe on an
   even pipeline; GPipe, which 1F1B never trails, only when named), an
@@ -91,8 +92,8 @@ ASSUMPTIONS = f"""\
   block's activations per layer, 6 with full recomputation, each a
   reduce-scatter and an all-gather with sequence parallelism, which NVLink
   SHARP does not speed up; K and V replicated beyond the KV heads) and EP (dispatch and combine, forward and
-  backward, and the forward's pair again where the policy recomputes the MoE block: full and every MaxText
-  policy; optionally node-limited and with FP8 dispatch) sit on the
+  backward, and the forward's pair again where the policy recomputes the MoE block: full and every
+  named-tensor policy, MaxText's and torchtitan's op-level SAC; optionally node-limited and with FP8 dispatch) sit on the
   critical path unless tp_comm_overlap or ideal_overlap (collective matmul)
   overlaps TP, and ideal_overlap or DualPipe overlaps EP (the bound hides
   them then; the expectation leaves the shares above exposed). PP adds its schedule's

@@ -39,8 +39,8 @@ from .. import _validate, hardware
 
 @dataclass(frozen=True)
 class Figure:
-    """One calibration figure: `value` (a fraction, or seconds for a
-    latency), `source` (a references.bib key, "fit" with the calibration
+    """One calibration figure: `value` (a fraction, a ratio, a count, bytes,
+    bytes/s, seconds for a latency, or a boolean), `source` (a references.bib key, "fit" with the calibration
     set named in `note`, or "assumed"), and whether it is `provisional`."""
 
     value: float
@@ -57,10 +57,9 @@ ASSUMED_NOTE = "not fitted: assumed"  # how an assumed figure's note begins
 # The fraction of the dense BF16 peak a well-tuned training step sustains over its
 # math (matmuls, attention kernels); the elementwise work between them is priced
 # apart, at the HBM bandwidth (ELEMENTWISE_PASSES, timing.math_s).
-# Sourced: the interactive edition's hardware table (measured.SUSTAINED, compute), a
-# sustained fraction it does not define further; fitted (validation.fit_matmul_efficiency, the rule in
-# shardbook.validation) where published runs exist: A100, H100, H800, B200, GB200 NVL72, GB300 NVL72,
-# TPU v5p, v5e, v6e.
+# Fitted (validation.fit_matmul_efficiency, the rule in shardbook.validation) where published
+# runs exist: A100, H100, H800, B200, GB200 NVL72, GB300 NVL72, TPU v5p, v5e, v6e; assumed
+# otherwise (Ironwood, MI300X, MI355X; H200 and the Grand Teton H100 take H100's fit).
 # tests/test_validation.py holds each fitted value to its fit within 0.01.
 MATMUL_EFFICIENCY = {
     "H100": Figure(
@@ -658,7 +657,7 @@ HBM_CAPACITY_BYTES = {
 # RCCL) and the allocator's fragmentation on a GPU; the runtime's own buffers on a TPU, whose
 # compiler assigns every buffer ahead of time. No source gives one figure for them, so each is
 # fitted as the largest reserve, in whole half-gigabytes, under which every published run that
-# ran (validation.VALIDATION_RUNS and transfer.HELD_OUT_RUNS) still fits
+# ran (measured.VALIDATION_RUNS and transfer.HELD_OUT_RUNS) still fits
 # (validation.fit_memory_reserve_bytes; the tests hold each to it). The tightest GPU run is Llama
 # 3 405B on 8,192 H100 (3.2 GB to spare in the planner's count), the tightest TPU run tpu-recipes'
 # Llama 3.1 405B on v5p-1024 (0.9 GB).
@@ -790,6 +789,9 @@ class FileCalibration:
 
     based_on: str | None
     figures: dict
+
+    def __hash__(self):  # the figures are a dict: hash their items (the Accelerator that carries it is hashed)
+        return hash((self.based_on, tuple(sorted(self.figures.items()))))
 
 
 MIN_EFFICIENCY = 0.01  # an accelerator file's efficiency; the lowest measured is several times higher

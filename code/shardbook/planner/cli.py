@@ -910,6 +910,17 @@ def _check_flag_combinations(args):
         raise ValueError("--rank: prints a line under the table, which --json does not print; drop one of them")
 
 
+def as_flag(message):
+    """A library's 'name: rule' message as the command line's '--name: rule'
+    where --name is one of its options (`slices` is --slices, `seq_len`
+    --seq-len); any other message as it is."""
+    name, sep, rule = message.partition(": ")
+    flag = "--" + name.replace("_", "-")
+    if sep and not name.startswith("-") and flag in _parser()._option_string_actions:
+        return f"{flag}: {rule}"
+    return message
+
+
 def main(argv=None):
     """`python -m shardbook.explorer MODEL ACCELERATOR N_DEVICES BATCH`:
     print the ranked meshes (or one, with --mesh; its breakdown with
@@ -984,7 +995,7 @@ def main(argv=None):
         print(f"error: {error}", file=sys.stderr)
         return 2
     except (ValueError, TypeError, RuntimeError) as error:
-        print(f"error: {str(error).splitlines()[0][:500]}", file=sys.stderr)
+        print(f"error: {as_flag(str(error).splitlines()[0][:500])}", file=sys.stderr)
         return 2
     if args.json:
         return _print_json(found[: args.top], explained)

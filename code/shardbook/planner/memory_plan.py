@@ -124,7 +124,7 @@ LOSS_LOGITS = tuple(memory.LOSS_LOGITS)
 def logits_bytes(model, seq_len, micro_batch_seqs, *, tp, cp, loss_logits="fp32_copy"):
     """Bytes of the output logits one device holds for one microbatch (the
     last pipeline stage, at the loss's peak): vocabulary-parallel over tp
-    (padded as Megatron pads it), tokens over cp, as the loss keeps them
+    (V/tp, unpadded), tokens over cp, as the loss keeps them
     (`loss_logits`, memory.LOSS_LOGITS; memory.logits_bytes)."""
     return memory.logits_bytes(model, seq_len, micro_batch_seqs, tp=1, loss_logits=loss_logits) / tp / cp
 

@@ -26,8 +26,9 @@ def plan(form):
     text of a config.json), accelerator (a preset) or accelerator_file (the
     text of a TOML or JSON accelerator file), n_devices, batch (tokens,
     '4M' or digits) or batch_seqs, seq_len. Returns {"ok": True, ...} with
-    the model's line, the table's rows and, for the top candidates, memory
-    and expected time by component; or {"ok": False, "error": one line}."""
+    the model's line and, for the first TOP candidates, their rows' fields
+    with memory and expected time by component; or {"ok": False, "error":
+    one line}."""
     try:
         if isinstance(form, str):
             # bounded before it is parsed: in Pyodide a deep document kills the interpreter

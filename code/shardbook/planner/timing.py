@@ -328,8 +328,10 @@ def math_s(lay, recompute):
     least traffic of what a layer keeps: written by the forward, read by
     the backward, written again for the share of the forward the policy
     reruns (memory_plan.recomputed_forward_fraction); with eager attention
-    its s² scores too (eager_scores_hbm_s); at the achieved HBM bandwidth).
-    The elementwise bytes grow with s·b·h per layer and the matmul FLOPs
+    its s² scores too (eager_scores_hbm_s); at the achieved HBM bandwidth;
+    an MoE model's sorts and an FP8 plan's casts are in it too, permute_s
+    and fp8_cast_s; the routed experts' grouped GEMMs add grouped_gemm_s
+    to `expected_s`). The elementwise bytes grow with s·b·h per layer and the matmul FLOPs
     with s·b·h², so narrow models spend more of their step here. The
     sustained efficiency is the accelerator's η times the shape factor of
     its matmuls (matmul_shape_factor). An MoE
@@ -807,8 +809,8 @@ def communication_s(lay, recompute, calibrated=False):
 def expert_exchange_reruns(recompute):
     """How many times a recomputation policy runs an MoE layer's forward
     dispatch and combine again in its backward pass: once under Megatron's
-    'full' (the whole forward reruns) and under every JAX/MaxText policy
-    (memory.RECOMPUTE kind 'named': no checkpoint name tags the dispatched
+    'full' (the whole forward reruns) and under every named-tensor policy,
+    MaxText's and torchtitan's op-level SAC (memory.RECOMPUTE kind 'named': no checkpoint name tags the dispatched
     tokens, which the experts' weight gradients read, and the router's
     gradient reads the experts' outputs back on the tokens' side, so both
     exchanges run again); never under 'none', 'selective' (the attention
@@ -826,7 +828,8 @@ def eager_scores_hbm_s(lay, recompute, hbm_bytes_per_s):
     (2 + 3·dropout)·(a/tp)·(s/cp)·s·b bytes (softmax output, dropout mask and
     output) and the backward reads them back; a policy that recomputes the
     attention core writes them once more. Layers of the deepest stage, every
-    microbatch of the step, at the spec HBM bandwidth.
+    microbatch of the step, at `hbm_bytes_per_s` (math_s passes the achieved
+    bandwidth, the spec's times calibrate.HBM_EFFICIENCY).
     Ref: korthikanti2022reducing, narayanan2021megatron."""
     check_layout(lay)
     _validate.positive("hbm_bytes_per_s", hbm_bytes_per_s)
