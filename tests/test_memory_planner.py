@@ -167,7 +167,8 @@ def test_recomputed_flops_follow_what_each_policy_keeps():
     base = training.model_flops_per_token(m, s)
     assert training.hardware_flops_per_token(m, s, "none") == base
     # Korthikanti's policies as the book counted them: selective repeats the
-    # score matmuls 4·L·a·d_head·s (half when causal), full the whole forward too
+    # score matmuls 4·L·a·d_head·s (half when causal), full every layer's forward too:
+    # not the embedding lookup or the output layer, which per-layer checkpoints do not rerun
     for model in ("LLaMA-3 70B", "DeepSeek-V3"):
         mm = models.get(model)
         scores = 4 * mm.n_layers * mm.n_heads * mm.head_dim * s
@@ -177,14 +178,24 @@ def test_recomputed_flops_follow_what_each_policy_keeps():
             )
             assert got == pytest.approx(scores / (2 if causal else 1))
         full = training.hardware_flops_per_token(mm, s, "full") - training.model_flops_per_token(mm, s)
-        assert full == pytest.approx(2 * models.active_param_count(mm) + scores)
+        layers = models.active_param_count(mm) - sum(models.end_param_counts(mm))
+        assert full == pytest.approx(2 * layers + scores)
+    # Korthikanti et al.'s own hardware and model FLOPs (their equations, full recomputation), for their
+    # GPT 175B: 96BsLh²(1 + s/6h + V/16hL) over 72BsLh²(1 + s/6h + V/12hL), the logits' term not rerun
+    gpt = models.get("GPT 175B (Korthikanti)")
+    h, layers_n, v, s_gpt = gpt.d_model, gpt.n_layers, gpt.vocab_size, 2048
+    theirs = (96 * (1 + s_gpt / (6 * h) + v / (16 * h * layers_n))) / (
+        72 * (1 + s_gpt / (6 * h) + v / (12 * h * layers_n))
+    )
+    ours = training.hardware_flops_per_token(gpt, s_gpt, "full") / training.model_flops_per_token(gpt, s_gpt)
+    assert ours == pytest.approx(theirs, rel=1e-6)
     # keeping every matmul output (minimal_with_context) recomputes nothing
     assert memory.recomputed_flops_per_token(m, s, "minimal_with_context") == 0
     # an offloaded tensor comes back from host: the same recomputation as saving it
     assert memory.recomputed_flops_per_token(m, s, "minimal_offloaded") == memory.recomputed_flops_per_token(
         m, s, "minimal"
     )
-    # full recomputes the whole forward (2N); MaxText's policies never more
+    # full recomputes every layer's forward; MaxText's policies never more
     full = memory.recomputed_flops_per_token(m, s, "full")
     for policy in memory.RECOMPUTE:
         if memory.recompute_policy(policy).kind == "recipe":  # DeepSeek-V3's own: refused for LLaMA

@@ -87,12 +87,17 @@ def test_a_fold_refits_every_figure_without_the_source(folds):
     rest = [r for r in validation.calibration_runs() if r.source != left_out]
     h100 = [r for r in rest if r.accelerator == "H100" and r.precision != "fp8"]
     assert h100 and all(r.source != left_out for r in h100)
+    every_h100 = [r for r in validation.calibration_runs() if r.accelerator == "H100" and r.precision != "fp8"]
     with validation.elementwise_passes_set(fold.elementwise_passes):
         with validation.figure_set("FP8 sustained speedup", "any", calibrate.FP8_SUSTAINED_SPEEDUP.value):
             alone = validation.fit_matmul_efficiency("H100", h100, tol=1e-3)
+            # the same fit with the left-out table's runs in it, which the book's figure rounds
+            with_them = validation.fit_matmul_efficiency("H100", every_h100, tol=1e-3)
     assert fold.efficiencies["H100"] == pytest.approx(alone, abs=2e-3)
-    # and it is not the book's figure, which those runs helped fit
-    assert abs(fold.efficiencies["H100"] - calibrate.matmul_efficiency("H100")) > 0.01
+    # and it is not the fit those runs helped make: apart by several times the fits' tolerance (the
+    # book's rounded figure, 0.52 since the full recomputation's count and TPU ICI rate were mended, is
+    # within 0.01 of the fold's by chance)
+    assert abs(fold.efficiencies["H100"] - with_them) > 5e-3
     assert fold.unfitted == ()
 
 

@@ -712,8 +712,10 @@ def logits_bytes(model, seq_len, micro_batch_seqs, tp=1, peak=True, loss_logits=
 def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
     """Forward FLOPs per trained token that a recomputation policy runs again
     during the backward pass, over all layers. 'selective' repeats the
-    attention scores (4·L·a·d_head·s, halved when causal); 'full' the whole
-    forward (2·N_active plus that). A MaxText policy recomputes what the
+    attention scores (4·L·a·d_head·s, halved when causal); 'full' every
+    layer's forward (2·N_active less the embedding table and the output
+    layer, models.end_param_counts, plus that): per-layer checkpoints rerun
+    the transformer layers, not the lookup or the logits. A MaxText policy recomputes what the
     backward needs and the policy neither saved nor offloaded: the Q/K/V
     projections, the attention core (unless `context` is saved), the output
     projection (unless out_proj is, since the MLP's input depends on it;
@@ -734,7 +736,10 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
     if policy.name == "selective":
         return m.n_layers * scores
     if policy.name == "full":
-        return 2 * models.active_param_count(m) + m.n_layers * scores
+        # the layers' forward only: the embedding lookup and the output layer are not rerun
+        # (Korthikanti et al.'s hardware count keeps the logits' term at its model value)
+        layers = models.active_param_count(m) - sum(models.end_param_counts(m))
+        return 2 * layers + m.n_layers * scores
     if policy.kind == "recipe":  # DeepSeek-V3: the MLA up-projections run again
         if m.mla is None:
             raise ValueError(f"recompute: 'deepseek_v3' recomputes MLA up-projections; {m.name} has no MLA")

@@ -88,7 +88,8 @@ def model_flops_per_token(model, seq_len, causal=False):
 def hardware_flops_per_token(model, seq_len, recompute="none", causal=False):
     """FLOPs the devices actually run per token: the model FLOPs plus what
     recomputation repeats: 'selective' the attention-score forward
-    (4·L·H·d_h·s, halved when causal), 'full' the whole forward (2·N plus that),
+    (4·L·H·d_h·s, halved when causal), 'full' every layer's forward (2·N
+    less the embedding and output layer, plus that),
     a MaxText policy what it neither saves nor offloads
     (memory.recomputed_flops_per_token). Ref: korthikanti2022reducing."""
     m = models.get(model)
