@@ -15,7 +15,7 @@ dao2022flashattention, deepseek2024v3, maxtext.
 import functools
 import math
 
-from .. import _validate, memory, models, pipeline, training
+from .. import _validate, memory, pipeline
 from . import calibrate
 from .shape import check_layout
 
@@ -131,13 +131,11 @@ def logits_bytes(model, seq_len, micro_batch_seqs, *, tp, cp, loss_logits="fp32_
 
 def recomputed_forward_fraction(model, seq_len, recompute):
     """The share of the layers' forward FLOPs a recomputation policy runs
-    again in the backward (0 for none, 1 for full): recomputed FLOPs over a
-    third of the model FLOPs (the forward of forward + backward) less the
-    embedding and the output layer's (models.end_param_counts), which no
-    policy reruns."""
-    m = models.get(model)
-    forward = training.model_flops_per_token(m, seq_len, causal=True) / 3 - 2 * sum(models.end_param_counts(m))
-    return memory.recomputed_flops_per_token(m, seq_len, recompute, causal=True) / forward
+    again in the backward (0 for none, 1 for full): recomputed FLOPs over
+    what 'full' reruns, every layer's forward (not the embedding or the
+    output layer, which no policy reruns)."""
+    layers_forward = memory.recomputed_flops_per_token(model, seq_len, "full", causal=True)
+    return memory.recomputed_flops_per_token(model, seq_len, recompute, causal=True) / layers_forward
 
 
 # --- pipeline schedules -----------------------------------------------------------------
