@@ -13,6 +13,10 @@ BUILD = ROOT / "_build"
 EXECUTED = BUILD / "jupyter_execute"
 HTML = BUILD / "html"
 EXPECTED_NUMBERS = ROOT / "tests" / "expected_numbers.json"
+# A guard against a hung subprocess that starts JAX, not a claim about speed:
+# `make test` runs these at nice 19 beside the book's build, where CI has
+# taken 88-142 s to start and compile one (a 120 s guard failed there).
+JAX_SUBPROCESS_GUARD_S = 600
 
 # As the Makefile does, so that any single test file runs with plain pytest:
 # eight simulated CPU devices, set before anything imports JAX.

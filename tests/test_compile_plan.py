@@ -12,7 +12,7 @@ import sys
 import pytest
 from test_planner_cli import _cli, _refused  # the command line as a reader runs it, and its one-line refusal
 
-from conftest import ROOT
+from conftest import JAX_SUBPROCESS_GUARD_S, ROOT
 from shardbook import memory, models
 from shardbook.hlo import compile_plan as cp
 
@@ -261,7 +261,9 @@ def test_the_planner_command_line_reaches_the_compiler_only_when_asked():
         "import sys, shardbook.planner.cli as c; c.main(['LLaMA-3 8B', 'TPU v5p', '64', '256K', '--mesh', 'fsdp=64']);"
         "sys.exit(1 if any(m.startswith('shardbook.hlo') for m in sys.modules) else 0)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=JAX_SUBPROCESS_GUARD_S
+    )
     assert result.returncode == 0, result.stderr
 
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, assert_clean_files
+from conftest import JAX_SUBPROCESS_GUARD_S, ROOT, assert_clean_files
 from shardbook import hlo
 from shardbook.hlo import capture, dot, inventory
 from shardbook.hlo import predict as predict_module
@@ -177,7 +177,7 @@ def test_planted_artifact_change_is_caught(tmp_path):
         [sys.executable, "-m", "shardbook.hlo", "compare", "fsdp_ep_linear", "--artifacts", str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=JAX_SUBPROCESS_GUARD_S,
         cwd=ROOT,
     )
     assert result.returncode == 1, result.stdout + result.stderr
@@ -189,7 +189,7 @@ def test_planted_artifact_change_is_caught(tmp_path):
 def test_two_processes_agree_with_one(name):
     from shardbook.hlo import multiprocess
 
-    reports = multiprocess.run(name, 2, timeout_s=120, log=lambda *_: None)
+    reports = multiprocess.run(name, 2, timeout_s=JAX_SUBPROCESS_GUARD_S, log=lambda *_: None)
     assert sorted(r["process_id"] for r in reports) == [0, 1]
     assert all(r["global_devices"] == 8 and r["local_devices"] == 4 for r in reports)
     assert all(r["hlo_matches"] is True for r in reports), [r.get("hlo_diff") for r in reports]
@@ -287,7 +287,11 @@ def _hlo_cli(*args, cwd=None):
     import sys
 
     return subprocess.run(
-        [sys.executable, "-m", "shardbook.hlo", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+        [sys.executable, "-m", "shardbook.hlo", *args],
+        capture_output=True,
+        text=True,
+        timeout=JAX_SUBPROCESS_GUARD_S,
+        cwd=cwd,
     )
 
 
@@ -396,7 +400,7 @@ def test_a_capture_stopped_by_sigterm_removes_its_temporary_folder(tmp_path):
         time.sleep(0.05)
     assert list(tmp_path.glob("hlo-capture-*")), "the capture never made its temporary folder"
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=JAX_SUBPROCESS_GUARD_S)
     assert proc.returncode == 128 + signal.SIGTERM, err
     assert not list(tmp_path.glob("hlo-capture-*")) and not (tmp_path / "out" / "dp_matmul").exists()
 
@@ -437,7 +441,7 @@ def test_a_failing_worker_is_reported_at_once(monkeypatch):
         with pytest.raises(
             RuntimeError, match="fsdp_matmul: process 0 exited -?[0-9]+; the other workers were stopped"
         ):
-            multiprocess.run("fsdp_matmul", 2, timeout_s=600, log=lambda *_: None)
+            multiprocess.run("fsdp_matmul", 2, timeout_s=JAX_SUBPROCESS_GUARD_S, log=lambda *_: None)
     process_0, process_1 = started
     assert process_0.returncode not in (0, -signal.SIGKILL)  # it failed by itself (the gRPC abort)
     assert process_1.returncode == -signal.SIGKILL  # still waiting when the run stopped it
@@ -641,7 +645,7 @@ def _one_worker(command, coordinator, tmp_path, *flags):
         + ["--num-processes", "1", "--process-id", "0", *flags, *extra],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=JAX_SUBPROCESS_GUARD_S,
         cwd=ROOT,
     )
 
@@ -665,7 +669,7 @@ def test_a_bad_process_count_or_id_is_one_line(n, pid, flag, tmp_path):
         + ["--num-processes", n, "--process-id", pid, "--dump", str(tmp_path), "--artifacts", str(ARTIFACTS)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=JAX_SUBPROCESS_GUARD_S,
         cwd=ROOT,
     )
     assert result.returncode == 2 and result.stderr.startswith(f"shardbook.hlo: {flag}: must be"), result.stderr
@@ -828,7 +832,7 @@ def test_the_readme_cluster_command_sets_its_own_dump_flags(tmp_path):
         + ["--num-processes", "1", "--process-id", "0", "--dump", str(dump), "--artifacts", "hlo_artifacts"],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=JAX_SUBPROCESS_GUARD_S,
         cwd=ROOT,
         env=_plain_env(XLA_FLAGS="--xla_force_host_platform_device_count=8"),
     )

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, assert_clean_files
+from conftest import JAX_SUBPROCESS_GUARD_S, ROOT, assert_clean_files
 from shardbook import hlo
 from shardbook.hlo import inventory, schedule, tpu_capture, tpu_rules
 from shardbook.hlo import predict as predict_module
@@ -381,7 +381,7 @@ def test_capture_tpu_without_libtpu_says_how_to_get_it(tmp_path):
         capture_output=True,
         text=True,
         cwd=ROOT,
-        timeout=60,
+        timeout=JAX_SUBPROCESS_GUARD_S,
     )
     if result.returncode == 0:
         pytest.skip("this Python has libtpu")
