@@ -285,7 +285,10 @@ def test_permute_cost_appears_in_the_step_breakdown():
     "priced; its miss points to Megatron-Core's host time per layer and microbatch, megatron-core-moe, which no "
     "source but that one checks), so no run yet says which of the two layouts the planner misprices more; the rows "
     "lie inside one MoE band (marked ties), and fsdp 64 leads only while each row loses less than 8.3 % of its "
-    "hidden communication to the critical path (cli.ep_overtake_line)",
+    "hidden communication to the critical path (cli.ep_overtake_line). The one published head-to-head of the two "
+    "layouts on this model (one node of 8 B200, pithtrain-issue-79, measured.QWEN3_B200_HEAD_TO_HEAD) has the best EP "
+    "run 4 % ahead of FSDP across two frameworks; priced as they ran, the planner puts them in that order "
+    "(chapter 97, sec-valid-bridge-moe), but no run compares them across nodes",
 )
 def test_qwen3_30b_a3b_on_64_h100_picks_expert_parallelism():
     from pathlib import Path

@@ -420,7 +420,7 @@ def _cli(*args):
         (("--reserve", "-1GB"), "error: --reserve: must be a finite size of at least 0 bytes, got '-1GB'"),
         (("--reserve", "8XB"), "error: --reserve: a size such as 8GB or 7.5GiB (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), got '8XB'"),
         (("--stack", "torch"), "error: --stack: one of any, megatron, pytorch, maxtext, deepspeed, deepseek, got 'torch'"),
-        (("--loss-logits", "fp16"), "error: --loss-logits: one of fp32_copy, fused_bf16, got 'fp16'"),
+        (("--loss-logits", "fp16"), "error: --loss-logits: one of fp32_copy, fused_bf16, chunked_fp32_8, got 'fp16'"),
     ],
 )  # fmt: skip
 def test_bad_planner_options_are_one_line(args, message):

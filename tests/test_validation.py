@@ -602,6 +602,28 @@ def test_torchtitan_op_policy_reruns_wk_wo_and_w3():
     assert kept < memory.activation_bytes_per_layer(m, 8192, 2, recompute="none")
 
 
+def test_torchtitan_op_policy_reruns_the_routed_experts_of_an_moe_layer():
+    # torchtitan's routed experts run torch._grouped_mm (models/common/moe.py at b5bcd76), which its
+    # op policy does not save (distributed/activation_checkpoint.py at b5bcd76), and its MoE models fuse
+    # Q, K and V into the block's first mm (fuse_qkv), saved: an MoE layer keeps its input, Q, K, V and
+    # the attention output, and reruns wo and each routed expert's gate, up and down
+    from shardbook import memory
+
+    m = models.get("Qwen3-30B-A3B")
+    assert m.is_moe and m.n_dense_layers == 0 and m.n_shared_experts == 0
+    d, hd, s, b = m.d_model, m.head_dim, 8192, 2
+    experts = 3 * 2 * d * m.top_k * m.d_ff  # gate, up and down of each of the k routed experts
+    per_layer = 2 * m.n_heads * hd * d + experts
+    assert memory.recomputed_flops_per_token(m, s, "torchtitan_op_sac") == m.n_layers * per_layer
+    # BF16: the layer input [s, b, D], Q [s, b, heads·hd], K and V [s, b, kv heads·hd], the attention output
+    kept = 2 * s * b * (d + m.n_heads * hd + 2 * m.n_kv_heads * hd + m.n_heads * hd)
+    assert memory.activation_bytes_per_layer(m, s, b, recompute="torchtitan_op_sac") == kept
+    # a dense model keeps what it kept (the test above)
+    assert memory.RECOMPUTE["torchtitan_op_sac"].saves_of(models.get("LLaMA-3 8B"), False) == (
+        memory.RECOMPUTE["torchtitan_op_sac"].saves
+    )
+
+
 def test_torchtitan_runs_fit_in_less_than_they_printed(table):
     # the planner's count of a run's tensors stays under the peak the run printed (PyTorch's caching
     # allocator keeps more than the tensors)
@@ -1306,3 +1328,48 @@ def test_the_tpu_ici_efficiency_is_the_seeds_achieved_rate_over_the_presets_link
         assert calibrate.scale_up_efficiency(acc) == pytest.approx(
             achieved / acc.scale_up_link_bidirectional_bytes_per_s, abs=1e-12
         ), acc.name
+
+
+def test_the_qwen3_b200_head_to_head_carries_the_thread_figures():
+    # pithtrain-issue-79 (mlc-ai/pith-train issue 79): the reporter's torchtitan steps (2026-07-22) and a
+    # PithTrain maintainer's BF16 runs at sequences of 8,192, microbatch 1, global batch 1,024 (2026-07-29)
+    runs = {r.name: r for r in measured.QWEN3_B200_HEAD_TO_HEAD}
+    assert measured.QWEN3_B200_TORCHTITAN_STEPS_TOKENS_PER_S == (19_410.0, 19_530.0, 19_520.0)
+    assert measured.QWEN3_B200_TORCHTITAN_PEAK_GIB == 141.79
+    # PithTrain's PP2-DP1-EP4 recipe in FP8: the reporter's run as routed, the maintainer's forced to balance
+    assert measured.QWEN3_B200_PITHTRAIN_FP8_TOKENS_PER_S == {"as routed": 17_500.0, "forced to balance": 18_200.0}
+    tt = runs["torchtitan Qwen3-30B-A3B, 8 B200, FSDP 8"]
+    assert (tt.mesh, tt.seq_len, tt.sequences_per_step, tt.micro_batch_seqs) == ({"fsdp": 8}, 8192, 64, 8)
+    assert tt.tokens_per_s_per_device == pytest.approx((19_410 + 19_530 + 19_520) / 3)
+    # a step of 64 sequences of 8,192 over 8 GPUs at that rate
+    assert tt.step_s == pytest.approx(64 * 8192 / (8 * tt.tokens_per_s_per_device))
+    printed = {"PP1-DP2-EP4": 20_300, "PP2-DP1-EP4": 19_740, "PP1-DP1-EP8": 19_400}
+    for label, tokens_per_s in printed.items():
+        run = runs[f"PithTrain Qwen3-30B-A3B, 8 B200, {label}"]
+        assert run.tokens_per_s_per_device == tokens_per_s and run.n_devices == 8
+        assert (run.seq_len, run.sequences_per_step, run.micro_batch_seqs, run.recompute) == (8192, 1024, 1, "none")
+        pp, dp, ep = (int(part[2:]) for part in label.split("-"))
+        assert (run.mesh.get("pp", 1), run.mesh.get("fsdp", 1), run.mesh["ep"]) == (pp, dp, ep)
+    for run in runs.values():
+        assert run.source in BIB_KEYS and run.model == "Qwen3-30B-A3B" and run.accelerator == "B200"
+        assert run not in measured.VALIDATION_RUNS and run not in measured.HELD_OUT_RUNS  # in no fit, no table
+    # every run ran: the planner's count of its tensors fits, the torchtitan run's under the peak it printed
+    from shardbook import validation
+    from shardbook.planner import search
+
+    for run in runs.values():
+        assert search.bound_for_run(run).fits, run.name
+    own = validation.expected_for_run(tt)
+    counted = sum(v for k, v in own.memory_breakdown.items() if k not in ("headroom", "reserve"))
+    assert counted < 141.79 * 2**30
+
+
+def test_a_chunked_loss_holds_an_eighth_of_the_logits_and_keeps_none():
+    # torchtitan's ChunkedLossWrapper, eight chunks by default (torchtitan-moe-sac-loss): each chunk's
+    # FP32 cross-entropy and its backward run at once
+    from shardbook import memory
+
+    whole = memory.logits_bytes("Qwen3-30B-A3B", 8192, 8, loss_logits="fp32_copy")
+    assert whole == 6 * 8192 * 8 * models.get("Qwen3-30B-A3B").vocab_size
+    assert memory.logits_bytes("Qwen3-30B-A3B", 8192, 8, loss_logits="chunked_fp32_8") == whole / 8
+    assert memory.logits_bytes("Qwen3-30B-A3B", 8192, 8, peak=False, loss_logits="chunked_fp32_8") == 0

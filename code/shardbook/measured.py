@@ -1728,6 +1728,91 @@ def _megatron_bridge_moe_run(model, n_gpus, gbs, mbs, seq_len, tp, pp, vp, ep, t
 MEGATRON_BRIDGE_H100_MOE_RUNS = tuple(_megatron_bridge_moe_run(*row) for row in MEGATRON_BRIDGE_H100_MOE_TABLE)
 
 
+# The one head-to-head of FSDP and expert parallelism on a fine-grained mixture of experts this book
+# knows of: Qwen3-30B-A3B on one node of 8 B200, in one GitHub thread (pithtrain-issue-79). A user's
+# torchtitan run, FSDP over the 8 GPUs (BF16, sequences of 8,192, 8 a microbatch, 64 a step, its
+# selective 'op' checkpointing, the blocks and the loss compiled, the loss in eight chunks), at the
+# three stable steps it printed; and PithTrain's maintainers' runs of their own framework (BF16,
+# routing forced to balance and dropless, 1 sequence a microbatch, 1,024 a step, no recomputation).
+# PithTrain's DP is FSDP2 with the experts sharded over it and every other weight over dp x ep
+# (the planner's fsdp axis, dense_over_ep), and its DualPipeV schedule overlaps one microbatch's
+# expert exchanges with another's computation (pithtrain-architecture). Two frameworks, two batch
+# geometries, one node: not fitted on, not in the validation tables; chapter 97 sets them beside
+# the planner (sec-valid-bridge-moe).
+QWEN3_B200_TORCHTITAN_STEPS_TOKENS_PER_S = (19_410.0, 19_530.0, 19_520.0)
+QWEN3_B200_TORCHTITAN_PEAK_GIB = 141.79
+# (PithTrain's PP-DP-EP label, the planner's mesh, tokens/s per GPU); PithTrain runs DualPipeV
+# at every pipeline depth (at one stage it changes nothing the planner prices)
+QWEN3_B200_PITHTRAIN_TABLE = (
+    ("PP1-DP2-EP4", {"fsdp": 2, "ep": 4}, 20_300.0),
+    ("PP2-DP1-EP4", {"ep": 4, "pp": 2}, 19_740.0),
+    ("PP1-DP1-EP8", {"ep": 8}, 19_400.0),
+)
+# PithTrain's own PP2-DP1-EP4 recipe in FP8 (tokens/s per GPU): the reporter's run, its routing left
+# to the data (a load-balancing loss of 1.87, "approximately 17.5k"), and the maintainer's with the
+# routing forced to balance; the maintainer names routing balance first among the reasons for the gap
+QWEN3_B200_PITHTRAIN_FP8_TOKENS_PER_S = {"as routed": 17_500.0, "forced to balance": 18_200.0}
+
+
+def _derived_mfu(model, accelerator, seq_len, tokens_per_s):
+    """Model FLOPs per token (training.model_flops_per_token) times
+    tokens/s over the accelerator's dense BF16 peak: for a source that
+    prints tokens/s and no MFU."""
+    from . import hardware, training
+
+    return (
+        training.model_flops_per_token(model, seq_len) * tokens_per_s / hardware.get(accelerator).bf16_dense_flops_per_s
+    )
+
+
+def _qwen3_b200_head_to_head():
+    model, seq_len = "Qwen3-30B-A3B", 8192
+    steps = QWEN3_B200_TORCHTITAN_STEPS_TOKENS_PER_S
+    mean = sum(steps) / len(steps)
+    torchtitan = PublishedRun(
+        "torchtitan Qwen3-30B-A3B, 8 B200, FSDP 8",
+        model,
+        "B200",
+        {"fsdp": 8},
+        seq_len,
+        64,
+        8,
+        _derived_mfu(model, "B200", seq_len, mean),
+        "pithtrain-issue-79",
+        recompute="torchtitan_op_sac",
+        loss_logits="chunked_fp32_8",
+        tokens_per_s_per_device=mean,
+        note=f"BF16; selective ('op') checkpointing; the blocks and the loss compiled; the loss in eight chunks; "
+        f"{QWEN3_B200_TORCHTITAN_PEAK_GIB} GiB peak; tokens/s the mean of its three stable steps; MFU derived",
+        remat_policy="selective ('op')",
+        where="the issue's first comment (2026-07-22)",
+    )
+    pithtrain = tuple(
+        PublishedRun(
+            f"PithTrain Qwen3-30B-A3B, 8 B200, {label}",
+            model,
+            "B200",
+            mesh,
+            seq_len,
+            1024,
+            1,
+            _derived_mfu(model, "B200", seq_len, tokens_per_s),
+            "pithtrain-issue-79",
+            tokens_per_s_per_device=tokens_per_s,
+            note="BF16; routing forced to balance, dropless; no recomputation; DualPipeV overlaps the expert "
+            "exchanges; MFU derived",
+            remat_policy="none",
+            schedule="dualpipe",
+            where="a maintainer's comment (2026-07-29)",
+        )
+        for label, mesh, tokens_per_s in QWEN3_B200_PITHTRAIN_TABLE
+    )
+    return (torchtitan, *pithtrain)
+
+
+QWEN3_B200_HEAD_TO_HEAD = _qwen3_b200_head_to_head()
+
+
 def one_slice_run(run):
     """The one-slice run of MULTISLICE_RUNS's `run`: the same size on the
     same slice, from VALIDATION_RUNS."""

@@ -254,13 +254,23 @@ class RecomputePolicy:
     decoder_layer_input (the layer input itself, which MaxText's 'custom'
     policy can offload too: then the layer keeps nothing in HBM). `kind`
     'recipe': a run's own published recipe of what it keeps and in which
-    precision (DeepSeek-V3's, DEEPSEEK_V3_RECIPE)."""
+    precision (DeepSeek-V3's, DEEPSEEK_V3_RECIPE). `moe_saves`: what a
+    named policy keeps of an MoE layer where that differs from `saves`
+    (None: the same)."""
 
     name: str
     kind: str
     saves: tuple = ()
     offloads: tuple = ()
     source: str = "korthikanti2022reducing"
+    moe_saves: tuple | None = None
+
+    def saves_of(self, m, dense_layer):
+        """The names this policy keeps of one layer of model `m` (an MoE
+        layer unless `dense_layer`, or unless `m` has no experts)."""
+        if self.moe_saves is None or dense_layer or not m.is_moe:
+            return self.saves
+        return self.moe_saves
 
 
 _QKV = ("query_proj", "key_proj", "value_proj")
@@ -319,13 +329,22 @@ RECOMPUTE = {
     # every second one, and the attention kernel's; the rest reruns in the backward. A Llama block
     # runs wq, wk, wv, wo, w1 (gate), w3 (up), w2 in that order: it keeps Q, V, the attention output,
     # the gate and the MLP's output beside the block input, and reruns wk, wo (the MLP's input needs
-    # it) and w3, as a named policy counts them.
+    # it) and w3, as a named policy counts them. An MoE block's routed experts run
+    # torch._grouped_mm (torchtitan/models/common/moe.py at b5bcd76), which the saved ops leave out
+    # (torchtitan/distributed/activation_checkpoint.py at b5bcd76: PyTorch's compute_intensive_ops,
+    # mm, bmm, addmm, _scaled_mm and the attention kernels, and the linear ops; the router's gate is
+    # forced to recompute and not counted). Its MoE models fuse Q, K and V into one matmul (fuse_qkv,
+    # the default since 3396a4b, 2026-06-24; Qwen3-30B-A3B's flavour at b5bcd76), the block's first
+    # mm, saved; wo, the second, reruns: such a layer keeps Q, K, V and the attention output, and
+    # wo and its experts' gate, up and down matmuls run again (the router's top-k indices and
+    # scores, which it saves, are left out: k numbers a token). Ref: torchtitan-moe-sac-loss.
     "torchtitan_op_sac": RecomputePolicy(
         "torchtitan_op_sac",
         "named",
         ("query_proj", "value_proj", "context", "mlpwi_0", "mlpwo"),
         (),
         "torchtitan-benchmarks",
+        moe_saves=("query_proj", "key_proj", "value_proj", "context"),
     ),
     # DeepSeek-V3's own recipe (deepseek2024v3 §3.2.3 and §3.3): see DEEPSEEK_V3_RECIPE
     "deepseek_v3": RecomputePolicy("deepseek_v3", "recipe", (), (), "deepseek2024v3"),
@@ -623,7 +642,8 @@ def _layer_bytes(
         return layer_input
     if policy.kind == "named":
         kept_input = 0 if "decoder_layer_input" in policy.offloads else layer_input
-        return kept_input + sum(_named_bytes(m, n, s, b, tp, sequence_parallel, dense_layer) for n in policy.saves)
+        saves = policy.saves_of(m, dense_layer)
+        return kept_input + sum(_named_bytes(m, n, s, b, tp, sequence_parallel, dense_layer) for n in saves)
     q, k, v, ctx, (latent, rope_key) = _widths(m, tp)
     f_tokens, routed, n_experts = _mlp_shape(m, dense_layer)
     if policy.kind == "recipe":
@@ -662,7 +682,13 @@ def _layer_bytes(
 # and writes their gradient into the same buffer (2 at the peak, 2 kept): the referee's compiled
 # Llama-3 steps (2.10 GB where 4 B/logit gives 4.20) and chapter 97's compiled plans. (Before the
 # TPU compiler was consulted this was 4 at the peak: the logits and a separate BF16 gradient.)
-LOSS_LOGITS = {"fp32_copy": (6, 4), "fused_bf16": (2, 2)}
+# 'chunked_fp32_8': torchtitan's ChunkedLossWrapper at its default of eight chunks
+# (torchtitan/components/loss.py at b5bcd76): the output layer and the FP32 cross-entropy run on an
+# eighth of the tokens at a time, each chunk's backward at once, so the peak is an eighth of
+# 'fp32_copy''s and nothing waits for the layers' backward. Its FP32 accumulator of the hidden
+# states' gradient (4 bytes a token and model dimension: for Qwen3-30B-A3B, whose vocabulary is 74
+# times its width, 0.5 GiB against the chunk's 7.0 GiB at 65,536 tokens a device) is left out.
+LOSS_LOGITS = {"fp32_copy": (6, 4), "fused_bf16": (2, 2), "chunked_fp32_8": (6 / 8, 0)}
 
 
 def _recipe_bytes(m, s, b, tp, sequence_parallel, ctx, latent, rope_key, f_tokens, routed, n_experts):
@@ -697,7 +723,9 @@ def logits_bytes(model, seq_len, micro_batch_seqs, tp=1, peak=True, loss_logits=
     embedding's gradient (part of the state's gradients) are not included.
     `loss_logits` (LOSS_LOGITS): 'fused_bf16' for a loss XLA compiles,
     which materialises no FP32 copy and writes the gradient over the BF16
-    logits (2 bytes per element, at the peak and kept). Ref: korthikanti2022reducing, maxtext."""
+    logits (2 bytes per element, at the peak and kept); 'chunked_fp32_8'
+    for torchtitan's chunked loss (an eighth of 'fp32_copy' at the peak,
+    none kept). Ref: korthikanti2022reducing, maxtext, torchtitan-moe-sac-loss."""
     m = models.get(model)
     _validate.count("seq_len", seq_len)
     _validate.count("micro_batch_seqs", micro_batch_seqs)
@@ -753,13 +781,13 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
 def _named_policy_rerun_flops(m, policy, scores):
     """recomputed_flops_per_token for a MaxText named policy; `scores` the
     attention core's forward FLOPs per token of one layer."""
-    kept = set(policy.saves) | set(policy.offloads)
     ctx = m.n_heads * (m.head_dim if m.mla is None else m.mla.v_head_dim)
     out_proj = ctx * m.d_model
     qkv = models._attention_params(m) - out_proj
     total = 0
     for dense_layer in (False, True):
         n = m.n_dense_layers if dense_layer else m.n_layers - m.n_dense_layers
+        kept = set(policy.saves_of(m, dense_layer)) | set(policy.offloads)
         f_tokens, _, _ = _mlp_shape(m, dense_layer) if n else (0, 0, 0)
         per_layer = 0
         if m.mla is None and set(_QKV) & kept and not set(_QKV) <= kept:

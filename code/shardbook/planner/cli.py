@@ -572,7 +572,8 @@ def _parser():
         "--loss-logits",
         default=None,
         help=f"what the loss keeps of the logits: {', '.join(memory_plan.LOSS_LOGITS)} "
-        "(default: fused_bf16 on a TPU, as MaxText; fp32_copy on a GPU, as Megatron)",
+        "(default: fused_bf16 on a TPU, as MaxText; fp32_copy on a GPU, as Megatron; chunked_fp32_8 is "
+        "torchtitan's loss in eight chunks)",
     )
     parser.add_argument(
         "--stack",
