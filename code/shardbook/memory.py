@@ -337,7 +337,9 @@ RECOMPUTE = {
     # the default since 3396a4b, 2026-06-24; Qwen3-30B-A3B's flavour at b5bcd76), the block's first
     # mm, saved; wo, the second, reruns: such a layer keeps Q, K, V and the attention output, and
     # wo and its experts' gate, up and down matmuls run again (the router's top-k indices and
-    # scores, which it saves, are left out: k numbers a token). Ref: torchtitan-moe-sac-loss.
+    # scores, which it saves, are left out: k numbers a token). Ref: torchtitan-moe-sac-loss. Not
+    # modelled: MLA's projections (DeepSeek-V3's), which alternate otherwise, and the fused QKV of an
+    # MoE model's dense layers, which keep what the Llama runs' separate wq, wk, wv kept.
     "torchtitan_op_sac": RecomputePolicy(
         "torchtitan_op_sac",
         "named",
