@@ -287,8 +287,9 @@ def test_permute_cost_appears_in_the_step_breakdown():
     "lie inside one MoE band (marked ties), and fsdp 64 leads only while each row loses less than 8.3 % of its "
     "hidden communication to the critical path (cli.ep_overtake_line). The one published head-to-head of the two "
     "layouts on this model (one node of 8 B200, pithtrain-issue-79, measured.QWEN3_B200_HEAD_TO_HEAD) has the best EP "
-    "run 4 % ahead of FSDP across two frameworks; priced as they ran, the planner puts them in that order "
-    "(chapter 97, sec-valid-bridge-moe), but no run compares them across nodes",
+    "run 4 % ahead of FSDP across two frameworks, with EP's routing forced to balance (worth about as much) and "
+    "the EP 8 run 0.4 % behind; priced as they ran, the planner puts every EP run ahead (chapter 97, "
+    "sec-valid-bridge-moe); no run compares them across nodes",
 )
 def test_qwen3_30b_a3b_on_64_h100_picks_expert_parallelism():
     from pathlib import Path
