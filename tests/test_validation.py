@@ -632,7 +632,7 @@ def test_torchtitan_runs_fit_in_less_than_they_printed(table):
         row = table[run.name]
         assert row.role == "held out" and row.bound.fits
         if printed is not None:
-            counted = sum(v for k, v in row.expected.memory_breakdown.items() if k not in ("headroom", "reserve"))
+            counted = row.expected.memory_bytes_per_device
             assert counted < printed * 2**30, run.name
 
 
@@ -1360,7 +1360,7 @@ def test_the_qwen3_b200_head_to_head_carries_the_thread_figures():
     for run in runs.values():
         assert search.bound_for_run(run).fits, run.name
     own = validation.expected_for_run(tt)
-    counted = sum(v for k, v in own.memory_breakdown.items() if k not in ("headroom", "reserve"))
+    counted = own.memory_bytes_per_device
     assert counted < 141.79 * 2**30
 
 
