@@ -44,6 +44,8 @@ def _declarations():
     found = {}
     for path in sorted(CHAPTERS.glob("[0-9][0-9]_*.md")):
         for source in _cells(path.read_text()):
+            if "ledger.live" not in source:  # parse only the cells that may declare one (collection runs this)
+                continue
             tree = ast.parse(source)
             defs = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
             for node in ast.walk(tree):

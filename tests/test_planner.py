@@ -858,6 +858,9 @@ def test_flags_must_be_booleans_and_mla_widths_counts():
     [
         (("64", "4M", "--mesh", "fsdp=64", "--rank", "fsdp=8,tp=8"), "error: --rank: ranks a mesh among the search's"),
         (("64", "4M", "--json", "--rank", "fsdp=8,tp=8"), "error: --rank: prints a line under the table"),
+        # both were ignored beside --mesh without a word
+        (("64", "4M", "--mesh", "fsdp=64", "--axes", "fsdp"), "error: --axes: shapes the search, which --mesh skips"),
+        (("64", "4M", "--budget", "100", "--mesh", "fsdp=64"), "error: --budget: shapes the search, which --mesh skip"),
         (
             ("64", "--batch-seqs", "7", "--mesh", "fsdp=64"),
             "error: batch: 7 sequences of 4096 over 64 data-parallel ranks (dp × fsdp × ep) leave less than one",

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import REPOSITORY_ROOT
+from .. import REPOSITORY_ROOT, _cli
 from . import FIXTURE_NAMES, check_name
 
 # the folders and files the commands read and write by default: the repository's, wherever the
@@ -298,7 +298,9 @@ def main(argv=None):
     try:
         return args.handler(args, parser)
     except (ValueError, RuntimeError, TimeoutError, OSError) as exc:
-        print(f"shardbook.hlo: {exc}", file=sys.stderr)
+        # a library's 'processes: ...' is the reader's --processes
+        command = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+        print(f"shardbook.hlo: {_cli.as_flag(command, str(exc))}", file=sys.stderr)
         return 2
 
 

@@ -15,7 +15,7 @@ import math
 import re
 import sys
 
-from .. import _validate, hardware, models
+from .. import _cli, _validate, hardware, models
 from . import calibrate, inputs, memory_plan
 from .assumptions import ASSUMPTIONS
 from .placement import AXES, normalize_mesh
@@ -495,7 +495,7 @@ def _parser():
     parser.add_argument("--seq-len", default=None, help=f"sequence length in tokens (default {DEFAULT_SEQ_LEN})")
     parser.add_argument(
         "--axes",
-        default=",".join(SEARCH_AXES),
+        default=None,
         help=f"comma-separated mesh axes to search (default {','.join(SEARCH_AXES)}; any of {','.join(AXES)})",
     )
     parser.add_argument("--mesh", default=None, help="evaluate one mesh, e.g. fsdp=32,tp=8 (axes not named are 1)")
@@ -592,7 +592,7 @@ def _parser():
     )
     parser.add_argument(
         "--budget",
-        default=str(SEARCH_BUDGET_CANDIDATES),
+        default=None,
         help="the work the search may do, in candidates priced: one candidate is one mesh under one schedule, "
         "virtual-stage count, weight handling, precision and microbatch size, with its recomputation policies "
         f"(default {SEARCH_BUDGET_CANDIDATES:,}, about {SEARCH_BUDGET_IDLE_S} s of one idle core; a count, not seconds, so the same "
@@ -883,8 +883,9 @@ def format_sweep(rows):
 
 
 def _check_sweep_flags(args):
-    """One ValueError where a flag gives what --sweep varies (it was dropped
-    without a word); then --seq-len's default."""
+    """One ValueError where a flag gives what --sweep varies, or shapes a
+    search beside --mesh (each was dropped without a word); then the
+    defaults of --seq-len, --axes and --budget."""
     if args.sweep is not None:
         key, _ = parse_sweep(args.sweep)
         if key == "seq" and args.seq_len is not None:
@@ -893,6 +894,12 @@ def _check_sweep_flags(args):
             raise ValueError("--sweep batch=...: varies the batch; drop --batch-seqs")
     if args.seq_len is None:
         args.seq_len = DEFAULT_SEQ_LEN
+    for flag, value in (("--axes", args.axes), ("--budget", args.budget)):
+        # ignored beside --mesh before, without a word: a reader who narrowed the search thought it applied
+        if value is not None and args.mesh is not None:
+            raise ValueError(f"{flag}: shapes the search, which --mesh skips; drop {flag} or --mesh")
+    args.axes = ",".join(SEARCH_AXES) if args.axes is None else args.axes
+    args.budget = str(SEARCH_BUDGET_CANDIDATES) if args.budget is None else args.budget
 
 
 def _check_flag_combinations(args):
@@ -915,11 +922,7 @@ def as_flag(message):
     """A library's 'name: rule' message as the command line's '--name: rule'
     where --name is one of its options (`slices` is --slices, `seq_len`
     --seq-len); any other message as it is."""
-    name, sep, rule = message.partition(": ")
-    flag = "--" + name.replace("_", "-")
-    if sep and not name.startswith("-") and flag in _parser()._option_string_actions:
-        return f"{flag}: {rule}"
-    return message
+    return _cli.as_flag(_parser(), message)
 
 
 def main(argv=None):
