@@ -983,7 +983,9 @@ def test_the_default_budget_reaches_the_full_searchs_first_row(case, full_search
         # the mesh with four data-parallel replicas of ep 64 leads the rows tied with it by 2 ms)
         assert first.mesh == {"dp": 4, "fsdp": 1, "tp": 4, "cp": 1, "ep": 64, "pp": 2}
         assert (first.schedule, first.recompute, first.micro_batch_seqs) == ("dualpipe", "none", 1)
-        assert 34.6 < first.expected_step_s < 34.75
+        # 34.7 s until the attention scores took their kernel's share of η (FlashAttention-2's for an unnamed
+        # stack on Hopper, calibrate.attention_share)
+        assert 37.8 < first.expected_step_s < 37.95
 
 
 def test_the_refinement_order_credits_only_what_a_mesh_can_remove_where_it_fits():

@@ -15,7 +15,7 @@ SEQ = 4096
 H100_RIDGE = float(hardware.get("H100").bf16_dense_flops_per_s) / 3.35e12  # BF16 peak over 3.35 TB/s
 
 
-def _layout(model, accelerator, mesh, seq_len=SEQ, micro_batch_seqs=1):
+def _layout(model, accelerator, mesh, seq_len=SEQ, micro_batch_seqs=1, stack="any"):
     n = 1
     for degree in mesh.values():
         n *= degree
@@ -25,7 +25,7 @@ def _layout(model, accelerator, mesh, seq_len=SEQ, micro_batch_seqs=1):
         for name, p in inspect.signature(planner.evaluate).parameters.items()
         if p.kind is p.KEYWORD_ONLY and name in takes
     }
-    options.update(seq_len=seq_len, micro_batch_seqs=micro_batch_seqs, recompute="none")
+    options.update(seq_len=seq_len, micro_batch_seqs=micro_batch_seqs, recompute="none", stack=stack)
     return layout.layout(model, accelerator, mesh, 8 * n * seq_len * micro_batch_seqs, **options)
 
 
@@ -42,7 +42,10 @@ def _expected_factor(tp, rows=SEQ):
         (rows, ff / tp, d, 6 * ff * d * m.n_layers),
         (rows, d, m.vocab_size / tp, 6 * d * m.vocab_size),
     ]
-    total = training.model_flops_per_token(m, SEQ, causal=True)
+    # the attention scores are priced apart (timing.math_s, calibrate.attention_share)
+    total = training.model_flops_per_token(m, SEQ, causal=True) - training.attention_flops_per_token(
+        m, SEQ, causal=True
+    )
     slowed = sum(f / me.shape_factor("nvidia", mm, round(k), round(n), H100_RIDGE) for mm, k, n, f in shapes)
     return total / (total - sum(f for *_, f in shapes) + slowed)
 
@@ -70,6 +73,8 @@ def test_a_matmul_split_32_ways_costs_more_per_flop_than_split_8_by_the_curves_f
         < 1
     )
     per_flop = {}
+    eta = calibrate.matmul_efficiency("H100")
+    peak = float(hardware.get("H100").bf16_dense_flops_per_s)
     for tp in (8, 32):
         lay = _layout("LLaMA-3 70B", "H100", {"tp": tp})
         assert timing.matmul_shape_factor(lay) == pytest.approx(_expected_factor(tp), rel=1e-9)
@@ -79,12 +84,49 @@ def test_a_matmul_split_32_ways_costs_more_per_flop_than_split_8_by_the_curves_f
             * lay.global_tokens
             / lay.n_devices
         )
-        per_flop[tp] = (expected - elementwise) / flops
+        # the attention scores at their own kernel's share of η (test_attention_scores_run_at_their_kernels_share)
+        scores = training.attention_flops_per_token("LLaMA-3 70B", SEQ, causal=True) * lay.global_tokens / lay.n_devices
+        attention_s = scores / (peak * eta * calibrate.attention_share("H100", lay.stack, SEQ))
+        per_flop[tp] = (expected - elementwise - attention_s) / (flops - scores)
     assert per_flop[32] / per_flop[8] == pytest.approx(_expected_factor(8) / _expected_factor(32), rel=1e-9)
     assert per_flop[32] / per_flop[8] > 1.05  # the GPU curve's soft knee makes the split cost
-    eta = calibrate.matmul_efficiency("H100")
-    peak = float(hardware.get("H100").bf16_dense_flops_per_s)
     assert per_flop[8] == pytest.approx(1 / (peak * eta * _expected_factor(8)), rel=1e-9)
+
+
+# FlashAttention-3's paper (shah2024flashattention3), H100 SXM5, BF16, head dimension 128, 4,096 tokens a
+# sequence: forward with the causal mask and backward, TFLOP/s by its count (the backward 2.5 forwards)
+FA2_AT_4K_TFLOPS, CUDNN_AT_4K_TFLOPS = (319, 310), (518, 499)
+
+
+def _share_by_hand(forward, backward):
+    # the model counts forward + backward as 3 forwards; the kernel spends 1/forward + 2.5/backward on them,
+    # over the 0.73 of H100's dense BF16 peak the seed prints for a tuned job's math
+    return 3 / (1 / forward + 2.5 / backward) / (0.73 * float(hardware.get("H100").bf16_dense_flops_per_s) / 1e12)
+
+
+def test_attention_scores_run_at_their_kernels_share():
+    """On Hopper the scores run at η times their kernel's speed over a tuned job's
+    math: FlashAttention-2 where no stack or PyTorch's is named, cuDNN's under
+    Transformer Engine (Megatron); elsewhere, and for eager attention, at η."""
+    assert calibrate.attention_share("H100", "any", 4096) == pytest.approx(_share_by_hand(*FA2_AT_4K_TFLOPS), rel=1e-9)
+    assert calibrate.attention_share("H100", "pytorch", 4096) == calibrate.attention_share("H100", "any", 4096)
+    cudnn = calibrate.attention_share("H100", "megatron", 4096)
+    assert cudnn == pytest.approx(_share_by_hand(*CUDNN_AT_4K_TFLOPS), rel=1e-9)
+    assert 0.35 < calibrate.attention_share("H100", "any", 4096) < cudnn < 0.7
+    # the nearest printed length; beyond them the shortest and the longest
+    assert calibrate.attention_share("H800", "megatron", 4500) == cudnn
+    assert calibrate.attention_share("H100", "any", 131072) == calibrate.attention_share("H100", "any", 16384)
+    for other in ("B200", "A100", "TPU v5p", "MI355X"):
+        assert calibrate.attention_share(other, "megatron", 4096) == 1.0
+    # priced so: the 70B step's math at tp 8 under each stack differs by the scores' time alone
+    lay = {stack: _layout("LLaMA-3 70B", "H100", {"tp": 8}, stack=stack) for stack in ("any", "megatron")}
+    math = {stack: timing.math_s(lay[stack], "none")[2] for stack in lay}
+    scores = training.attention_flops_per_token("LLaMA-3 70B", SEQ, causal=True) * lay["any"].global_tokens / 8
+    eta, peak = calibrate.matmul_efficiency("H100"), float(hardware.get("H100").bf16_dense_flops_per_s)
+    gap = scores / (peak * eta) * (1 / calibrate.attention_share("H100", "any", SEQ) - 1 / cudnn)
+    assert math["any"] - math["megatron"] == pytest.approx(gap, rel=1e-9)
+    with pytest.raises(ValueError, match="stack: "):
+        calibrate.attention_share("H100", "triton", 4096)
 
 
 def test_on_the_tpu_curve_a_split_costs_little_and_few_tokens_cost_much():

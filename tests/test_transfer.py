@@ -69,9 +69,15 @@ def test_torchtitan_rows_of_the_table_are_held_out_and_expected_fast(loso):
     rows = [r for r in loso if r.run in measured.TORCHTITAN_H100_RUNS]
     assert len(rows) == len(measured.TORCHTITAN_H100_RUNS)
     assert all(r.held_out and r.family == "pytorch" and r.fold == transfer.book_fold() for r in rows)
-    # every one expected faster than it ran (the Grand Teton part's power limit is not priced); the
-    # plainest, 70B in BF16 with plain TP (2025-06 file), within the tolerance
-    assert all(r.error < 0 for r in rows)
+    # every 8B run expected faster than it ran, by more than the tolerance (the Grand Teton part's power
+    # limit is not priced); since the scores run at FlashAttention-2's share of η (calibrate.attention_share,
+    # SDPA's first choice on H100), all but one 70B run within it; the plainest, 70B in BF16 with plain TP
+    # (2025-06 file), among them
+    eight = [r for r in rows if r.run.model == "LLaMA-3 8B"]
+    seventy = [r for r in rows if r.run.model == "LLaMA-3 70B"]
+    assert len(eight) + len(seventy) == len(rows)
+    assert all(r.error < -validation.TOLERANCE for r in eight)
+    assert sum(abs(r.error) <= validation.TOLERANCE for r in seventy) == len(seventy) - 1
     plain = next(r for r in rows if r.run.name == "torchtitan 2025-06 Llama 3 70B, 256 H100, BF16, vanilla TP")
     assert abs(plain.error) <= validation.TOLERANCE
 

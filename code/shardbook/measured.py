@@ -106,6 +106,22 @@ GROUPED_GEMM_POINTS = (
 )
 
 
+# The attention kernels' own speed on one H100 SXM5 (80 GB), BF16, head dimension 128, by sequence
+# length (batch x sequence = 16,384 tokens, 16 heads), as FlashAttention-3's paper prints it
+# (shah2024flashattention3, the bar labels of its forward figure with the causal mask and of its
+# backward figure): TFLOP/s by the paper's count, the backward's FLOPs 2.5 times the forward's
+# (its five matmuls to the forward's two). FlashAttention-2 is what PyTorch's SDPA and the
+# flash-attn package run on Hopper; cuDNN's fused attention is what Transformer Engine prefers
+# there (planner.calibrate.ATTENTION_KERNEL_OF_STACK).
+ATTENTION_KERNEL_SEQ_LENS = (512, 1024, 2048, 4096, 8192, 16384)
+ATTENTION_KERNEL_TFLOPS_H100 = {
+    # kernel: (forward, causal), (backward) TFLOP/s at each of ATTENTION_KERNEL_SEQ_LENS
+    "fa2": ((191, 260, 298, 319, 333, 335), (214, 260, 291, 310, 318, 322)),
+    "cudnn": ((315, 410, 484, 518, 529, 539), (305, 408, 465, 499, 518, 516)),
+}
+ATTENTION_BACKWARD_FLOPS_OVER_FORWARD = 2.5  # the paper's count: five matmuls to the forward's two
+
+
 @dataclass(frozen=True)
 class AchievedScaleUp:
     """A published achieved (not line-rate) scale-up bandwidth, one direction.
@@ -1908,6 +1924,31 @@ HELD_OUT_RUNS = (
     + MEGATRON_BRIDGE_B200_HELD_OUT_RUNS
     + LLAMA3_LONG_CONTEXT_RUNS
 )
+
+
+# The software stack family (a key of transfer.STACK_FAMILIES) each source's runs trained with:
+# the band a plan carries is its family's (transfer), and so is the attention kernel the planner
+# prices on Hopper (planner.calibrate.ATTENTION_KERNEL_OF_STACK, through search.run_options).
+STACK_OF_SOURCE = {
+    "narayanan2021megatron": "megatron",
+    "korthikanti2022reducing": "megatron",
+    "megatron-lm-readme": "megatron",
+    "megatron-bridge-perf-summary": "megatron",
+    # Meta trained Llama 3 on its own PyTorch stack (FSDP with TP, PP and CP), not Megatron-LM
+    "dubey2024llama3": "pytorch",
+    "llm-foundry-benchmarks": "pytorch",
+    # torchtitan: PyTorch's own FSDP2, TP and Float8 (held out, measured.TORCHTITAN_H100_RUNS)
+    "torchtitan-benchmarks": "pytorch",
+    "maxtext-tiering": "maxtext",
+    "maxtext-v5p-perf": "maxtext",
+    "maxtext-v5e-perf": "maxtext",
+    "tpu-recipes-v5p": "maxtext",
+    # the AMD seed's sweep ran MaxText on ROCm
+    "scale-your-model-amd": "maxtext",
+    "deepseek2024v3": "deepseek",
+    # BigScience trained BLOOM with its fork of Megatron-DeepSpeed: DeepSpeed's pipeline engine and optimizer
+    "bigscience-tr11-176b": "deepspeed",
+}
 
 
 def run_named(name):

@@ -780,6 +780,27 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
     return _named_policy_rerun_flops(m, policy, scores)
 
 
+def recomputed_attention_flops_per_token(model, seq_len, recompute="none", causal=False):
+    """The attention scores' share of recomputed_flops_per_token: the
+    forward of QKᵀ and the product with V that a policy runs again
+    ('selective' and 'full': every layer's; a MaxText policy: each layer's
+    that does not keep `context`; 'none' and DeepSeek-V3's recipe: none)."""
+    m = models.get(model)
+    _validate.count("seq_len", seq_len)
+    policy = recompute_policy(recompute)
+    scores = 4 * m.n_heads * m.head_dim * seq_len / (2 if causal else 1)
+    if policy.name == "none" or policy.kind == "recipe":
+        return 0
+    if policy.name in ("selective", "full"):
+        return m.n_layers * scores
+    rerun = 0
+    for dense_layer in (False, True):
+        n = m.n_dense_layers if dense_layer else m.n_layers - m.n_dense_layers
+        if "context" not in set(policy.saves_of(m, dense_layer)) | set(policy.offloads):
+            rerun += n * scores
+    return rerun
+
+
 def _named_policy_rerun_flops(m, policy, scores):
     """recomputed_flops_per_token for a MaxText named policy; `scores` the
     attention core's forward FLOPs per token of one layer."""

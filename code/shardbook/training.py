@@ -80,9 +80,20 @@ def model_flops_per_token(model, seq_len, causal=False):
     kernels compute. No recomputation: this is the numerator of MFU.
     Ref: narayanan2021megatron, chowdhery2022palm, maxtext."""
     m = models.get(model)
+    return 6 * models.active_param_count(m) + attention_flops_per_token(m, seq_len, causal)
+
+
+def attention_flops_per_token(model, seq_len, causal=False):
+    """The attention scores' share of model_flops_per_token: 12·L·H·d_h·s
+    (QKᵀ and the product with V, forward and backward), halved when
+    `causal`. The kernels that run it (FlashAttention, cuDNN's fused
+    attention) sustain a share of peak of their own, which the planner
+    prices apart from the matmuls (planner.calibrate.attention_share).
+    Ref: narayanan2021megatron, chowdhery2022palm."""
+    m = models.get(model)
     _validate.count("seq_len", seq_len)
     attention = 12 * m.n_layers * m.n_heads * m.head_dim * seq_len
-    return 6 * models.active_param_count(m) + (attention / 2 if causal else attention)
+    return attention / 2 if causal else attention
 
 
 def hardware_flops_per_token(model, seq_len, recompute="none", causal=False):

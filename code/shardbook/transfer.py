@@ -31,26 +31,7 @@ STACK_FAMILIES = {
     "deepspeed": "DeepSpeed",
     "deepseek": "DeepSeek's own",
 }
-STACK_OF_SOURCE = {
-    "narayanan2021megatron": "megatron",
-    "korthikanti2022reducing": "megatron",
-    "megatron-lm-readme": "megatron",
-    "megatron-bridge-perf-summary": "megatron",
-    # Meta trained Llama 3 on its own PyTorch stack (FSDP with TP, PP and CP), not Megatron-LM
-    "dubey2024llama3": "pytorch",
-    "llm-foundry-benchmarks": "pytorch",
-    # torchtitan: PyTorch's own FSDP2, TP and Float8 (held out, measured.TORCHTITAN_H100_RUNS)
-    "torchtitan-benchmarks": "pytorch",
-    "maxtext-tiering": "maxtext",
-    "maxtext-v5p-perf": "maxtext",
-    "maxtext-v5e-perf": "maxtext",
-    "tpu-recipes-v5p": "maxtext",
-    # the AMD seed's sweep ran MaxText on ROCm
-    "scale-your-model-amd": "maxtext",
-    "deepseek2024v3": "deepseek",
-    # BigScience trained BLOOM with its fork of Megatron-DeepSpeed: DeepSpeed's pipeline engine and optimizer
-    "bigscience-tr11-176b": "deepspeed",
-}
+STACK_OF_SOURCE = measured.STACK_OF_SOURCE  # each source's stack family (kept beside the runs)
 
 HELD_OUT_RUNS = measured.HELD_OUT_RUNS  # priced with the book's own figures (or without their source's)
 

@@ -21,7 +21,10 @@ ASSUMPTIONS = f"""\
   ideal_overlap bound. The
   expectation (`expected_step_s`, `expected_mfu`) divides the math by a
   sustained efficiency per accelerator (and, in FP8, by a fitted FP8
-  speedup of the matmuls), adds the work between the matmuls
+  speedup of the matmuls), the attention scores on Hopper by the share of
+  it their kernel sustains (--stack: FlashAttention-2 for PyTorch, DeepSpeed
+  or none named, cuDNN's for Megatron, MaxText and DeepSeek;
+  calibrate.attention_share), adds the work between the matmuls
   at the achieved HBM bandwidth (calibrate.ELEMENTWISE_PASSES times the
   least traffic of what a layer keeps), prices collectives at achieved
   bandwidths with a latency per ring step (per peer message for

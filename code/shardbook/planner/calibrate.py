@@ -63,33 +63,33 @@ ASSUMED_NOTE = "not fitted: assumed"  # how an assumed figure's note begins
 # tests/test_validation.py holds each fitted value to its fit within 0.01.
 MATMUL_EFFICIENCY = {
     "H100": Figure(
-        0.52,
+        0.53,
         "fit",
         "fitted on the H100 calibration runs (Llama 3 8K; Megatron-Core 1.7B, 16B, 70B, 177B, 462B); "
         "measured.SUSTAINED prints 0.73 for H100, a sustained share of peak it does not define further",
     ),
     "H800": Figure(
-        0.32,
+        0.33,
         "fit",
         "validation.fit_matmul_efficiency on DeepSeek-V3 (the only H800 run: FP8 matmuls with 1x128 and 128x128 "
         "scaling tiles, over the BF16 peak, at the FP8 speedup H100's FP8 run fits)",
     ),
     "B200": Figure(
-        0.47,
+        0.45,
         "fit",
         "validation.fit_matmul_efficiency on the B200 calibration run (Megatron Bridge Llama 3 8B, 8 GPUs, the 25.11 "
         "container's row in its archive: MXFP8 matmuls priced as FP8, over the BF16 peak, at the FP8 speedup H100's "
         "FP8 run fits); measured.SUSTAINED prints 0.69",
     ),
     "GB200 NVL72": Figure(
-        0.45,
+        0.44,
         "fit",
         "validation.fit_matmul_efficiency on the GB200 NVL72 calibration run (Megatron Bridge Llama 3 70B, 64 GPUs: "
         "MXFP8 matmuls priced as FP8, over the BF16 peak, at the FP8 speedup H100's FP8 run fits); "
         "measured.SUSTAINED's 0.70 is printed approximate (≈)",
     ),
     "GB300 NVL72": Figure(
-        0.56,
+        0.55,
         "fit",
         "validation.fit_matmul_efficiency on the GB300 NVL72 calibration run (Megatron Bridge Llama 3 70B, 64 GPUs: "
         "MXFP8 matmuls priced as FP8, over the BF16 peak, at the FP8 speedup H100's FP8 run fits); "
@@ -346,7 +346,7 @@ FP8_PEAK_RATIO = {
     "Ironwood": Figure(2.0, "google-tpu7x", "FP8 peak twice the BF16 figure", provisional=True),
 }
 FP8_SUSTAINED_SPEEDUP = Figure(
-    1.87,
+    1.91,
     "fit",
     "validation.fit_fp8_speedup on the FP8 calibration run of an accelerator whose BF16 runs fix its η "
     "(Megatron Bridge Llama 3 70B, 64 H100); the gain of the matmuls alone, their inputs' casts priced apart "
@@ -514,6 +514,68 @@ def check_stack(stack):
     return stack
 
 
+# --- the attention kernels ---------------------------------------------------------------
+# The attention scores (QKᵀ and the product with V, training.attention_flops_per_token) run in a
+# kernel of their own, which sustains less of the peak than the matmuls around it, and how much
+# less depends on the kernel the stack calls. On Hopper the planner prices them at η times the
+# kernel's speed (measured.ATTENTION_KERNEL_TFLOPS_H100, FlashAttention-3's paper) over the share
+# of the dense BF16 peak a tuned job's math sustains there (measured.SUSTAINED, 0.73 for H100):
+# the overheads η carries beyond the kernels carry over, the kernel's own speed is the paper's.
+# Each stack's kernel on Hopper: Transformer Engine prefers cuDNN's fused attention there
+# (nemo-flash-attention: Megatron-Core, NeMo, Megatron Bridge; MaxText on GPU calls it through
+# Transformer Engine too); PyTorch's scaled_dot_product_attention tries FlashAttention-2 first
+# and cuDNN's only when asked (pytorch-sdpa-cudnn-opt-in; torchtitan asks on B200 alone,
+# torchtitan-sdpa-backends), and llm-foundry's and DeepSpeed's runs call the flash-attn package
+# (FlashAttention-2). DeepSeek-V3's own kernels are not published: taken as cuDNN's (assumed).
+# Where no stack is named ("any") the planner takes FlashAttention-2, what both PyTorch and the
+# flash-attn package run unless asked otherwise. Off Hopper (Ampere, Blackwell, Instinct, TPUs)
+# no source times the kernels against the matmuls here: the scores run at η, as the rest.
+ATTENTION_KERNEL_OF_STACK = {
+    "any": "fa2",
+    "megatron": "cudnn",
+    "pytorch": "fa2",
+    "maxtext": "cudnn",
+    "deepspeed": "fa2",
+    "deepseek": "cudnn",
+}
+ATTENTION_KERNEL_PRESETS = ("H100", "H200", "H800", "H100 Grand Teton")  # Hopper: the paper's GPU and its die
+
+
+def attention_kernel(accelerator, stack):
+    """The attention kernel `stack` runs on `accelerator` (a key of
+    measured.ATTENTION_KERNEL_TFLOPS_H100), or None where the planner has
+    no kernel timing for that accelerator and prices the scores at η."""
+    check_stack(stack)
+    if preset_name(accelerator) not in ATTENTION_KERNEL_PRESETS:
+        return None
+    return ATTENTION_KERNEL_OF_STACK[stack]
+
+
+def attention_share(accelerator, stack, seq_len):
+    """The share of η the attention scores sustain on `accelerator` under
+    `stack` at `seq_len` tokens a sequence (a device's share under cp): the
+    kernel's forward and backward together (measured.ATTENTION_KERNEL_TFLOPS_H100
+    at the nearest printed length, by its logarithm; the shortest and longest
+    beyond them) in the model's FLOP count (the backward twice the forward),
+    over the share of the dense BF16 peak measured.SUSTAINED prints for the
+    accelerator's die; 1 where attention_kernel is None."""
+    from .. import measured
+
+    _validate.positive("seq_len", seq_len)
+    kernel = attention_kernel(accelerator, stack)
+    if kernel is None:
+        return 1.0
+    lengths = measured.ATTENTION_KERNEL_SEQ_LENS
+    clamped = min(max(float(seq_len), lengths[0]), lengths[-1])
+    i = min(range(len(lengths)), key=lambda j: abs(math.log(lengths[j] / clamped)))
+    forward, backward = (series[i] * 1e12 for series in measured.ATTENTION_KERNEL_TFLOPS_H100[kernel])
+    # the model counts the backward as twice the forward; the kernel runs 2.5 forwards' worth in it
+    seconds_per_forward_flop = 1 / forward + measured.ATTENTION_BACKWARD_FLOPS_OVER_FORWARD / backward
+    sustained = 3 / seconds_per_forward_flop
+    h100 = next(e for e in measured.SUSTAINED if e.accelerator == "H100")
+    return sustained / (h100.compute * hardware.get("H100").bf16_dense_flops_per_s)
+
+
 @dataclass(frozen=True)
 class Band:
     """The errors (expected / measured step − 1) that bracket most runs the
@@ -555,16 +617,16 @@ def measured_over_expected(low_error, high_error):
 # takes "moe" (MoE runs of every stack: too few in any one).
 STEP_BANDS = {
     "megatron": Band(
-        -0.07, 0.07, 29, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge on A100 and H100"
+        -0.09, 0.05, 29, "the dense runs of Megatron-LM, Megatron-Core and Megatron Bridge on A100 and H100"
     ),
     "pytorch": Band(
-        -0.22, 0.14, 53, "the dense runs of Meta's Llama 3 stack, MosaicML's llm-foundry (MPT) and torchtitan"
+        -0.14, 0.17, 53, "the dense runs of Meta's Llama 3 stack, MosaicML's llm-foundry (MPT) and torchtitan"
     ),
     "maxtext": Band(-0.12, 0.17, 17, "the dense runs of MaxText (v5e, v5p, v6e; tpu-recipes)"),
-    "any": Band(-0.17, 0.13, 100, "every dense run on an accelerator fitted on several runs"),
+    "any": Band(-0.13, 0.16, 100, "every dense run on an accelerator fitted on several runs"),
     "prior": Band(
-        -0.14,
-        0.14,
+        -0.16,
+        0.10,
         10,
         "the dense runs on GB200 NVL72, GB300 NVL72 and B200, each fitted on one row of Megatron Bridge's "
         "table and so priced at its printed fraction, scaled by what H100's fit is of its own, when that "
@@ -628,7 +690,7 @@ HBM_BYTES_PER_S = {
 # (narayanan2021megatron Table 1: 44 % of peak at 1.7B, 52 % at 1T;
 # megatron-lm-readme: 41 % MFU at 1.7B, 47-48 % for the largest).
 ELEMENTWISE_PASSES = Figure(
-    3.02,
+    2.98,
     "fit",
     "validation.fit_elementwise_passes on the whole calibration set (every accelerator's η refitted at each trial)",
 )

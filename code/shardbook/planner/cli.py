@@ -578,8 +578,8 @@ def _parser():
     parser.add_argument(
         "--stack",
         default="any",
-        help=f"the software stack that will run it, for the band around the expected step: "
-        f"{', '.join(calibrate.STACKS)} (default any)",
+        help=f"the software stack that will run it, for the band around the expected step and, on Hopper, the "
+        f"attention kernel it calls (FlashAttention-2 or cuDNN's): {', '.join(calibrate.STACKS)} (default any)",
     )
     parser.add_argument(
         "--compile",

@@ -97,6 +97,7 @@ def layout(
     loss_logits=None,
     slices=None,
     reserve_bytes=None,
+    stack="any",
 ):
     """The Layout of a step, or a ValueError naming the argument and the
     rule (TooFewSequences when a data-parallel rank gets less than one
@@ -237,6 +238,7 @@ def layout_plan(m, acc, mesh, global_tokens, options, n_devices=None):
         dense_replicas=mesh["dp"] * mesh["cp"] * (1 if dense_over_ep else ep),
         expert_replicas=mesh["dp"] * mesh["cp"],
         reserve_bytes=reserve_bytes,
+        stack=calibrate.check_stack(options.stack),
     )
 
 

@@ -757,9 +757,11 @@ def largest_n_virtual(model, pp, uneven_pipeline=False):
 
 def run_options(run):
     """The evaluate options a published run declares: its sequence length,
-    microbatch, recomputation and pipeline layout, and any planner option
-    the run record carries (schedule, n_virtual, state_recipe, zero, ...)."""
-    from ..measured import PublishedRun
+    microbatch, recomputation and pipeline layout, its source's stack family
+    (measured.STACK_OF_SOURCE; 'any' where the source has none), and any
+    planner option the run record carries (schedule, n_virtual,
+    state_recipe, zero, ...)."""
+    from ..measured import STACK_OF_SOURCE, PublishedRun
 
     if not isinstance(run, PublishedRun):
         raise TypeError(f"run: must be a measured.PublishedRun, got {type(run).__name__}")
@@ -768,6 +770,7 @@ def run_options(run):
         micro_batch_seqs=run.micro_batch_seqs,
         recompute=run.recompute,
         uneven_pipeline=run.uneven_pipeline,
+        stack=STACK_OF_SOURCE.get(run.source, "any"),  # its kernels (the attention's on Hopper) and its band
     )
     if getattr(run, "remat_policy", "") in memory_plan.RECOMPUTE:
         options["recompute"] = run.remat_policy  # the policy the run declares, where the planner knows it

@@ -63,6 +63,7 @@ class Layout:
     dense_replicas: int
     expert_replicas: int
     reserve_bytes: float = 0.0
+    stack: str = "any"  # the software stack family: the attention kernel it calls (calibrate.attention_kernel)
 
     @property
     def n_devices(self):

@@ -334,7 +334,10 @@ def math_s(lay, recompute):
     to `expected_s`). The elementwise bytes grow with s·b·h per layer and the matmul FLOPs
     with s·b·h², so narrow models spend more of their step here. The
     sustained efficiency is the accelerator's η times the shape factor of
-    its matmuls (matmul_shape_factor). An MoE
+    its matmuls (matmul_shape_factor); the attention scores (their forward
+    and backward, and the forward a policy reruns) at η times the share
+    their kernel sustains (calibrate.attention_share: the stack's kernel on
+    Hopper; 1 elsewhere and for eager attention). An MoE
     model that drops tokens computes its experts' whole capacity
     (capacity_factor)."""
 
@@ -353,8 +356,15 @@ def math_s(lay, recompute):
     bound = hardware_flops / (n * peak * (calibrate.fp8_peak_ratio(acc) if fp8 else 1))
     balance = lay.deepest / (m.n_layers / pp) if pp > 1 else 1.0  # the deepest stage sets the pace
     speedup = calibrate.fp8_sustained_speedup(acc) if fp8 else 1
-    eta = calibrate.matmul_efficiency(acc) * matmul_shape_factor(lay)
-    expected = hardware_flops / (n * peak * speedup) * balance / eta
+    eta = calibrate.matmul_efficiency(acc)
+    # the attention scores run in their own kernel, at the share of η it sustains; an FP8 plan's
+    # fitted speedup (of whole steps' math) applies to them too: which runs kept their attention in
+    # BF16 is not published run by run, and H100's one FP8 calibration run cannot be fitted with a
+    # speedup of at most the peak ratio if its attention is taken as BF16
+    scores = attention_hardware_flops_per_token(lay, recompute) * lay.global_tokens
+    share = calibrate.attention_share(acc, lay.stack, lay.seq_len / mesh["cp"]) if lay.attention == "flash" else 1.0
+    expected = (hardware_flops - scores) / (n * peak * speedup) * balance / (eta * matmul_shape_factor(lay))
+    expected += scores / (n * peak * speedup) * balance / (eta * share)
     expected += grouped_gemm_s(lay, recompute)
     hbm = calibrate.hbm_bytes_per_s(acc)
     if not hbm:
@@ -499,8 +509,8 @@ def matmul_shape_factor(lay):
     matmul_efficiency's smoothed roofline at each product of matmul_shapes
     (BF16 operands, its ridge the curve's ratio (calibrate.matmul_shape_curve)
     times the accelerator's BF16 peak over its spec HBM bandwidth), every
-    other FLOP of the step (the attention core, the routed experts, the
-    embedding lookup the model count includes) at 1. FP8 products take the
+    other FLOP of the model count but the attention scores, which math_s
+    prices apart (the routed experts, the embedding lookup) at 1. FP8 products take the
     same factor: half the bytes against twice the peak. 1 without an HBM
     figure. Inside shared_costs it is priced once per shape and accelerator
     (a search tries many schedules and policies on each)."""
@@ -519,8 +529,20 @@ def _matmul_shape_factor(lay):
     curve, ratio = calibrate.matmul_shape_curve(acc)
     ridge = ratio * float(acc.bf16_dense_flops_per_s) / hbm
     shapes = tuple((k, mm, n, f) for _, mm, k, n, f in matmul_shapes(lay))
+    # the attention scores are priced apart (math_s: attention_share)
     total = training.model_flops_per_token(lay.model, lay.seq_len, causal=True)
+    total -= training.attention_flops_per_token(lay.model, lay.seq_len, causal=True)
     return _harmonic_factor(shapes, total, ridge, matmul_efficiency.CURVES[curve].sharpness)
+
+
+def attention_hardware_flops_per_token(lay, recompute):
+    """The attention scores' FLOPs per trained token that a step runs
+    (training.attention_flops_per_token, causal, plus the forward a policy
+    reruns: memory.recomputed_attention_flops_per_token)."""
+    check_layout(lay)
+    m = lay.model
+    model = training.attention_flops_per_token(m, lay.seq_len, causal=True)
+    return model + memory.recomputed_attention_flops_per_token(m, lay.seq_len, recompute, causal=True)
 
 
 @functools.lru_cache(maxsize=4096)
