@@ -698,19 +698,12 @@ def test_a_bad_timeout_is_one_line_before_any_worker_starts(command, seconds):
     )
 
 
-@pytest.mark.parametrize(
-    ("command", "rule"),
-    [
-        (["run", "fsdp_matmul", "--processes", "3"], "must divide 8 (the mesh size), got 3"),
-        (["train", "dp", "--processes", "3"], "must divide 8 (the mesh size) and be at least 2, got 3"),
-    ],
-)
-def test_a_bad_process_count_names_the_flag_the_reader_typed(command, rule):
+def test_a_bad_process_count_names_the_flag_the_reader_typed():
     """The library's refusal said 'processes:', which is no option of the
-    command line; the reader typed --processes."""
-    result = _hlo_cli(*command, cwd=ROOT)
+    command line; the reader typed --processes (`train`'s: test_model)."""
+    result = _hlo_cli("run", "fsdp_matmul", "--processes", "3", cwd=ROOT)
     assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert result.stderr.strip().splitlines() == [f"shardbook.hlo: --processes: {rule}"]
+    assert result.stderr.strip().splitlines() == ["shardbook.hlo: --processes: must divide 8 (the mesh size), got 3"]
 
 
 @pytest.mark.parametrize("command", ["process", "train-process"])

@@ -421,7 +421,7 @@ def test_the_train_command_refuses_a_process_count_that_does_not_divide_the_mesh
     assert result.returncode == 2
     assert (
         result.stderr.strip()
-        == f"shardbook.hlo: processes: must divide 8 (the mesh size) and be at least 2, got {processes}"
+        == f"shardbook.hlo: --processes: must divide 8 (the mesh size) and be at least 2, got {processes}"
     )
 
 
