@@ -557,8 +557,9 @@ def attention_share(accelerator, stack, seq_len):
     kernel's forward and backward together (measured.ATTENTION_KERNEL_TFLOPS_H100
     at the nearest printed length, by its logarithm; the shortest and longest
     beyond them) in the model's FLOP count (the backward twice the forward),
-    over the share of the dense BF16 peak measured.SUSTAINED prints for the
-    accelerator's die; 1 where attention_kernel is None."""
+    over the share of H100's dense BF16 peak measured.SUSTAINED prints (the
+    die of every preset in ATTENTION_KERNEL_PRESETS); 1 where
+    attention_kernel is None."""
     from .. import measured
 
     _validate.positive("seq_len", seq_len)
