@@ -759,8 +759,7 @@ def recomputed_flops_per_token(model, seq_len, recompute="none", causal=False):
     m = models.get(model)
     _validate.count("seq_len", seq_len)
     policy = recompute_policy(recompute)
-    # per layer forward: QKᵀ and PV, with the head width training.model_flops_per_token counts
-    scores = 4 * m.n_heads * m.head_dim * seq_len / (2 if causal else 1)
+    scores = _scores_forward_flops(m, seq_len, causal)
     if policy.name == "none":
         return 0
     if policy.name == "selective":
@@ -788,17 +787,30 @@ def recomputed_attention_flops_per_token(model, seq_len, recompute="none", causa
     m = models.get(model)
     _validate.count("seq_len", seq_len)
     policy = recompute_policy(recompute)
-    scores = 4 * m.n_heads * m.head_dim * seq_len / (2 if causal else 1)
+    scores = _scores_forward_flops(m, seq_len, causal)
     if policy.name == "none" or policy.kind == "recipe":
         return 0
     if policy.name in ("selective", "full"):
         return m.n_layers * scores
-    rerun = 0
-    for dense_layer in (False, True):
-        n = m.n_dense_layers if dense_layer else m.n_layers - m.n_dense_layers
-        if "context" not in set(policy.saves_of(m, dense_layer)) | set(policy.offloads):
-            rerun += n * scores
-    return rerun
+    return sum(n * scores for dense_layer, n in _layers_by_kind(m) if "context" not in _kept(policy, m, dense_layer))
+
+
+def _scores_forward_flops(m, seq_len, causal):
+    """One layer's forward of the attention scores per token, QKᵀ and PV:
+    4·a·d_head·s with the head width training.model_flops_per_token counts,
+    halved when causal."""
+    return 4 * m.n_heads * m.head_dim * seq_len / (2 if causal else 1)
+
+
+def _layers_by_kind(m):
+    """(dense_layer, count) of a model's layers as the named policies tell them apart: its MoE layers
+    (every layer of a dense model) and its dense ones."""
+    return ((False, m.n_layers - m.n_dense_layers), (True, m.n_dense_layers))
+
+
+def _kept(policy, m, dense_layer):
+    """What a named policy keeps of one layer of the kind, in HBM or on the host."""
+    return set(policy.saves_of(m, dense_layer)) | set(policy.offloads)
 
 
 def _named_policy_rerun_flops(m, policy, scores):
@@ -808,9 +820,8 @@ def _named_policy_rerun_flops(m, policy, scores):
     out_proj = ctx * m.d_model
     qkv = models._attention_params(m) - out_proj
     total = 0
-    for dense_layer in (False, True):
-        n = m.n_dense_layers if dense_layer else m.n_layers - m.n_dense_layers
-        kept = set(policy.saves_of(m, dense_layer)) | set(policy.offloads)
+    for dense_layer, n in _layers_by_kind(m):
+        kept = _kept(policy, m, dense_layer)
         f_tokens, _, _ = _mlp_shape(m, dense_layer) if n else (0, 0, 0)
         per_layer = 0
         if m.mla is None and set(_QKV) & kept and not set(_QKV) <= kept:

@@ -363,8 +363,8 @@ def math_s(lay, recompute):
     # speedup of at most the peak ratio if its attention is taken as BF16
     scores = attention_hardware_flops_per_token(lay, recompute) * lay.global_tokens
     share = calibrate.attention_share(acc, lay.stack, lay.seq_len / mesh["cp"]) if lay.attention == "flash" else 1.0
-    expected = (hardware_flops - scores) / (n * peak * speedup) * balance / (eta * matmul_shape_factor(lay))
-    expected += scores / (n * peak * speedup) * balance / (eta * share)
+    per_flop_s = balance / (n * peak * speedup * eta)  # at η, at the deepest stage's pace
+    expected = per_flop_s * ((hardware_flops - scores) / matmul_shape_factor(lay) + scores / share)
     expected += grouped_gemm_s(lay, recompute)
     hbm = calibrate.hbm_bytes_per_s(acc)
     if not hbm:
