@@ -1224,7 +1224,8 @@ MULTISLICE_RUNS = tuple(
 # every row at sequence length 2,048, in the table's order: (size, GPUs, MFU %, microbatch,
 # gradient accumulation, global batch in sequences, tokens/s, activation checkpointing). PyTorch
 # FSDP, FULL_SHARD over every GPU (the planner's fsdp axis; weights gathered again for each
-# microbatch), amp_bf16, FlashAttention (submit_benchmarks.py's default attn_impl); activation
+# microbatch), amp_bf16, llm-foundry's Triton FlashAttention (attn_impl 'triton', submit_benchmarks.py's
+# default when the table was made: llm-foundry-benchmark-sweeps; priced as FlashAttention-2); activation
 # checkpointing reruns each block's forward (the planner's 'full'). The table's MFU is
 # (6·N + 6·layers·2·D·s) FLOPs per token, N with MPT's learned position table, over 989 TFLOP/s.
 # Not validation runs: none calibrates or validates (PyTorch FSDP alone, which no fitted run trains with);
@@ -1264,7 +1265,9 @@ MPT_H100_TABLE = (
 # once for the forward and kept through the backward), which the planner prices as ZeRO-2 over a
 # dp axis (with one microbatch a step, one all-gather and one reduce-scatter of the weights' bytes,
 # as SHARD_GRAD_OP moves them); the rest FULL_SHARD, as the first table's. Held out as the first
-# table's rows are (MPT_H100_RUNS holds both tables' runs).
+# table's rows are (MPT_H100_RUNS holds both tables' runs). Its sweep (llm-foundry-benchmark-sweeps)
+# asked for llm-foundry's Triton FlashAttention on 13B and 30B and the flash-attn package on the rest;
+# the planner prices every row's scores as FlashAttention-2.
 MPT_H100_LARGE_SCALE_TABLE = (
     ("70B", 512, 41.25, 8, 1, 4096, 515636, True, "FULL_SHARD"),
     ("70B", 256, 42.42, 8, 1, 2048, 265149, True, "FULL_SHARD"),
