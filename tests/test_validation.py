@@ -14,11 +14,12 @@ BIB_KEYS = set(re.findall(r"@\w+\{([^,]+),", (ROOT / "references.bib").read_text
 RUNS = measured.VALIDATION_RUNS
 # every published run the planner is held to: the validation runs, the runs on several slices and
 # the held-out runs of other frameworks (MPT with PyTorch FSDP, BLOOM with Megatron-DeepSpeed) and
-# Megatron Bridge's MoE rows on H100
+# Megatron Bridge's MoE rows on H100 (and MPT's rows at other lengths, shown beside the held-out set)
 EVERY_RUN = (
     RUNS
     + measured.MULTISLICE_RUNS
     + measured.MPT_H100_RUNS
+    + measured.MPT_H100_OTHER_LENGTH_RUNS
     + measured.TORCHTITAN_H100_RUNS
     + measured.TPU_RECIPES_V5P_RUNS
     + measured.BLOOM_A100_RUNS
@@ -505,6 +506,39 @@ def test_mpt_tables_are_the_sources_rows():
             assert row["Activation Checkpointing"] == str(checkpointing)
             assert row["Sharding Strategy"] == sharding
             assert int(row["NumParams"]) == MPT_NUM_PARAMS[size]
+    # the first table's other rows, in its order: eight GPUs, FULL_SHARD, each model's position table
+    # grown to the length (NumParams as printed), the MFU counted as at 2,048 tokens
+    others = [row for row in tables[measured.MPT_TABLE_TITLES["main"]] if row["SeqLen (T)"] != "2048"]
+    assert len(measured.MPT_H100_OTHER_LENGTHS_TABLE) == len(others) == len(measured.MPT_H100_OTHER_LENGTH_RUNS)
+    rows = zip(measured.MPT_H100_OTHER_LENGTHS_TABLE, others, measured.MPT_H100_OTHER_LENGTH_RUNS, strict=True)
+    for mine, row, run in rows:
+        size, seq_len, gpus, mfu, micro, accumulation, batch, tokens_per_s, checkpointing = mine
+        assert (row["Model"], int(row["SeqLen (T)"]), int(row["# GPUs"]), float(row["MFU"])) == (
+            size.lower(),
+            seq_len,
+            gpus,
+            mfu,
+        )
+        assert (int(row["MicroBatchSize"]), int(row["GradAccum"]), int(row["GlobalBatchSize"])) == (
+            micro,
+            accumulation,
+            batch,
+        )
+        assert int(row["Throughput (T/s)"]) == tokens_per_s and row["Activation Checkpointing"] == str(checkpointing)
+        assert (row["GPU"], row["Precision"], row["MP Mode"], row["Sharding Strategy"]) == (
+            "h100_80gb",
+            "amp_bf16",
+            "DEFAULT",
+            "FULL_SHARD",
+        )
+        m = models.get(run.model)
+        n = int(row["NumParams"])
+        assert models.param_count(m) + seq_len * m.d_model == pytest.approx(n, rel=1e-3)
+        assert (run.seq_len, run.mesh, run.recompute) == (seq_len, {"fsdp": gpus}, "full" if checkpointing else "none")
+        per_token = 6 * n + 12 * m.n_layers * m.d_model * seq_len
+        assert tokens_per_s * per_token / (gpus * 989e12) == pytest.approx(run.mfu, abs=0.0006)
+        assert run.where == f"README, H100 80GB BF16 table, {size.lower()} row at {seq_len} tokens on {gpus} GPUs"
+    assert not {r.name for r in measured.MPT_H100_OTHER_LENGTH_RUNS} & {r.name for r in measured.MPT_H100_RUNS}
     # each run says which table it came from
     for run in measured.MPT_H100_MAIN_RUNS:
         assert run.where.startswith("README, H100 80GB BF16 table, ")
@@ -893,6 +927,7 @@ def table():
     rows = {r.run.name: r for r in validation.rows()}
     rows.update({r.name: validation.row(r, role="multislice") for r in measured.MULTISLICE_RUNS})
     rows.update({r.name: validation.row(r, role="held out") for r in measured.MPT_H100_RUNS})
+    rows.update({r.name: validation.row(r, role="held out") for r in measured.MPT_H100_OTHER_LENGTH_RUNS})
     rows.update({r.name: validation.row(r, role="held out") for r in measured.TORCHTITAN_H100_RUNS})
     rows.update({r.name: validation.row(r, role="held out") for r in measured.TPU_RECIPES_V5P_RUNS})
     rows.update({r.name: validation.row(r, role="held out") for r in measured.BLOOM_A100_RUNS})
