@@ -526,7 +526,7 @@ def check_stack(stack):
 # Transformer Engine too); PyTorch's scaled_dot_product_attention tries FlashAttention-2 first
 # and cuDNN's only when asked (pytorch-sdpa-cudnn-opt-in; torchtitan asks on B200 alone,
 # torchtitan-sdpa-backends), and DeepSpeed's runs call the flash-attn package (FlashAttention-2).
-# MosaicML's MPT tables ran llm-foundry's own Triton port of FlashAttention (llm-foundry-benchmark-sweeps),
+# MosaicML's MPT tables ran the FlashAttention repository's experimental Triton kernel (llm-foundry-benchmark-sweeps),
 # which no source times on H100: they take their family's FlashAttention-2, likely faster than what
 # ran. DeepSeek-V3's own kernels are not published: taken as cuDNN's (assumed).
 # Where no stack is named ("any") the planner takes FlashAttention-2, what both PyTorch and the
