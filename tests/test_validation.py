@@ -428,23 +428,25 @@ MPT_NUM_PARAMS = {
 }
 
 
+def _assert_mpt_counts(run, num_params):
+    """The table's MFU is (6 N + 12 layers D s) FLOPs per sequence token over 989 TFLOP/s per GPU with
+    N as printed (`num_params`); the MPT shapes give N within 0.1 % once the position table of the
+    run's length is added. Both tables, at every length, count MFU so."""
+    m = models.get(run.model)
+    assert models.param_count(m) + run.seq_len * m.d_model == pytest.approx(num_params, rel=1e-3)
+    per_token = 6 * num_params + 12 * m.n_layers * m.d_model * run.seq_len
+    tokens_per_s = run.sequences_per_step * run.seq_len / run.step_s
+    assert tokens_per_s * per_token / (run.n_devices * 989e12) == pytest.approx(run.mfu, abs=0.0006)
+
+
 def test_mpt_rows_as_published():
-    # the table's MFU is (6 N + 12 layers D s) FLOPs per sequence token over 989 TFLOP/s per GPU with
-    # N as printed; the MPT shapes give N within 0.1 % once the position table is added. Both tables
-    # (H100 80GB BF16, and its Large Scale table on 128 to 512 GPUs) count MFU so.
     assert (len(measured.MPT_H100_MAIN_RUNS), len(measured.MPT_H100_LARGE_SCALE_RUNS)) == (20, 18)
     assert measured.MPT_H100_RUNS == measured.MPT_H100_MAIN_RUNS + measured.MPT_H100_LARGE_SCALE_RUNS
     for run in measured.MPT_H100_RUNS:
-        m = models.get(run.model)
-        size = run.model.split()[1]
-        n = MPT_NUM_PARAMS[size]
-        assert models.param_count(m) + 2048 * m.d_model == pytest.approx(n, rel=1e-3)
+        _assert_mpt_counts(run, MPT_NUM_PARAMS[run.model.split()[1]])
         # FULL_SHARD: the fsdp axis; SHARD_GRAD_OP (the large-scale 1B and 3B rows): ZeRO-2 over dp
         axis, zero = ("dp", 2) if "SHARD_GRAD_OP" in run.note else ("fsdp", 0)
         assert (run.accelerator, run.seq_len, set(run.mesh), run.zero) == ("H100", 2048, {axis}, zero)
-        per_token = 6 * n + 12 * m.n_layers * m.d_model * run.seq_len
-        tokens_per_s = run.sequences_per_step * run.seq_len / run.step_s
-        assert tokens_per_s * per_token / (run.n_devices * 989e12) == pytest.approx(run.mfu, abs=0.0006)
     assert len({r.name for r in measured.MPT_H100_RUNS}) == len(measured.MPT_H100_RUNS)
     assert {r.name for r in measured.MPT_H100_LARGE_SCALE_RUNS if r.zero == 2} == {
         f"MPT {size}, {n} H100" for size in ("3B", "1B") for n in (512, 256, 128)
@@ -507,7 +509,7 @@ def test_mpt_tables_are_the_sources_rows():
             assert row["Sharding Strategy"] == sharding
             assert int(row["NumParams"]) == MPT_NUM_PARAMS[size]
     # the first table's other rows, in its order: eight GPUs, FULL_SHARD, each model's position table
-    # grown to the length (NumParams as printed), the MFU counted as at 2,048 tokens
+    # grown to the length (NumParams as printed), the MFU counted as at 2,048 tokens (_assert_mpt_counts)
     others = [row for row in tables[measured.MPT_TABLE_TITLES["main"]] if row["SeqLen (T)"] != "2048"]
     assert len(measured.MPT_H100_OTHER_LENGTHS_TABLE) == len(others) == len(measured.MPT_H100_OTHER_LENGTH_RUNS)
     rows = zip(measured.MPT_H100_OTHER_LENGTHS_TABLE, others, measured.MPT_H100_OTHER_LENGTH_RUNS, strict=True)
@@ -531,12 +533,8 @@ def test_mpt_tables_are_the_sources_rows():
             "DEFAULT",
             "FULL_SHARD",
         )
-        m = models.get(run.model)
-        n = int(row["NumParams"])
-        assert models.param_count(m) + seq_len * m.d_model == pytest.approx(n, rel=1e-3)
         assert (run.seq_len, run.mesh, run.recompute) == (seq_len, {"fsdp": gpus}, "full" if checkpointing else "none")
-        per_token = 6 * n + 12 * m.n_layers * m.d_model * seq_len
-        assert tokens_per_s * per_token / (gpus * 989e12) == pytest.approx(run.mfu, abs=0.0006)
+        _assert_mpt_counts(run, int(row["NumParams"]))
         assert run.where == f"README, H100 80GB BF16 table, {size.lower()} row at {seq_len} tokens on {gpus} GPUs"
     assert not {r.name for r in measured.MPT_H100_OTHER_LENGTH_RUNS} & {r.name for r in measured.MPT_H100_RUNS}
     # each run says which table it came from
